@@ -1,0 +1,1 @@
+"""The Textual app: a thin layer that shows the core objects (see tutor.app.main)."""

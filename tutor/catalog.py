@@ -1,0 +1,140 @@
+"""The drill catalog: what each drill is, read from the TOML file beside it.
+
+Every drill ``drills/NN_name.<py|md>`` has ``drills/NN_name.toml`` with its
+title, what it teaches, the tolerance, its hints (each naming the diagnosis
+code or attempt count that unlocks it) and the words for each diagnosis code.
+Code decides *which* diagnosis applies; the TOML says it in words.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from tutor.paths import content_root
+
+
+class UnknownDrill(LookupError):
+    """Raised for a drill id or name that is not in the catalog."""
+
+
+@dataclass(frozen=True)
+class Hint:
+    """One tiered hint. ``unlock_codes`` open it as soon as a check reports one of
+    those diagnosis codes; ``after_attempts`` opens it after that many checks;
+    a hint with neither is open from the start."""
+
+    title: str
+    text: str
+    unlock_codes: tuple[str, ...] = ()
+    after_attempts: int | None = None
+
+    @property
+    def open_from_start(self) -> bool:
+        return not self.unlock_codes and self.after_attempts is None
+
+
+@dataclass(frozen=True)
+class DiagnosisText:
+    severity: str  # "error" (why it FAILED), "finding" (PASSED, but not done), "info"
+    message: str
+
+
+@dataclass(frozen=True)
+class Drill:
+    id: str
+    slug: str
+    title: str
+    kind: str  # "kernel" (a Triton file the harness runs) or "paper" (a quiz)
+    file: str  # file name inside drills/
+    solution: str  # file name inside solutions/
+    teaches: str
+    competency: str
+    tolerance: float
+    modes: tuple[str, ...]  # launches the harness checks: "full", "causal"
+    hints: tuple[Hint, ...]
+    diagnoses: dict[str, DiagnosisText] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.id}_{self.slug}"
+
+    def diagnosis_text(self, code: str) -> DiagnosisText:
+        try:
+            return self.diagnoses[code]
+        except KeyError:
+            raise KeyError(f"drill {self.id} has no words for diagnosis code {code!r}") from None
+
+
+def _parse(path: Path) -> Drill:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    hints = tuple(
+        Hint(
+            title=h["title"],
+            text=h["text"].strip(),
+            unlock_codes=tuple(h.get("unlock_codes", ())),
+            after_attempts=h.get("after_attempts"),
+        )
+        for h in data.get("hints", ())
+    )
+    diagnoses = {
+        code: DiagnosisText(severity=d["severity"], message=" ".join(d["message"].split()))
+        for code, d in data.get("diagnoses", {}).items()
+    }
+    return Drill(
+        id=data["id"],
+        slug=data["slug"],
+        title=data["title"],
+        kind=data["kind"],
+        file=data["file"],
+        solution=data["solution"],
+        teaches=" ".join(data["teaches"].split()),
+        competency=data["competency"],
+        tolerance=float(data.get("tolerance", 0.0)),
+        modes=tuple(data.get("modes", ())),
+        hints=hints,
+        diagnoses=diagnoses,
+    )
+
+
+@lru_cache(maxsize=None)
+def _load(root: Path) -> tuple[Drill, ...]:
+    drills = tuple(_parse(p) for p in sorted((root / "drills").glob("[0-9][0-9]_*.toml")))
+    if not drills:
+        raise FileNotFoundError(f"no drill metadata (*.toml) under {root / 'drills'}")
+    return drills
+
+
+def all_drills() -> tuple[Drill, ...]:
+    """Every drill, in order."""
+    return _load(content_root())
+
+
+def get_drill(key: str) -> Drill:
+    """Look a drill up by id (``01``, ``1``), slug, name, or a file name such as
+    ``01_causal_mask.py`` / ``01_causal_mask_solution.py``."""
+    text = Path(key).name.lower()
+    for suffix in (".py", ".md"):
+        text = text.removesuffix(suffix)
+    text = text.removesuffix("_solution")
+    for drill in all_drills():
+        if text in (drill.id, drill.id.lstrip("0"), drill.slug, drill.name):
+            return drill
+    known = ", ".join(f"{d.id} ({d.slug})" for d in all_drills())
+    raise UnknownDrill(f"unknown drill {key!r}; the drills are: {known}")
+
+
+def pristine_path(drill: Drill) -> Path:
+    """The drill as shipped (inside the package, or the clone's own copy)."""
+    return content_root() / "drills" / drill.file
+
+
+def solution_path(drill: Drill) -> Path:
+    return content_root() / "solutions" / drill.solution

@@ -1,0 +1,47 @@
+"""``flashtutor``: the command line.  Each sub-command lives in its own module
+with a ``register(subparsers)`` function that adds its parser and sets
+``func`` (called with the parsed arguments, returning the exit code)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from tutor import __version__
+
+# Exit codes shared by every sub-command.
+EXIT_OK = 0  # passed / solved / done
+EXIT_FAILED = 1  # the check ran and the drill is not solved
+EXIT_USAGE = 2  # argparse's own code for bad usage
+EXIT_NOT_RUN = 3  # the drill could not run: syntax, import, compile error, crash, timeout
+
+COMMAND_MODULES = ("check",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flashtutor",
+        description="FlashAttention drills in Triton, checked on every save.",
+    )
+    parser.add_argument("--version", action="version", version=f"flashtutor {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"tutor.cli.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""``flashtutor check`` and ``flashtutor list``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tutor.catalog import Drill, all_drills
+from tutor.cli import EXIT_FAILED, EXIT_NOT_RUN, EXIT_OK
+from tutor.harness.device import DEVICE_CHOICES
+from tutor.harness.result import CheckResult
+from tutor.report import render
+from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
+from tutor.targets import Target, TargetError, resolve, workspace_file
+
+
+def exit_code(result: CheckResult) -> int:
+    if result.error is not None:
+        return EXIT_NOT_RUN
+    return EXIT_OK if result.solved else EXIT_FAILED
+
+
+def add_runner_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
+                        help="auto: a GPU if one is visible; cpu: force Triton's interpreter")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"stop a check after this long (default {DEFAULT_TIMEOUT_S:g})")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    check = subparsers.add_parser("check", help="check a drill and print the report",
+                                  description="Run a drill's kernel against the reference and report.")
+    check.add_argument("target", nargs="?", help="drill id (01), name (causal_mask) or a path to a file")
+    check.add_argument("--drill", metavar="ID", help="which drill the file implements, when its name does not say")
+    check.add_argument("--all", action="store_true", help="check every drill in the workspace")
+    check.add_argument("--json", action="store_true", help="print one JSON object per drill instead of the report")
+    check.add_argument("--no-timing", action="store_true", help="skip the timed launches")
+    check.add_argument("--seed", type=int, help="fix the random inputs (default: fresh every run)")
+    add_runner_options(check)
+    check.set_defaults(func=run_check_command)
+
+    listing = subparsers.add_parser("list", help="list the drills")
+    listing.set_defaults(func=run_list_command)
+
+
+def _targets(args: argparse.Namespace) -> list[Target]:
+    if args.all:
+        return [Target(d, workspace_file(d)) for d in all_drills()]
+    if not args.target:
+        raise TargetError("name a drill (e.g. `flashtutor check 01`) or use --all")
+    return [resolve(args.target, args.drill)]
+
+
+def _paper_drill_line(drill: Drill) -> str:
+    return f"{drill.id} {drill.title}: a paper drill - answer it with `flashtutor quiz`"
+
+
+def run_check_command(args: argparse.Namespace) -> int:
+    try:
+        targets = _targets(args)
+    except TargetError as exc:
+        print(f"flashtutor: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUN
+    codes = []
+    with CheckRunner(device=args.device, timeout_s=args.timeout, warm=len(targets) > 1) as runner:
+        for target in targets:
+            if target.drill.kind != "kernel":
+                if not args.json:
+                    print(_paper_drill_line(target.drill) + "\n")
+                continue
+            if not target.file.exists():
+                print(f"flashtutor: {target.file} is missing", file=sys.stderr)
+                codes.append(EXIT_NOT_RUN)
+                continue
+            try:
+                result = runner.check(target.drill.id, target.file, timing=not args.no_timing, seed=args.seed)
+            except WorkerStartError as exc:
+                print(f"flashtutor: {exc}", file=sys.stderr)
+                return EXIT_NOT_RUN
+            if args.json:
+                print(result.to_json())
+            else:
+                print(render(result, title=f"{target.drill.id} {target.drill.title} ({target.file})"))
+                print()
+            codes.append(exit_code(result))
+    return max(codes, default=EXIT_OK)
+
+
+def run_list_command(args: argparse.Namespace) -> int:
+    for drill in all_drills():
+        print(f"{drill.id}  {drill.title:<40} {drill.kind:<7} drills/{drill.file}")
+    return EXIT_OK

@@ -1,0 +1,40 @@
+"""Pick where the student's kernel runs: a CUDA or ROCm GPU, else the CPU
+through Triton's interpreter.
+
+This runs in the worker process *before* triton is imported, because
+``@triton.jit`` reads ``TRITON_INTERPRET`` when the decorator runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tutor.harness.result import Device
+
+DEVICE_CHOICES = ("auto", "gpu", "cpu")
+
+
+def select_device(preference: str = "auto") -> Device:
+    """Set the interpreter switch if needed and describe the device.
+
+    ``preference``: ``auto`` (GPU when one is visible), ``gpu`` (a GPU or an
+    error) or ``cpu`` (force the interpreter even on a GPU machine).
+    """
+    if preference not in DEVICE_CHOICES:
+        raise ValueError(f"device must be one of {DEVICE_CHOICES}, not {preference!r}")
+    import torch  # importing torch does not import triton
+
+    has_gpu = torch.cuda.is_available() and preference != "cpu"
+    if preference == "gpu" and not has_gpu:
+        raise RuntimeError("no CUDA or ROCm GPU is visible to PyTorch (see docs/SETUP.md)")
+    if not has_gpu:
+        os.environ["TRITON_INTERPRET"] = "1"
+    import triton
+
+    if has_gpu:
+        kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+        name = torch.cuda.get_device_name(0)
+    else:
+        kind, name = "cpu", "CPU"
+    return Device(kind=kind, name=name, interpreter=not has_gpu, torch=torch.__version__, triton=triton.__version__)
+

@@ -1,0 +1,125 @@
+"""Say what the student most likely got wrong, with a stable code per mistake.
+
+The main tool is *mistake fingerprinting*: for a failing launch, compute in
+PyTorch what the kernel would output with each known mistake
+(:mod:`tutor.harness.reference`) and see which one the student's output
+matches.  The visit map adds what no output can show: whether the causal
+launch skipped the blocks it should.  Timings are never used to diagnose.
+The words for each code live in the drill's TOML file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from tutor.catalog import Drill
+from tutor.harness import reference
+from tutor.harness.result import CaseResult, Diagnosis, VisitMap
+
+
+@dataclass
+class CheckedLaunch:
+    """One correctness launch with what is needed to fingerprint it."""
+
+    case: CaseResult
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    out: torch.Tensor
+
+
+# drill slug -> (q, k, v, block_m, block_n, causal) -> {code: what that mistake outputs}
+Fingerprints = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int, int, bool], dict[str, torch.Tensor]]
+
+FINGERPRINTS: dict[str, Fingerprints] = {
+    "causal_mask": lambda q, k, v, bm, bn, causal: reference.causal_variants(q, k, v, bm, bn, causal),
+    "online_rescale": lambda q, k, v, bm, bn, causal: reference.online_variants(q, k, v, bn),
+}
+
+
+def matches(out: torch.Tensor, expected: torch.Tensor, tolerance: float) -> bool:
+    """Does ``out`` equal ``expected`` wherever ``expected`` is defined?
+
+    Rows that ``expected`` leaves NaN (a row that saw no key) are ignored, so a
+    kernel that writes NaN *or* a guarded 0 there matches either way; ``out``
+    may not be NaN anywhere ``expected`` is finite.
+    """
+    out = out.to(torch.float64)
+    defined = torch.isfinite(expected)
+    if not defined.any() or (~torch.isfinite(out) & defined).any():
+        return False
+    return bool((out - expected)[defined].abs().max() <= tolerance)
+
+
+def fingerprint(drill: Drill, launch: CheckedLaunch, block_m: int, block_n: int) -> str | None:
+    """The code of the first known mistake whose output the launch reproduces."""
+    variants = FINGERPRINTS[drill.slug](launch.q, launch.k, launch.v, block_m, block_n, launch.case.causal)
+    for code, expected in variants.items():
+        if matches(launch.out, expected, drill.tolerance):
+            return code.split("/")[0]  # "mask-reversed/diagonal-only" is still "mask-reversed"
+    return None
+
+
+def _describe_rows(launch: CheckedLaunch, block_m: int) -> str:
+    bad = ~torch.isfinite(launch.out.to(torch.float32))
+    rows = bad.any(dim=-1).reshape(-1, launch.out.shape[-2]).any(dim=0).nonzero().flatten().tolist()
+    if len(rows) == launch.out.shape[-2]:
+        return "every row is affected"
+    blocks = sorted({r // block_m for r in rows})
+    return f"rows {rows[0]}..{rows[-1]} are affected (query block{'s' if len(blocks) > 1 else ''} {', '.join(map(str, blocks))})"
+
+
+def diagnose(
+    drill: Drill,
+    launches: list[CheckedLaunch],
+    visits: VisitMap | None,
+    block_m: int,
+    block_n: int,
+) -> list[Diagnosis]:
+    """Everything worth saying about a check that ran, errors first."""
+    codes: dict[str, str] = {}  # code -> extra detail; dicts keep the order found
+
+    def say(code: str, detail: str = "") -> None:
+        codes.setdefault(code, detail)
+
+    for launch in (x for x in launches if not x.case.passed):
+        case = launch.case
+        where = f" (seen on the {case.name} shape, seq={case.shape[2]}{', causal' if case.causal else ''})"
+        if case.unwritten:
+            say("unwritten-output", f" {case.unwritten} elements were never written{where}.")
+        if case.wrote_out_of_bounds:
+            say("store-out-of-bounds", where + ".")
+        code = fingerprint(drill, launch, block_m, block_n)
+        if "full" in drill.modes and "causal" in drill.modes and not case.causal:
+            say("full-broken", where + ".")
+        if code is not None:
+            say(code, where + ".")
+        elif case.nonfinite:
+            if "nan-first-block" in drill.diagnoses and case.nonfinite == launch.out.numel() - case.unwritten:
+                say("nan-first-block", where + ".")
+            else:
+                say("nan-in-output", f" {case.nonfinite} elements; {_describe_rows(launch, block_m)}{where}.")
+        elif not case.unwritten and not case.wrote_out_of_bounds:
+            worst = "" if case.worst_row is None else f" The largest error is at row {case.worst_row} (query block {case.worst_row // block_m})"
+            say("wrong-output", f"{worst}{where}.")
+
+    if visits is not None and "causal" in drill.modes:
+        if visits.visited_blocks == 0:
+            say("no-visits-recorded")
+        elif visits.visited_blocks == visits.total_blocks and visits.ideal_blocks < visits.total_blocks:
+            say("todo1-open", f" ({visits.visited_blocks}/{visits.total_blocks} blocks visited; a causal kernel needs {visits.ideal_blocks}.)")
+        elif visits.visited_blocks > visits.ideal_blocks:
+            extra = visits.visited_blocks - visits.ideal_blocks
+            say("extra-blocks", f" ({extra} blocks more than the {visits.ideal_blocks} needed.)")
+    elif visits is not None and visits.visited_blocks == 0:
+        say("no-visits-recorded")
+
+    found = []
+    for code, detail in codes.items():
+        text = drill.diagnosis_text(code)
+        found.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
+    order = {"error": 0, "finding": 1, "info": 2}
+    return sorted(found, key=lambda d: order.get(d.severity, 3))

@@ -1,0 +1,134 @@
+"""Reference attention and the wrong answers students usually compute.
+
+Everything here is plain PyTorch in float64.  ``attention_reference`` is the
+right answer; the ``*_variants`` functions compute what a kernel with one
+known mistake would output, so a student's output can be matched against them
+(mistake fingerprinting) instead of guessed at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+# (rows, keys) -> bool: may query row r see key c?  Both are index tensors.
+KeyRule = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v in float64, causal or full."""
+    seq = q.shape[-2]
+    rule: KeyRule = (lambda r, c: c <= r) if causal else (lambda r, c: c < seq)
+    return masked_attention(q, k, v, rule)
+
+
+def masked_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    allowed: KeyRule,
+    padded_keys: int = 0,
+) -> torch.Tensor:
+    """Attention in float64 where row r sees key c only when ``allowed(r, c)``.
+
+    ``padded_keys`` appends that many zero keys and zero values after the
+    sequence, as a kernel that loads its ragged last block with ``other=0`` but
+    forgets to mask the scores sees them.  A row that may see no key at all
+    comes out NaN, as 0/0 does in a kernel.
+    """
+    q, k, v = (t.to(torch.float64) for t in (q, k, v))
+    seq, head_dim = q.shape[-2], q.shape[-1]
+    if padded_keys:
+        pad = torch.zeros(*k.shape[:-2], padded_keys, head_dim, dtype=k.dtype, device=k.device)
+        k = torch.cat([k, pad], dim=-2)
+        v = torch.cat([v, pad], dim=-2)
+    rows = torch.arange(seq, device=q.device)[:, None]
+    cols = torch.arange(k.shape[-2], device=q.device)[None, :]
+    scores = (q @ k.transpose(-1, -2)) * head_dim**-0.5
+    scores = scores.masked_fill(~allowed(rows, cols), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def causal_variants(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_m: int, block_n: int, causal: bool
+) -> dict[str, torch.Tensor]:
+    """What drill 01's kernel outputs with each known mistake, keyed by diagnosis code.
+
+    ``block_m``/``block_n`` are the kernel's tile sizes: several mistakes are
+    "right up to the block boundary", so the tiles shape the wrong answer.
+    """
+    seq = q.shape[-2]
+    padded = -seq % block_n
+    end_of_row_block = lambda r: (r // block_m + 1) * block_m  # noqa: E731 - first key past r's block
+    start_of_row_block = lambda r: (r // block_m) * block_m  # noqa: E731
+    rules: dict[str, tuple[KeyRule, int]] = {}
+    if causal:
+        rules["todo2-open"] = (lambda r, c: c < seq, 0)
+        rules["diagonal-unmasked"] = (lambda r, c: c < torch.clamp(end_of_row_block(r), max=seq), 0)
+        rules["loop-stops-before-diagonal"] = (lambda r, c: c < start_of_row_block(r), 0)
+        rules["mask-off-by-one"] = (lambda r, c: c < r, 0)
+        # a reversed mask applied to every block, or only to the diagonal block
+        rules["mask-reversed"] = (lambda r, c: (c >= r) & (c < end_of_row_block(r)) & (c < seq), 0)
+        rules["mask-reversed/diagonal-only"] = (
+            lambda r, c: ((c < start_of_row_block(r)) | (c >= r)) & (c < end_of_row_block(r)) & (c < seq),
+            0,
+        )
+    if padded:
+        if causal:
+            rules["ragged-unmasked"] = (lambda r, c: c < end_of_row_block(r), padded)
+        else:
+            rules["ragged-unmasked"] = (lambda r, c: c < seq + padded, padded)
+    return {code: masked_attention(q, k, v, rule, pad) for code, (rule, pad) in rules.items()}
+
+
+def streamed_softmax_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    block_n: int,
+    *,
+    running_max: bool = True,
+    rescale_sum: bool = True,
+    rescale_acc: bool = True,
+    final_division: bool = True,
+) -> torch.Tensor:
+    """Full attention computed the way drill 02's loop does it, block by block, in
+    float64 — with each part of the online update switchable, so the function
+    also computes every way of getting that update wrong.
+
+    With every switch on it equals :func:`attention_reference` (non-causal).
+    ``running_max=False`` weights each block against its own maximum and never
+    rescales, as drill 02 ships.
+    """
+    q, k, v = (t.to(torch.float64) for t in (q, k, v))
+    seq, head_dim = q.shape[-2], q.shape[-1]
+    scores = (q @ k.transpose(-1, -2)) * head_dim**-0.5
+    shape = scores.shape[:-1]
+    m = torch.full(shape, float("-inf"), dtype=torch.float64, device=q.device)
+    l = torch.zeros(shape, dtype=torch.float64, device=q.device)  # noqa: E741 - the paper's name
+    acc = torch.zeros(*shape, head_dim, dtype=torch.float64, device=q.device)
+    for start in range(0, seq, block_n):
+        s = scores[..., start : start + block_n]
+        block_max = s.amax(dim=-1)
+        if running_max:
+            m_new = torch.maximum(m, block_max)
+            alpha = torch.exp(m - m_new)
+        else:
+            m_new, alpha = block_max, torch.ones_like(block_max)
+        p = torch.exp(s - m_new[..., None])
+        l = (l * alpha if rescale_sum else l) + p.sum(dim=-1)  # noqa: E741
+        acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ v[..., start : start + block_n, :]
+        m = m_new
+    return acc / l[..., None] if final_division else acc
+
+
+def online_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_n: int) -> dict[str, torch.Tensor]:
+    """What drill 02's kernel outputs with each known mistake, keyed by diagnosis code."""
+    stream = lambda **switches: streamed_softmax_attention(q, k, v, block_n, **switches)  # noqa: E731
+    return {
+        "never-rescaled": stream(running_max=False),
+        "sum-not-rescaled": stream(rescale_sum=False),
+        "acc-not-rescaled": stream(rescale_acc=False),
+        "no-final-division": stream(final_division=False),
+    }

@@ -1,0 +1,226 @@
+"""The structured result of one check: what the harness measured, as data.
+
+A :class:`CheckResult` crosses the process boundary as JSON (``to_json`` /
+``from_json``) and is what every front end shows: ``flashtutor check`` prints
+it, the watch loop records it, the app draws it.  Nothing here is computed for
+display only: every number comes from running the student's kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Error kinds: the check could not run the drill to a verdict.
+ERROR_KINDS = (
+    "missing-file",  # the file does not exist
+    "syntax",  # the file does not parse
+    "import",  # importing the module raised
+    "missing-function",  # no attention() launcher
+    "compile",  # Triton refused to compile the kernel
+    "runtime",  # the launcher or kernel raised while running
+    "bad-output",  # wrong shape / dtype / type returned
+    "crash",  # the worker process died (segfault, os._exit, OOM)
+    "timeout",  # the check did not finish in time
+    "cancelled",  # a newer save replaced this check
+    "internal",  # a bug in the tutor itself
+)
+
+
+@dataclass
+class CheckError:
+    kind: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+    source_line: str | None = None
+    detail: str | None = None  # a short traceback or the compiler's excerpt
+
+    def __post_init__(self) -> None:
+        if self.kind not in ERROR_KINDS:
+            raise ValueError(f"unknown error kind {self.kind!r}")
+
+    def location(self) -> str:
+        if self.file and self.line:
+            return f"{self.file}:{self.line}"
+        return self.file or ""
+
+
+@dataclass
+class Diagnosis:
+    code: str
+    message: str
+    severity: str = "error"  # "error": why it failed; "finding": passed but not done; "info"
+
+
+@dataclass
+class Device:
+    kind: str  # "cuda", "rocm" or "cpu"
+    name: str  # "NVIDIA H200", or "CPU"
+    interpreter: bool
+    torch: str = ""
+    triton: str = ""
+
+    @property
+    def label(self) -> str:
+        if self.interpreter:
+            return "CPU · Triton interpreter — timings relative only"
+        return f"{self.name} ({self.kind.upper()})"
+
+
+@dataclass
+class CaseResult:
+    """One launch checked against the reference."""
+
+    name: str  # "default", "ragged", "short"
+    causal: bool
+    shape: list[int]
+    max_abs_err: float | None  # None when the output held NaN/Inf or was never written
+    passed: bool
+    nonfinite: int = 0  # NaN/Inf elements
+    unwritten: int = 0  # elements still holding the poison value
+    wrote_out_of_bounds: bool = False
+    worst_row: int | None = None  # sequence position of the largest error
+
+
+@dataclass
+class VisitMap:
+    """Which (query block, key block) pairs the kernel visited, summed over batch*heads.
+
+    ``counts[i][j]`` is how many of the ``heads`` (batch*heads) programs for query
+    block i visited key block j; ``ideal[i][j]`` is whether a causal kernel must.
+    """
+
+    block_m: int
+    block_n: int
+    seq: int
+    heads: int
+    counts: list[list[int]]
+    ideal: list[list[bool]]
+
+    @property
+    def total_blocks(self) -> int:
+        return self.heads * len(self.counts) * len(self.counts[0])
+
+    @property
+    def visited_blocks(self) -> int:
+        return sum(map(sum, self.counts))
+
+    @property
+    def ideal_blocks(self) -> int:
+        return self.heads * sum(map(sum, self.ideal))
+
+
+@dataclass
+class CheckResult:
+    drill: str
+    file: str
+    device: Device | None = None
+    passed: bool = False
+    tolerance: float = 0.0
+    shape: list[int] = field(default_factory=list)  # the default correctness shape
+    max_abs_err: float | None = None  # worst over every case (None if any was non-finite)
+    cases: list[CaseResult] = field(default_factory=list)
+    timing_shape: list[int] = field(default_factory=list)
+    timing_method: str = ""  # "do_bench median (ms)" or "wall clock (relative only)"
+    full_ms: float | None = None
+    causal_ms: float | None = None
+    sdpa_full_ms: float | None = None  # torch's own attention, same shape (GPU only)
+    sdpa_causal_ms: float | None = None
+    visits: VisitMap | None = None  # from the causal launch (or the full one for full-only drills)
+    diagnosis: list[Diagnosis] = field(default_factory=list)
+    error: CheckError | None = None
+    output: str = ""  # what the student's code printed (tail)
+    duration_s: float = 0.0  # wall time of the whole check inside the worker
+
+    # -- derived figures ---------------------------------------------------------
+    @property
+    def speedup(self) -> float | None:
+        if self.full_ms and self.causal_ms:
+            return self.full_ms / self.causal_ms
+        return None
+
+    @property
+    def visited_fraction(self) -> float | None:
+        if self.visits is None or not self.visits.total_blocks:
+            return None
+        return self.visits.visited_blocks / self.visits.total_blocks
+
+    @property
+    def ideal_fraction(self) -> float | None:
+        if self.visits is None or not self.visits.total_blocks:
+            return None
+        return self.visits.ideal_blocks / self.visits.total_blocks
+
+    @property
+    def solved(self) -> bool:
+        """PASSED with no open finding: the drill is done."""
+        return self.passed and self.error is None and not any(d.severity == "finding" for d in self.diagnosis)
+
+    @property
+    def codes(self) -> list[str]:
+        return [d.code for d in self.diagnosis]
+
+    # -- JSON ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["device"] = None if self.device is None else {**asdict(self.device), "label": self.device.label}
+        visits = data.pop("visits")
+        data.update(
+            speedup=self.speedup,
+            solved=self.solved,
+            visited_blocks=None if self.visits is None else self.visits.visited_blocks,
+            total_blocks=None if self.visits is None else self.visits.total_blocks,
+            ideal_blocks=None if self.visits is None else self.visits.ideal_blocks,
+            visited_fraction=self.visited_fraction,
+            ideal_fraction=self.ideal_fraction,
+            visit_map=visits,
+        )
+        return _finite(data)
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        device = data.get("device")
+        visits = data.get("visit_map")
+        error = data.get("error")
+        return cls(
+            drill=data["drill"],
+            file=data["file"],
+            device=None if device is None else Device(**{k: v for k, v in device.items() if k != "label"}),
+            passed=data.get("passed", False),
+            tolerance=data.get("tolerance", 0.0),
+            shape=list(data.get("shape", [])),
+            max_abs_err=data.get("max_abs_err"),
+            cases=[CaseResult(**c) for c in data.get("cases", [])],
+            timing_shape=list(data.get("timing_shape", [])),
+            timing_method=data.get("timing_method", ""),
+            full_ms=data.get("full_ms"),
+            causal_ms=data.get("causal_ms"),
+            sdpa_full_ms=data.get("sdpa_full_ms"),
+            sdpa_causal_ms=data.get("sdpa_causal_ms"),
+            visits=None if visits is None else VisitMap(**visits),
+            diagnosis=[Diagnosis(**d) for d in data.get("diagnosis", [])],
+            error=None if error is None else CheckError(**error),
+            output=data.get("output", ""),
+            duration_s=data.get("duration_s", 0.0),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> CheckResult:
+        return cls.from_dict(json.loads(text))
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN/Inf: they become None (the non-finite count says why)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,45 @@
+"""The shapes a check runs, per device.
+
+Correctness runs three shapes: the default one, one whose length leaves a
+ragged last block of a single row, and one shorter than a block.  Timing runs
+one shape: on a GPU it must fill the chip several waves deep, or a correct
+causal kernel shows no speed-up (the default 2x8x1000x64 is one wave on an
+H200: the last query blocks, which do the most work, set the time); on the
+interpreter it is the default shape, and the times are relative only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Shape = tuple[int, int, int, int]  # batch, heads, seq, head_dim
+
+
+@dataclass(frozen=True)
+class ShapePlan:
+    default: Shape
+    ragged: Shape
+    short: Shape
+    timing: Shape
+
+    def cases(self) -> list[tuple[str, Shape]]:
+        return [("default", self.default), ("ragged", self.ragged), ("short", self.short)]
+
+
+GPU_PLAN = ShapePlan(
+    default=(2, 8, 1000, 64),
+    ragged=(1, 2, 129, 64),
+    short=(1, 1, 37, 64),
+    timing=(4, 16, 4096, 64),
+)
+
+CPU_PLAN = ShapePlan(
+    default=(1, 2, 200, 64),  # 4 blocks of 64, the last one 8 rows: ~0.15 s per launch
+    ragged=(1, 2, 129, 64),
+    short=(1, 1, 37, 64),
+    timing=(1, 2, 200, 64),
+)
+
+
+def plan_for(interpreter: bool) -> ShapePlan:
+    return CPU_PLAN if interpreter else GPU_PLAN

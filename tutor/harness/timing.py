@@ -1,0 +1,44 @@
+"""Time full and causal launches of the student's kernel.
+
+GPU: ``triton.testing.do_bench`` (CUDA events, warm-up, median of many runs)
+on a shape that fills the chip.  Interpreter: wall-clock median of a few
+runs — it scales with the work done, so the full/causal ratio means
+something, but the milliseconds are relative only.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+INTERPRETER_REPS = 2
+GPU_WARMUP_MS = 25
+GPU_REP_MS = 100
+
+
+def time_ms(fn: Callable[[], object], interpreter: bool) -> float:
+    if interpreter:
+        samples = []
+        for _ in range(INTERPRETER_REPS):
+            start = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - start) * 1e3)
+        return statistics.median(samples)
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=GPU_WARMUP_MS, rep=GPU_REP_MS, return_mode="median"))
+
+
+def sdpa_ms(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> float:
+    """torch's own scaled_dot_product_attention on the same inputs (GPU only)."""
+    fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+    return time_ms(fn, interpreter=False)
+
+
+def method_label(interpreter: bool) -> str:
+    if interpreter:
+        return f"wall clock, median of {INTERPRETER_REPS} (interpreter: relative only)"
+    return f"triton.testing.do_bench median (warm-up {GPU_WARMUP_MS} ms, {GPU_REP_MS} ms of runs)"

@@ -1,0 +1,58 @@
+"""Where the drill content and the student's workspace live.
+
+Two layouts are supported:
+
+* a clone of the repository: ``drills/`` and ``solutions/`` sit at the top of
+  the checkout, which is also the student's workspace;
+* an installed wheel: pristine copies of both ship as package data under
+  ``tutor/_content``; ``flashtutor init DIR`` copies the drills into a workspace.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+SOURCE_ROOT = PACKAGE_DIR.parent
+WORKSPACE_STATE_DIR = ".flashtutor"
+
+
+def _is_content_root(path: Path) -> bool:
+    return (path / "drills").is_dir() and (path / "solutions").is_dir()
+
+
+def content_root() -> Path:
+    """The directory holding the canonical ``drills/`` and ``solutions/``.
+
+    In a clone (editable install) that is the checkout; in a wheel it is the
+    package's ``_content`` folder.
+    """
+    if _is_content_root(SOURCE_ROOT) and (SOURCE_ROOT / "pyproject.toml").is_file():
+        return SOURCE_ROOT
+    return PACKAGE_DIR / "_content"
+
+
+def find_workspace(start: Path | None = None) -> Path | None:
+    """The nearest directory at or above ``start`` that holds a ``drills/`` folder
+    with drill files in it (a clone, or a workspace made by ``flashtutor init``)."""
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        drills = candidate / "drills"
+        if drills.is_dir() and any(drills.glob("0*_*.*")):
+            return candidate
+    return None
+
+
+def default_workspace() -> Path | None:
+    """The workspace to use when none is named: ``$FLASHTUTOR_WORKSPACE``, else the
+    nearest one above the current directory, else the clone this package runs from."""
+    env = os.environ.get("FLASHTUTOR_WORKSPACE")
+    if env:
+        return Path(env).resolve()
+    found = find_workspace()
+    if found is not None:
+        return found
+    if content_root() == SOURCE_ROOT:
+        return SOURCE_ROOT
+    return None

@@ -1,0 +1,231 @@
+"""Run checks in child processes, keeping one warm worker ready.
+
+Importing torch and triton costs seconds, so the runner starts a worker
+(:mod:`tutor.worker`) ahead of time; a check hands its job to that warm
+worker, and a fresh one is started for the next check once this one is done.
+Every worker runs exactly one check, so a segfault, a hang or a sticky CUDA
+error costs that worker and nothing else.
+
+Nothing here imports torch: the caller (the CLI, the watch loop, the app)
+stays light and never touches the student's kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from tutor.harness.job import CheckJob
+from tutor.harness.result import CheckError, CheckResult, Device
+
+DEFAULT_TIMEOUT_S = 120.0  # one check, from job sent to result (first GPU compiles take a few seconds)
+READY_TIMEOUT_S = 120.0  # a worker's start-up: importing torch and triton
+OUTPUT_TAIL_CHARS = 4000
+
+
+class WorkerStartError(RuntimeError):
+    """A worker could not start (no GPU when one was demanded, a broken install)."""
+
+
+def _signal_name(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"signal {-returncode} ({signal.Signals(-returncode).name})"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+class Worker:
+    """One child process, from start-up to its single check."""
+
+    def __init__(self, device: str = "auto"):
+        self.log_path = Path(tempfile.mkstemp(prefix="flashtutor-worker-", suffix=".log")[1])
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tutor.worker", "--device", device],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=env,
+                start_new_session=True,  # its own process group: kill() reaches anything it spawned
+            )
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True, name=f"worker-{self.proc.pid}-reader").start()
+        self.device: Device | None = None
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            self._lines.put(raw.decode("utf-8", "replace"))
+        self._lines.put(None)  # EOF: the process ended or closed its channel
+
+    def _next_message(self, deadline: float, cancel: threading.Event | None) -> dict | str | None:
+        """The next protocol message; ``"timeout"``, ``"cancelled"``, or None at EOF."""
+        while True:
+            if cancel is not None and cancel.is_set():
+                return "cancelled"
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            try:
+                line = self._lines.get(timeout=min(remaining, 0.05))
+            except queue.Empty:
+                continue
+            if line is None:
+                return None
+            return json.loads(line)
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S, cancel: threading.Event | None = None) -> Device | None:
+        """Block until the worker is warm; None if ``cancel`` was set first."""
+        if self.device is not None:
+            return self.device
+        message = self._next_message(time.monotonic() + timeout_s, cancel)
+        if message == "cancelled":
+            return None
+        if not isinstance(message, dict) or not message.get("ready"):
+            self.kill()
+            reason = message.get("error") if isinstance(message, dict) else self.output_tail() or "no output"
+            raise WorkerStartError(f"the check worker could not start: {reason}")
+        self.device = Device(**message["device"])
+        return self.device
+
+    def run(self, job: dict, timeout_s: float, cancel: threading.Event | None = None) -> CheckResult:
+        device = self.wait_ready(cancel=cancel)
+        if device is None:
+            self.kill()
+            return self._failed(job, "cancelled", "a newer save replaced this check before it started")
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(job) + "\n").encode())
+        self.proc.stdin.flush()
+        message = self._next_message(time.monotonic() + timeout_s, cancel)
+        try:
+            if message == "timeout":
+                return self._failed(
+                    job,
+                    "timeout",
+                    f"the check did not finish within {timeout_s:g} s and was stopped"
+                    " (a kernel loop that never ends, or a shape far too big for this device)",
+                )
+            if message == "cancelled":
+                return self._failed(job, "cancelled", "a newer save replaced this check")
+            if message is None:
+                code = self.proc.wait(timeout=5)
+                return self._failed(
+                    job,
+                    "crash",
+                    f"the worker running your kernel died ({_signal_name(code)}): a segfault, "
+                    "an os._exit, running out of memory or a fatal GPU error. The next check gets a fresh worker.",
+                )
+            if "internal_error" in message:
+                return self._failed(job, "internal", "the tutor itself failed; please report this", detail=message["internal_error"])
+            result = CheckResult.from_dict(message["result"])
+            result.output = self.output_tail()
+            return result
+        finally:
+            self.kill()
+
+    def _failed(self, job: dict, kind: str, message: str, detail: str | None = None) -> CheckResult:
+        self.kill()
+        return CheckResult(
+            drill=job["drill"],
+            file=job["file"],
+            device=self.device,
+            error=CheckError(kind=kind, message=message, file=job["file"], detail=detail),
+            output=self.output_tail(),
+        )
+
+    def output_tail(self) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return text[-OUTPUT_TAIL_CHARS:]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def close(self) -> None:
+        self.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        self.log_path.unlink(missing_ok=True)
+
+
+class CheckRunner:
+    """Runs checks one at a time, each in a fresh worker, with a spare kept warm.
+
+    ``check`` is blocking and meant for a background thread; ``cancel`` lets the
+    caller abandon a check (a newer save arrived) — the worker is killed.
+    """
+
+    def __init__(self, device: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S, warm: bool = True):
+        self.device_preference = device
+        self.timeout_s = timeout_s
+        self.keep_warm = warm
+        self._spare: Worker | None = None
+        self._lock = threading.Lock()
+        self.device: Device | None = None
+        if warm:
+            self._spare = Worker(device)
+
+    def _take_worker(self) -> Worker:
+        with self._lock:
+            worker, self._spare = self._spare, None
+        return worker or Worker(self.device_preference)
+
+    def warm_up(self) -> Device | None:
+        """Start the spare worker (if not yet) and wait until it is ready: the device."""
+        with self._lock:
+            if self._spare is None:
+                self._spare = Worker(self.device_preference)
+            spare = self._spare
+        self.device = spare.wait_ready()
+        return self.device
+
+    def check(self, drill: str, file: str | Path, *, timing: bool = True, seed: int | None = None,
+              cancel: threading.Event | None = None) -> CheckResult:
+
+        job = asdict(CheckJob(drill=drill, file=str(Path(file).resolve()), timing=timing, seed=seed))
+        worker = self._take_worker()
+        try:
+            result = worker.run(job, self.timeout_s, cancel)
+            self.device = worker.device or self.device
+            return result
+        finally:
+            worker.close()
+            if self.keep_warm:
+                with self._lock:
+                    if self._spare is None:
+                        self._spare = Worker(self.device_preference)
+
+    def close(self) -> None:
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
+
+    def __enter__(self) -> CheckRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,72 @@
+"""The child process that runs a student's kernel: ``python -m tutor.worker``.
+
+Protocol (one JSON object per line):
+
+1. the worker picks its device (setting ``TRITON_INTERPRET`` before triton is
+   imported), imports torch, triton and the harness, and writes
+   ``{"ready": true, "device": {...}}`` — it is now *warm*;
+2. it reads one job (a :class:`~tutor.harness.job.CheckJob` as a dict) from
+   stdin, runs it, writes ``{"result": {...}}`` and exits.
+
+One check per worker: a crash, a hang or a sticky CUDA error dies with it.
+The protocol travels on a private copy of the original stdout; file
+descriptors 1 and 2 both point at the log the parent gave as stderr, so
+whatever the student's code (or Triton, or C code) prints lands there and
+cannot corrupt the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+
+def _protocol_channel():
+    channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)  # stdout now goes to the log too
+    return channel
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tutor.worker")
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args(argv)
+    channel = _protocol_channel()
+
+    def send(message: dict) -> None:
+        channel.write(json.dumps(message) + "\n")
+        channel.flush()
+
+    try:
+        from tutor.harness.device import select_device
+
+        device = select_device(args.device)
+        from tutor.harness.check import run_check
+        from tutor.harness.job import CheckJob
+    except Exception as exc:  # noqa: BLE001 - tell the parent why this worker cannot start
+        send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    from dataclasses import asdict
+
+    send({"ready": True, "device": asdict(device), "pid": os.getpid()})
+    line = sys.stdin.readline()
+    if not line:
+        return 0  # the parent closed us without a job: a warm spare that was not needed
+    try:
+        job = CheckJob(**json.loads(line))
+        result = run_check(job, device)
+        send({"result": result.to_dict()})
+    except Exception:  # noqa: BLE001 - a bug in the tutor, not the student: say so
+        send({"internal_error": traceback.format_exc()})
+        return 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # skip interpreter teardown: a student's CUDA context in a bad state can hang it
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
