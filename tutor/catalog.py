@@ -106,7 +106,9 @@ def _parse(path: Path) -> Drill:
 
 @lru_cache(maxsize=None)
 def _load(root: Path) -> tuple[Drill, ...]:
-    drills = tuple(_parse(p) for p in sorted((root / "drills").glob("[0-9][0-9]_*.toml")))
+    # one NN_name.toml per drill; other data beside it has a longer suffix (NN_name.quiz.toml)
+    files = sorted(p for p in (root / "drills").glob("[0-9][0-9]_*.toml") if p.suffixes == [".toml"])
+    drills = tuple(_parse(p) for p in files)
     if not drills:
         raise FileNotFoundError(f"no drill metadata (*.toml) under {root / 'drills'}")
     return drills
