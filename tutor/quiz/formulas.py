@@ -1,0 +1,111 @@
+"""The byte and FLOP arithmetic of drill 03, exact.
+
+Conventions (the drill, its solution and the quiz all use these):
+
+* one attention head, sequence length ``n``, head dimension ``d``, ``b`` bytes
+  per element of every tensor (fp16/bf16: 2, fp32: 4, fp8: 1);
+* **naive** attention materialises the scores in HBM: it reads Q, K and V once
+  (3·n·d elements), writes S = QKᵀ (n²), reads S back for the softmax (n²),
+  writes P = softmax(S) (n²), reads P back for PV (n²) and writes O (n·d):
+  (4·n·d + 4·n²) elements;
+* **fused** attention counts compulsory traffic only: Q, K, V read once and O
+  written once, 4·n·d elements; S and P live on chip one tile at a time;
+* FLOPs are the two matmuls, 2·n²·d each (a multiply-add is two FLOPs); the
+  softmax's exp/max/sum work is left out (it is O(n²), not O(n²·d));
+* causal block skipping uses square blocks: query block m visits key blocks
+  0..m, and the diagonal block is visited whole.
+
+Integers stay integers and ratios are :class:`fractions.Fraction`, so the
+headline identities (the ratio is exactly 1 + n/d) hold exactly, not to
+rounding.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import isqrt
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
+
+def naive_elements(n: int, d: int) -> int:
+    """Elements moved by naive attention: Q, K, V, O once; S and P twice each."""
+    _check_positive(n=n, d=d)
+    qkv_reads = 3 * n * d
+    score_passes = 4 * n * n  # write S, read S, write P, read P
+    o_write = n * d
+    return qkv_reads + score_passes + o_write
+
+
+def naive_hbm_bytes(n: int, d: int, b: int) -> int:
+    """HBM bytes of naive attention for one head: (4·n·d + 4·n²)·b."""
+    _check_positive(b=b)
+    return naive_elements(n, d) * b
+
+
+def fused_elements(n: int, d: int) -> int:
+    """Elements moved by fused attention: Q, K, V read once, O written once."""
+    _check_positive(n=n, d=d)
+    return 4 * n * d
+
+
+def fused_hbm_bytes(n: int, d: int, b: int) -> int:
+    """Compulsory HBM bytes of fused attention for one head: 4·n·d·b."""
+    _check_positive(b=b)
+    return fused_elements(n, d) * b
+
+
+def traffic_ratio(n: int, d: int) -> Fraction:
+    """Naive over fused traffic: exactly 1 + n/d (the bytes per element cancel)."""
+    return Fraction(naive_elements(n, d), fused_elements(n, d))
+
+
+def forward_flops(n: int, d: int) -> int:
+    """FLOPs of the attention forward pass, one head: two n×n×d matmuls, 4·n²·d."""
+    _check_positive(n=n, d=d)
+    return 2 * n * n * d + 2 * n * n * d
+
+
+def naive_intensity(n: int, d: int, b: int) -> Fraction:
+    """FLOPs per HBM byte of naive attention: 4n²d / ((4nd + 4n²)·b) = n·d / ((n + d)·b)."""
+    return Fraction(forward_flops(n, d), naive_hbm_bytes(n, d, b))
+
+
+def naive_intensity_limit(d: int, b: int) -> Fraction:
+    """The limit of :func:`naive_intensity` as n grows: d / b (d/2 for fp16)."""
+    _check_positive(d=d, b=b)
+    return Fraction(d, b)
+
+
+def score_matrix_bytes(n: int, b: int, matrices: int = 1) -> int:
+    """Bytes of ``matrices`` dense n×n score matrices (one per head and batch entry)."""
+    _check_positive(n=n, b=b, matrices=matrices)
+    return matrices * n * n * b
+
+
+def longest_fitting_sequence(budget_bytes: int, b: int, matrices: int = 1) -> int:
+    """The largest n whose ``matrices`` n×n score matrices fit in ``budget_bytes``.
+
+    n + 1 is the first length that breaks the budget.  Exact: n²·b·matrices <=
+    budget ⇔ n² <= budget // (b·matrices), because n² is an integer.
+    """
+    _check_positive(budget_bytes=budget_bytes, b=b, matrices=matrices)
+    return isqrt(budget_bytes // (b * matrices))
+
+
+def causal_block_count(n: int, block: int) -> tuple[int, int]:
+    """(visited, total) (query block, key block) pairs of a causal tiled kernel
+    with square ``block``×``block`` tiles that skips every block wholly in the future."""
+    _check_positive(n=n, block=block)
+    t = -(-n // block)  # ceil: the last block may be ragged
+    return t * (t + 1) // 2, t * t
+
+
+def causal_visited_fraction(n: int, block: int) -> Fraction:
+    """The share of K/V blocks a causal kernel visits: (T + 1) / (2T), T = ceil(n / block)."""
+    visited, total = causal_block_count(n, block)
+    return Fraction(visited, total)
