@@ -1,1 +1,61 @@
-"""The math quiz engine for drill 03 (no UI): questions, answer parsing, checking."""
+"""The math quiz of drill 03: checked questions on attention's HBM traffic (no UI).
+
+Two front ends use it: ``flashtutor quiz`` (:mod:`tutor.cli.quiz`, plain
+terminal) and the app's quiz screen.  Importing it imports neither torch nor
+Textual.
+
+Typical use::
+
+    from tutor.quiz import QuizSession, build_questions, detect_gpu
+    from tutor.progress import ProgressStore
+
+    questions = build_questions(seed=None, gpu=detect_gpu())  # detect_gpu imports torch
+    session = QuizSession(questions, ProgressStore(workspace), restart=False)
+    while not session.done:
+        question = session.current()          # Question: .id .title .prompt() .options
+        feedback = session.answer(input(question.prompt()))
+        # feedback.status: "right" | "wrong" | "invalid" (invalid: same question again)
+        # feedback.message, .relative_error, .explanation, .slip, .slip_codes
+    print(session.score)                      # Score: .right .wrong .total .earlier
+
+The pieces:
+
+* :mod:`tutor.quiz.formulas` — the exact arithmetic (naive/fused bytes, the
+  1 + N/d ratio, FLOPs, intensity and its d/b limit, budget lengths, causal
+  block counts) and the conventions behind it;
+* :mod:`tutor.quiz.questions` — :class:`Question` and :func:`build_questions`
+  (headline cases by default, other parameters from a seed); the words come
+  from ``drills/03_flash_math.quiz.toml``;
+* :mod:`tutor.quiz.units` — :func:`parse_number` reads ``2.16 GB``, ``129x``,
+  ``4k``...;
+* :mod:`tutor.quiz.checking` — :func:`check_answer` and :class:`AnswerFeedback`;
+* :mod:`tutor.quiz.session` — :class:`QuizSession`, :class:`Score` and the
+  :class:`QuizProgress` protocol the progress store satisfies;
+* :mod:`tutor.quiz.gpu` — :class:`GpuBudget`, the stated budgets, and
+  :func:`detect_gpu`.
+"""
+
+from tutor.quiz.checking import AnswerFeedback, check_answer
+from tutor.quiz.gpu import STATED_BUDGETS, GpuBudget, budget_from_properties, detect_gpu
+from tutor.quiz.questions import Option, Question, Slip, build_questions, load_texts
+from tutor.quiz.session import QuizProgress, QuizSession, Score
+from tutor.quiz.units import AnswerError, parse_number
+
+__all__ = [
+    "STATED_BUDGETS",
+    "AnswerError",
+    "AnswerFeedback",
+    "GpuBudget",
+    "Option",
+    "Question",
+    "QuizProgress",
+    "QuizSession",
+    "Score",
+    "Slip",
+    "budget_from_properties",
+    "build_questions",
+    "check_answer",
+    "detect_gpu",
+    "load_texts",
+    "parse_number",
+]

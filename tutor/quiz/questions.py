@@ -1,0 +1,465 @@
+"""The questions of drill 03, drawn with parameters.
+
+Each *kind* of question is a generator: given its parameters (N, d, dtype,
+a memory budget, ...) it computes the answer and the number each likely slip
+would give with :mod:`tutor.quiz.formulas`, and takes its words from
+``drills/03_flash_math.quiz.toml``.  :func:`build_questions` makes a whole set:
+
+* ``seed=None``: the headline cases (N = 1k/4k/16k at d = 128 in fp16, the
+  129x ratio, the d/2 limit, ...);
+* ``seed=S``: the same kinds with other parameters drawn from ``S``, so a
+  student who memorised 129 still has to think.
+
+A question's id names its kind and parameters (``naive-bytes:N=16384,d=128,fp16``),
+so an answer stored in progress belongs to exactly one question.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from tutor.paths import content_root
+from tutor.quiz import formulas as f
+from tutor.quiz.gpu import STATED_BUDGETS, GpuBudget
+from tutor.quiz.units import format_bytes, format_quantity
+
+QUIZ_FILE = "03_flash_math.quiz.toml"
+
+DTYPE_BYTES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
+
+# The headline cases, always in the default set.
+HEADLINE_LENGTHS = (1024, 4096, 16384)
+HEADLINE_D = 128
+HEADLINE_DTYPE = "fp16"
+HEADLINE_L2_BUDGET = "H100"
+HEADLINE_HBM_BUDGET = "H200"
+HEADLINE_BATCH, HEADLINE_HEADS = 8, 32
+HEADLINE_CAUSAL = (1000, 64)  # drill 01's default sequence length and tile
+
+# What a seeded set draws from.
+SEEDED_LENGTHS = (512, 1000, 1024, 2048, 3000, 4096, 6144, 8192, 12288, 16384, 32768, 65536)
+SEEDED_D = (64, 96, 128, 256)
+SEEDED_BATCH = (1, 2, 4, 8, 16)
+SEEDED_HEADS = (8, 16, 32, 64)
+SEEDED_CAUSAL_LENGTHS = (1000, 2000, 4096, 5000, 8192, 16384)
+SEEDED_BLOCKS = (32, 64, 128)
+
+
+@dataclass(frozen=True)
+class Slip:
+    """A likely mistake: ``value`` is what it gives, ``message`` what to tell a student who lands on it."""
+
+    code: str
+    value: float
+    message: str
+
+
+@dataclass(frozen=True)
+class Option:
+    """One choice of a multiple-choice question; a wrong one names its ``slip`` and says ``why``."""
+
+    key: str
+    text: str
+    slip: str | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Question:
+    """One checked question.
+
+    ``quantity`` is what the answer is (``bytes``, ``tokens``, ``ratio``,
+    ``flops``, ``flops-per-byte``, ``fraction``, or ``choice``); ``answer`` is
+    a number in that quantity's base unit, or an option key for a choice.
+    ``tolerance`` is relative: a number within it of the answer is right.
+    """
+
+    id: str
+    kind: str
+    title: str
+    text: str
+    quantity: str
+    answer: float | str
+    tolerance: float
+    explanation: str
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    slips: tuple[Slip, ...] = ()
+    options: tuple[Option, ...] = ()
+
+    @property
+    def is_choice(self) -> bool:
+        return self.quantity == "choice"
+
+    @property
+    def answer_text(self) -> str:
+        if self.is_choice:
+            option = next(o for o in self.options if o.key == self.answer)
+            return f"({option.key}) {option.text}"
+        return format_quantity(float(self.answer), self.quantity)
+
+    def prompt(self) -> str:
+        """The question as a student reads it, options included."""
+        lines = [self.text]
+        lines += [f"  ({o.key}) {o.text}" for o in self.options]
+        return "\n".join(lines)
+
+    def to_dict(self, reveal: bool = False) -> dict[str, Any]:
+        """JSON-ready; ``reveal`` adds the answer, the explanation and the slips."""
+        data: dict[str, Any] = {
+            "id": self.id,
+            "kind": self.kind,
+            "title": self.title,
+            "text": self.text,
+            "quantity": self.quantity,
+            "tolerance": self.tolerance,
+            "parameters": dict(self.parameters),
+        }
+        if self.options:
+            data["options"] = [{"key": o.key, "text": o.text} for o in self.options]
+        if reveal:
+            data["answer"] = self.answer
+            data["answer_text"] = self.answer_text
+            data["explanation"] = self.explanation
+            data["slips"] = [{"code": s.code, "value": s.value} for s in self.slips]
+        return data
+
+
+# --- texts ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuizTexts:
+    """The parsed quiz data file."""
+
+    conventions: str
+    messages: Mapping[str, str]
+    common_slips: Mapping[str, str]
+    kinds: Mapping[str, Mapping[str, Any]]
+    choices: Mapping[str, Mapping[str, Any]]
+
+
+def _paragraph(text: str) -> str:
+    return " ".join(text.split())
+
+
+@lru_cache(maxsize=None)
+def load_texts(path: Path | None = None) -> QuizTexts:
+    """Read the quiz data file (default: the shipped ``drills/03_flash_math.quiz.toml``)."""
+    path = path or content_root() / "drills" / QUIZ_FILE
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return QuizTexts(
+        conventions=_paragraph(data["conventions"]),
+        messages={k: _paragraph(v) for k, v in data["messages"].items()},
+        common_slips={k: _paragraph(v) for k, v in data["common_slips"].items()},
+        kinds=data["kinds"],
+        choices=data["choices"],
+    )
+
+
+def _numeric_question(
+    texts: QuizTexts,
+    kind: str,
+    id_parameters: str,
+    quantity: str,
+    answer: int | Fraction,
+    slips: list[tuple[str, int | float | Fraction]],
+    parameters: dict[str, Any],
+    values: dict[str, Any],
+) -> Question:
+    """Assemble a numeric question: fill the words, keep the slips a student can be told apart by."""
+    words = texts.kinds[kind]
+    tolerance = float(words["tolerance"])
+    answer_value = float(answer)
+    fill = {**parameters, **values, "answer": answer, "answer_text": format_quantity(answer_value, quantity)}
+    slip_words = {**texts.common_slips, **words.get("slips", {})}
+    kept = []
+    for code, value in slips:
+        value = float(value)
+        # A slip that lands within tolerance of the answer cannot be told apart from it.
+        if value <= 0 or abs(value - answer_value) <= tolerance * answer_value:
+            continue
+        kept.append(Slip(code, value, _paragraph(slip_words[code].format(**fill))))
+    return Question(
+        id=f"{kind}:{id_parameters}",
+        kind=kind,
+        title=words["title"],
+        text=_paragraph(words["text"].format(**fill)),
+        quantity=quantity,
+        answer=answer_value,
+        tolerance=tolerance,
+        explanation=_paragraph(words["explanation"].format(**fill)),
+        parameters=parameters,
+        slips=tuple(kept),
+    )
+
+
+def _byte_slips(answer: int) -> list[tuple[str, float]]:
+    """Unit slips every byte answer can show: GB vs GiB (and MB, kB), or a prefix off by 1000."""
+    slips: list[tuple[str, float]] = []
+    for power in (1, 2, 3):
+        slips += [("decimal-binary-units", answer * 1.024**power), ("decimal-binary-units", answer / 1.024**power)]
+    for power in (1, 2, 3):
+        slips += [("unit-prefix-1000", answer * 1000**power), ("unit-prefix-1000", answer / 1000**power)]
+    return slips
+
+
+def _shape(n: int, d: int, dtype: str) -> tuple[dict[str, Any], str]:
+    return {"N": n, "d": d, "dtype": dtype, "b": DTYPE_BYTES[dtype]}, f"N={n},d={d},{dtype}"
+
+
+# --- the kinds -----------------------------------------------------------------------------
+
+
+def naive_bytes_question(texts: QuizTexts, n: int, d: int, dtype: str) -> Question:
+    parameters, key = _shape(n, d, dtype)
+    b = parameters["b"]
+    answer = f.naive_hbm_bytes(n, d, b)
+    qkvo, scores = 4 * n * d, 4 * n * n
+    slips = [
+        ("forgot-dtype-bytes", f.naive_elements(n, d)),
+        ("counted-s-not-p", (qkvo + 2 * n * n) * b),  # S written and read, P left out
+        ("read-write-once", (qkvo + 2 * n * n) * b),  # S once, P once
+        ("forgot-qkvo", scores * b),
+        *_byte_slips(answer),
+    ]
+    values = {"qkvo": qkvo, "scores": scores, "score_share": scores / (qkvo + scores)}
+    return _numeric_question(texts, "naive-bytes", key, "bytes", answer, slips, parameters, values)
+
+
+def fused_bytes_question(texts: QuizTexts, n: int, d: int, dtype: str) -> Question:
+    parameters, key = _shape(n, d, dtype)
+    b = parameters["b"]
+    answer = f.fused_hbm_bytes(n, d, b)
+    slips = [
+        ("forgot-dtype-bytes", f.fused_elements(n, d)),
+        ("forgot-o-write", 3 * n * d * b),
+        ("counted-scores", f.naive_hbm_bytes(n, d, b)),
+        *_byte_slips(answer),
+    ]
+    values = {"elements": f.fused_elements(n, d)}
+    return _numeric_question(texts, "fused-bytes", key, "bytes", answer, slips, parameters, values)
+
+
+def traffic_ratio_question(texts: QuizTexts, n: int, d: int, dtype: str) -> Question:
+    parameters, key = _shape(n, d, dtype)
+    answer = f.traffic_ratio(n, d)
+    s_only = Fraction(4 * n * d + 2 * n * n, 4 * n * d)
+    slips = [
+        ("dropped-the-one", Fraction(n, d)),
+        ("counted-s-not-p", s_only),
+        ("read-write-once", s_only),
+        ("forgot-dtype-bytes", answer * parameters["b"]),
+        ("forgot-dtype-bytes", answer / parameters["b"]),
+        ("inverted", 1 / answer),
+    ]
+    return _numeric_question(texts, "traffic-ratio", key, "ratio", answer, slips, parameters, {})
+
+
+def forward_flops_question(texts: QuizTexts, n: int, d: int) -> Question:
+    parameters = {"N": n, "d": d}
+    answer = f.forward_flops(n, d)
+    slips = [
+        ("one-matmul", 2 * n * n * d),
+        ("mac-as-one-flop", 2 * n * n * d),
+        ("one-matmul-mac-as-one", n * n * d),
+    ]
+    return _numeric_question(texts, "forward-flops", f"N={n},d={d}", "flops", answer, slips, parameters, {})
+
+
+def naive_intensity_question(texts: QuizTexts, n: int, d: int, dtype: str) -> Question:
+    parameters, key = _shape(n, d, dtype)
+    b = parameters["b"]
+    answer = f.naive_intensity(n, d, b)
+    flops = f.forward_flops(n, d)
+    two_passes = Fraction(flops, (4 * n * d + 2 * n * n) * b)
+    slips = [
+        ("forgot-dtype-bytes", answer * b),
+        ("gave-the-limit", f.naive_intensity_limit(d, b)),
+        ("counted-s-not-p", two_passes),
+        ("read-write-once", two_passes),
+        ("fused-intensity", Fraction(flops, f.fused_hbm_bytes(n, d, b))),
+    ]
+    values = {
+        "flops": flops,
+        "bytes": f.naive_hbm_bytes(n, d, b),
+        "limit_text": format_quantity(float(f.naive_intensity_limit(d, b)), "flops-per-byte"),
+    }
+    return _numeric_question(texts, "naive-intensity", key, "flops-per-byte", answer, slips, parameters, values)
+
+
+def intensity_limit_question(texts: QuizTexts, d: int, dtype: str) -> Question:
+    b = DTYPE_BYTES[dtype]
+    parameters = {"d": d, "dtype": dtype, "b": b}
+    answer = f.naive_intensity_limit(d, b)
+    slips = [
+        ("forgot-dtype-bytes", Fraction(d)),
+        ("counted-s-not-p", 2 * answer),
+        ("read-write-once", 2 * answer),
+        ("one-matmul", answer / 2),
+    ]
+    return _numeric_question(texts, "intensity-limit", f"d={d},{dtype}", "flops-per-byte", answer, slips, parameters, {})
+
+
+def _budget_parameters(budget: GpuBudget) -> dict[str, Any]:
+    return {"gpu": budget.name, "budget_detected": budget.detected}
+
+
+def _unit_family_slips(budget_bytes: int, per_n2: int) -> list[tuple[str, int]]:
+    """N from a budget misread in the other unit family (MB as MiB, GB as GiB, and back)."""
+    slips = []
+    for power in (2, 3):
+        scale = Fraction(1024, 1000) ** power
+        for misread in (budget_bytes * scale, budget_bytes / scale):
+            slips.append(("decimal-binary-units", math.isqrt(int(misread) // per_n2)))
+    return slips
+
+
+def l2_fit_question(texts: QuizTexts, budget: GpuBudget, dtype: str) -> Question:
+    b = DTYPE_BYTES[dtype]
+    l2 = budget.l2_bytes
+    parameters = {**_budget_parameters(budget), "l2_bytes": l2, "dtype": dtype, "b": b}
+    answer = f.longest_fitting_sequence(l2, b)
+    slips = [
+        ("forgot-dtype-bytes", math.isqrt(l2)),
+        ("counted-s-and-p", f.longest_fitting_sequence(l2, b, matrices=2)),
+        *_unit_family_slips(l2, b),
+    ]
+    values = {
+        "source": budget.source,
+        "l2": l2,
+        "l2_text": format_bytes(l2),
+        "root": math.sqrt(l2 / b),
+        "next": answer + 1,
+        "next_bytes": f.score_matrix_bytes(answer + 1, b),
+    }
+    key = f"{budget.name},l2={l2},{dtype}"
+    return _numeric_question(texts, "l2-fit", key, "tokens", answer, slips, parameters, values)
+
+
+def hbm_fit_question(texts: QuizTexts, budget: GpuBudget, batch: int, heads: int, dtype: str) -> Question:
+    b = DTYPE_BYTES[dtype]
+    hbm = budget.hbm_bytes
+    matrices = batch * heads
+    parameters = {**_budget_parameters(budget), "hbm_bytes": hbm, "batch": batch, "heads": heads, "dtype": dtype, "b": b}
+    answer = f.longest_fitting_sequence(hbm, b, matrices)
+    slips = [
+        ("forgot-dtype-bytes", f.longest_fitting_sequence(hbm, 1, matrices)),
+        ("forgot-batch-heads", f.longest_fitting_sequence(hbm, b)),
+        ("forgot-batch", f.longest_fitting_sequence(hbm, b, heads)),
+        ("forgot-heads", f.longest_fitting_sequence(hbm, b, batch)),
+        ("counted-s-and-p", f.longest_fitting_sequence(hbm, b, 2 * matrices)),
+        *_unit_family_slips(hbm, matrices * b),
+    ]
+    values = {
+        "source": budget.source,
+        "hbm": hbm,
+        "hbm_text": format_bytes(hbm),
+        "matrices": matrices,
+        "per_n2": matrices * b,
+        "root": math.sqrt(hbm / (matrices * b)),
+    }
+    key = f"{budget.name},hbm={hbm},B={batch},H={heads},{dtype}"
+    return _numeric_question(texts, "hbm-fit", key, "tokens", answer, slips, parameters, values)
+
+
+def causal_blocks_question(texts: QuizTexts, n: int, block: int) -> Question:
+    parameters = {"N": n, "block": block}
+    visited, total = f.causal_block_count(n, block)
+    t = math.isqrt(total)
+    answer = f.causal_visited_fraction(n, block)
+    slips = [
+        ("exactly-half", Fraction(1, 2)),
+        ("forgot-diagonal", Fraction(t - 1, 2 * t)),
+        ("percent-without-sign", answer * 100),
+    ]
+    values = {"T": t, "visited": visited, "total": total}
+    return _numeric_question(texts, "causal-blocks", f"N={n},block={block}", "fraction", answer, slips, parameters, values)
+
+
+def choice_question(texts: QuizTexts, kind: str, rng: random.Random | None = None) -> Question:
+    """A multiple-choice question; with ``rng`` its options are shuffled (and relettered)."""
+    words = texts.choices[kind]
+    written = list(words["options"])
+    order = list(range(len(written)))
+    if rng is not None:
+        rng.shuffle(order)
+    options, answer = [], ""
+    for position, index in enumerate(order):
+        option = written[index]
+        key = "abcdefgh"[position]
+        options.append(Option(key, _paragraph(option["text"]), option.get("slip"), _paragraph(option.get("why", ""))))
+        if option["key"] == words["answer"]:
+            answer = key
+    return Question(
+        id=kind,
+        kind=kind,
+        title=words["title"],
+        text=_paragraph(words["text"]),
+        quantity="choice",
+        answer=answer,
+        tolerance=0.0,
+        explanation=_paragraph(words["explanation"]),
+        options=tuple(options),
+    )
+
+
+# --- whole sets ----------------------------------------------------------------------------
+
+
+def build_questions(
+    seed: int | None = None,
+    gpu: GpuBudget | None = None,
+    texts: QuizTexts | None = None,
+) -> tuple[Question, ...]:
+    """The quiz, in order: traffic table, ratio, FLOPs, intensity, budgets, causal, why.
+
+    ``gpu``: the budget of the GPU this runs on (see :func:`tutor.quiz.gpu.detect_gpu`);
+    without one the budget questions use stated budgets.
+    """
+    texts = texts or load_texts()
+    if seed is None:
+        rng = None
+        lengths, d, dtype = HEADLINE_LENGTHS, HEADLINE_D, HEADLINE_DTYPE
+        l2_budget, hbm_budget = STATED_BUDGETS[HEADLINE_L2_BUDGET], STATED_BUDGETS[HEADLINE_HBM_BUDGET]
+        batch, heads = HEADLINE_BATCH, HEADLINE_HEADS
+        causal_n, block = HEADLINE_CAUSAL
+    else:
+        rng = random.Random(seed)
+        lengths = tuple(sorted(rng.sample(SEEDED_LENGTHS, 3)))
+        d, dtype = rng.choice(SEEDED_D), rng.choice(sorted(DTYPE_BYTES))
+        l2_budget = STATED_BUDGETS[rng.choice(sorted(STATED_BUDGETS))]
+        hbm_budget = STATED_BUDGETS[rng.choice(sorted(STATED_BUDGETS))]
+        batch, heads = rng.choice(SEEDED_BATCH), rng.choice(SEEDED_HEADS)
+        causal_n, block = rng.choice(SEEDED_CAUSAL_LENGTHS), rng.choice(SEEDED_BLOCKS)
+    if gpu is not None:
+        l2_budget = hbm_budget = gpu
+    longest = lengths[-1]
+    questions: list[Question] = []
+    questions += [naive_bytes_question(texts, n, d, dtype) for n in lengths]
+    questions += [fused_bytes_question(texts, n, d, dtype) for n in lengths]
+    questions += [
+        traffic_ratio_question(texts, longest, d, dtype),
+        forward_flops_question(texts, longest, d),
+        naive_intensity_question(texts, longest, d, dtype),
+        intensity_limit_question(texts, d, dtype),
+        l2_fit_question(texts, l2_budget, dtype),
+        hbm_fit_question(texts, hbm_budget, batch, heads, dtype),
+        causal_blocks_question(texts, causal_n, block),
+        choice_question(texts, "why-fusing", rng),
+        choice_question(texts, "causal-effect", rng),
+    ]
+    return tuple(questions)
+

@@ -1,0 +1,132 @@
+"""One sitting of the quiz: which question is next, the score, and progress.
+
+A :class:`QuizSession` walks a list of questions.  ``answer(text)`` checks the
+text against ``current()``: an invalid answer leaves the question in place (ask
+again); a right or wrong one is recorded in the store and moves on.  Questions
+answered right in an earlier sitting are skipped unless ``restart=True``, so a
+quiz resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tutor.quiz.checking import AnswerFeedback, check_answer
+from tutor.quiz.questions import Question, QuizTexts, load_texts
+
+
+class QuizProgress(Protocol):
+    """Where answers are kept: the workspace's progress file (``tutor.progress.ProgressStore``)."""
+
+    def quiz_answers(self) -> dict[str, dict[str, Any]]:
+        """question id -> {"answer", "correct", "at", "attempts"}"""
+        ...
+
+    def record_quiz_answer(self, question_id: str, answer: str, correct: bool) -> None: ...
+
+
+@dataclass(frozen=True)
+class Score:
+    """``right`` of ``total``; ``earlier`` of the right ones were answered in an earlier sitting."""
+
+    right: int
+    wrong: int
+    total: int
+    earlier: int = 0
+
+    @property
+    def answered(self) -> int:
+        return self.right + self.wrong
+
+    def __str__(self) -> str:
+        text = f"{self.right}/{self.total} right"
+        if self.earlier:
+            text += f" ({self.earlier} of them from an earlier sitting)"
+        return text
+
+
+class QuizSession:
+    """Ask ``questions`` in order, recording answers in ``store`` (None: keep nothing)."""
+
+    def __init__(
+        self,
+        questions: Sequence[Question],
+        store: QuizProgress | None = None,
+        *,
+        restart: bool = False,
+        texts: QuizTexts | None = None,
+    ) -> None:
+        self.questions: tuple[Question, ...] = tuple(questions)
+        self.store = store
+        self.texts = texts or load_texts()
+        earlier = store.quiz_answers() if store is not None else {}
+        ids = {q.id for q in self.questions}
+        self.answered_before: frozenset[str] = frozenset(
+            qid for qid, record in earlier.items() if record.get("correct") and qid in ids
+        )
+        skip = frozenset() if restart else self.answered_before
+        self._pending: list[Question] = [q for q in self.questions if q.id not in skip]
+        self._skipped = len(self.questions) - len(self._pending)
+        self._right = 0
+        self._wrong = 0
+        self.history: list[AnswerFeedback] = []
+
+    def current(self) -> Question | None:
+        """The question to ask now; None when the quiz is done."""
+        return self._pending[0] if self._pending else None
+
+    @property
+    def done(self) -> bool:
+        return not self._pending
+
+    @property
+    def remaining(self) -> int:
+        return len(self._pending)
+
+    @property
+    def skipped(self) -> int:
+        """Questions skipped because they were answered right before (0 with ``restart``)."""
+        return self._skipped
+
+    @property
+    def position(self) -> int:
+        """1-based number of the current question among all the questions."""
+        return len(self.questions) - len(self._pending) + 1
+
+    @property
+    def score(self) -> Score:
+        return Score(
+            right=self._right + self._skipped,
+            wrong=self._wrong,
+            total=len(self.questions),
+            earlier=self._skipped,
+        )
+
+    @property
+    def slip_codes(self) -> frozenset[str]:
+        """Every slip code this sitting's answers matched (for unlocking the drill's hints)."""
+        return frozenset(code for feedback in self.history for code in feedback.slip_codes)
+
+    def answer(self, text: str) -> AnswerFeedback:
+        """Check ``text`` against the current question.
+
+        ``invalid``: nothing changes, ask again.  ``right``/``wrong``: the answer
+        is stored and the session moves to the next question.
+        """
+        question = self.current()
+        if question is None:
+            raise RuntimeError("the quiz is done: there is no question to answer")
+        feedback = check_answer(question, text, self.texts)
+        if not feedback.counts:
+            return feedback
+        if self.store is not None:
+            self.store.record_quiz_answer(question.id, text.strip(), feedback.right)
+        if feedback.right:
+            self._right += 1
+        else:
+            self._wrong += 1
+        self.history.append(feedback)
+        self._pending.pop(0)
+        return feedback
