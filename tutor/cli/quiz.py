@@ -13,11 +13,16 @@ import json
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tutor.cli import EXIT_FAILED, EXIT_OK
 from tutor.paths import default_workspace
 from tutor.quiz import AnswerFeedback, GpuBudget, Question, QuizSession, build_questions, detect_gpu
+from tutor.quiz.questions import DRILL_ID
 from tutor.quiz.units import format_bytes
+
+if TYPE_CHECKING:
+    from tutor.progress import ProgressStore
 
 WIDTH = 78
 
@@ -70,12 +75,25 @@ def _list(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBud
     return EXIT_OK
 
 
-def _open_store(workspace: Path | None):  # -> ProgressStore | None
+def _open_store(workspace: Path | None) -> ProgressStore | None:
     if workspace is None:
         return None
-    from tutor.progress import ProgressStore
+    from tutor.progress import ProgressStore  # the progress file; imported only to ask questions
 
     return ProgressStore(workspace)
+
+
+def _record_drill_status(store: ProgressStore | None, session: QuizSession) -> None:
+    """Drill 03 is passed once every question of a set is right; a set with wrong
+    answers marks it failing, but never takes a pass away."""
+    if store is None or not session.history:
+        return
+    from tutor.progress import FAILING, PASSED
+
+    if session.done and session.score.right == session.score.total:
+        store.set_status(DRILL_ID, PASSED)
+    elif store.status(DRILL_ID) != PASSED:
+        store.set_status(DRILL_ID, FAILING)
 
 
 def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudget | None) -> int:
@@ -93,6 +111,9 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
         print(f"{session.skipped} answered right in an earlier sitting are skipped (--restart asks them again).")
     if store is None:
         print("No workspace found: answers are not saved (use --workspace DIR).")
+    else:
+        for warning in store.warnings:
+            print(f"flashtutor: {warning}", file=sys.stderr)
     print("Type each answer and press Enter; units are fine (2.16 GB, 129x, 4k).\n")
 
     while not session.done:
@@ -104,7 +125,9 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
             try:
                 text = input("> ")
             except EOFError:
-                print("\n\nStopped before the end; answers so far are saved.")
+                _record_drill_status(store, session)
+                saved = "answers so far are saved" if store is not None else "nothing was saved"
+                print(f"\n\nStopped before the end; {saved}.")
                 print(f"Score: {session.score}")
                 return EXIT_FAILED
             feedback = session.answer(text)
@@ -112,6 +135,7 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
             if feedback.counts:
                 break
         print()
+    _record_drill_status(store, session)
     print(f"Score: {session.score}")
     return EXIT_OK if session.score.right == session.score.total else EXIT_FAILED
 

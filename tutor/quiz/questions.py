@@ -36,6 +36,7 @@ from tutor.quiz import formulas as f
 from tutor.quiz.gpu import STATED_BUDGETS, GpuBudget
 from tutor.quiz.units import format_bytes, format_quantity
 
+DRILL_ID = "03"  # the paper drill this quiz checks
 QUIZ_FILE = "03_flash_math.quiz.toml"
 
 DTYPE_BYTES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
