@@ -1,0 +1,116 @@
+"""`flashtutor quiz` through the real command line, answers piped into stdin."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tutor.progress import ProgressStore
+from tutor.quiz import build_questions, detect_gpu
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def flashtutor(*args: str, stdin: str = "", cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("FLASHTUTOR_WORKSPACE", None)
+    return subprocess.run([sys.executable, "-m", "tutor", *args], input=stdin, capture_output=True,
+                          text=True, timeout=120, env=env, cwd=cwd)
+
+
+# Answers a student might type for the default set (stated budgets), in order.
+SCRIPT = [
+    "9 MiB",                # naive 1k: right
+    "abc",                  # garbage: asked again
+    "",                     # empty: asked again
+    "138 MB",               # naive 4k: right
+    "1.08e9",               # naive 16k: wrong, the elements not the bytes
+    "1 MiB",                # fused 1k
+    "4,194,304 bytes",      # fused 4k
+    "16.8 MB",              # fused 16k
+    "129x",                 # ratio
+    "1.37e11",              # FLOPs
+    "63.5",                 # intensity
+    "64",                   # limit
+    "5k",                   # L2
+    "16,594",               # HBM
+    "0.53",                 # causal blocks
+    "b",                    # why fusing
+    "d",                    # causal effect: wrong
+]
+
+
+def test_a_scripted_sitting_then_a_resumed_one(tmp_path):
+    questions = build_questions()
+    first = flashtutor("quiz", "--no-gpu", "--workspace", str(tmp_path), stdin="\n".join(SCRIPT) + "\n")
+    out = first.stdout
+    assert first.returncode == 1, first.stderr  # two wrong: not solved
+    assert "Traceback" not in first.stderr
+    assert "stated budgets (--no-gpu)" in out
+    assert out.count("Try again.") == 2 and "'abc' is not a number" in out and "Type an answer" in out
+    assert "Right. 9 MiB = 9,437,184 bytes" in out
+    assert "Wrong: 1,080,000,000 bytes" in out and "50.1% below the answer" in out
+    assert "Likely slip: Your number counts elements, not bytes" in out
+    assert "Why: Q, K and V are read once" in out
+    assert out.count("Why:") == len(questions)
+    assert "Wrong: the answer is (b)." in out
+    assert out.rstrip().endswith(f"Score: {len(questions) - 2}/{len(questions)} right")
+
+    answers = ProgressStore(tmp_path).quiz_answers()
+    assert set(answers) == {q.id for q in questions}
+    wrong = {qid for qid, a in answers.items() if not a["correct"]}
+    assert wrong == {"naive-bytes:N=16384,d=128,fp16", "causal-effect"}
+    assert answers["traffic-ratio:N=16384,d=128,fp16"]["answer"] == "129x"
+    assert ProgressStore(tmp_path).status("03") == "failing"
+
+    # The next sitting asks only the two answered wrong, then says the quiz is done.
+    second = flashtutor("quiz", "--no-gpu", "--workspace", str(tmp_path), stdin="2.16 GB\nb\n")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert f"{len(questions) - 2} answered right in an earlier sitting are skipped" in second.stdout
+    assert second.stdout.count("Why:") == 2
+    assert f"Score: {len(questions)}/{len(questions)} right ({len(questions) - 2} of them" in second.stdout
+    answers = ProgressStore(tmp_path).quiz_answers()
+    assert all(a["correct"] for a in answers.values())
+    assert answers["naive-bytes:N=16384,d=128,fp16"]["attempts"] == 2
+    assert ProgressStore(tmp_path).status("03") == "passed"
+
+
+def test_end_of_input_stops_the_quiz_and_keeps_what_was_answered(tmp_path):
+    result = flashtutor("quiz", "--no-gpu", "--seed", "4", "--workspace", str(tmp_path), stdin="1e999\n42\n")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "too large to be an answer" in result.stdout
+    assert "Stopped before the end; answers so far are saved." in result.stdout
+    first = build_questions(seed=4)[0]
+    assert list(ProgressStore(tmp_path).quiz_answers()) == [first.id]
+
+
+def test_list_json_reveal_matches_the_engine():
+    result = flashtutor("quiz", "--list", "--json", "--reveal")
+    assert result.returncode == 0, result.stderr
+    listing = json.loads(result.stdout)
+    gpu = detect_gpu()  # None on a machine without a GPU; the GPU's budget on one
+    assert listing["gpu"] == (gpu.to_dict() if gpu else None)
+    expected = [q.to_dict(reveal=True) for q in build_questions(gpu=gpu)]
+    assert listing["questions"] == json.loads(json.dumps(expected, ensure_ascii=False))
+    ratio = next(q for q in listing["questions"] if q["id"] == "traffic-ratio:N=16384,d=128,fp16")
+    assert ratio["answer"] == 129 and ratio["parameters"] == {"N": 16384, "d": 128, "dtype": "fp16", "b": 2}
+
+
+def test_list_without_reveal_hides_the_answers_and_a_seed_changes_the_numbers():
+    hidden = json.loads(flashtutor("quiz", "--list", "--json", "--no-gpu", "--seed", "5").stdout)
+    assert hidden["seed"] == 5 and hidden["gpu"] is None
+    assert [q["id"] for q in hidden["questions"]] == [q.id for q in build_questions(seed=5)]
+    for question in hidden["questions"]:
+        assert not {"answer", "answer_text", "explanation", "slips"} & question.keys()
+    assert hidden["questions"][0]["id"] != build_questions()[0].id
+
+
+@pytest.mark.parametrize("args", [["--json"], ["--reveal"]])
+def test_json_and_reveal_need_list(args):
+    result = flashtutor("quiz", "--no-gpu", *args)
+    assert result.returncode == 2 and "go with --list" in result.stderr

@@ -1,0 +1,90 @@
+"""QuizSession over the real progress store: recording, resuming, restarting, scoring."""
+
+from __future__ import annotations
+
+import pytest
+
+from tutor.progress import ProgressStore
+from tutor.quiz import QuizSession, build_questions
+
+
+def right_answer(question) -> str:
+    return question.answer if question.is_choice else repr(question.answer)
+
+
+def wrong_answer(question) -> str:
+    if question.is_choice:
+        return next(o.key for o in question.options if o.key != question.answer)
+    return repr(question.answer * 3)
+
+
+@pytest.fixture
+def questions():
+    return build_questions()
+
+
+def test_a_sitting_records_every_real_answer_and_scores_it(tmp_path, questions):
+    store = ProgressStore(tmp_path)  # satisfies tutor.quiz.QuizProgress
+    session = QuizSession(questions, store)
+    assert session.current() == questions[0] and session.position == 1
+    invalid = session.answer("abc")
+    assert invalid.status == "invalid"
+    assert session.current() == questions[0] and store.quiz_answers() == {}  # nothing recorded, ask again
+    for index, question in enumerate(questions):
+        text = wrong_answer(question) if index in (1, 7) else right_answer(question)
+        feedback = session.answer(text)
+        assert feedback.question_id == question.id
+        assert feedback.status == ("wrong" if index in (1, 7) else "right")
+    assert session.done and session.current() is None
+    assert session.score.right == len(questions) - 2 and session.score.wrong == 2
+    assert session.score.total == len(questions) and session.score.earlier == 0
+    answers = ProgressStore(tmp_path).quiz_answers()  # a fresh store reads the file
+    assert set(answers) == {q.id for q in questions}
+    assert [answers[q.id]["correct"] for q in questions] == [i not in (1, 7) for i in range(len(questions))]
+    assert answers[questions[0].id]["answer"] == right_answer(questions[0])
+    assert all(a["attempts"] == 1 and a["at"] > 0 for a in answers.values())
+    with pytest.raises(RuntimeError):
+        session.answer("1")
+
+
+def test_a_new_sitting_resumes_where_the_last_stopped(tmp_path, questions):
+    first = QuizSession(questions, ProgressStore(tmp_path))
+    first.answer(right_answer(questions[0]))
+    first.answer(wrong_answer(questions[1]))
+    first.answer(right_answer(questions[2]))
+
+    second = QuizSession(questions, ProgressStore(tmp_path))
+    assert second.skipped == 2
+    assert second.current() == questions[1]  # answered wrong: asked again
+    assert second.position == 3  # two of the questions before it are done
+    assert second.score.right == 2 and second.score.earlier == 2
+    second.answer(right_answer(questions[1]))
+    assert ProgressStore(tmp_path).quiz_answers()[questions[1].id]["attempts"] == 2
+    assert second.current() == questions[3]
+    assert "2 of them from an earlier sitting" in str(second.score)
+
+
+def test_restart_asks_everything_again(tmp_path, questions):
+    session = QuizSession(questions, ProgressStore(tmp_path))
+    session.answer(right_answer(questions[0]))
+    again = QuizSession(questions, ProgressStore(tmp_path), restart=True)
+    assert again.skipped == 0 and again.current() == questions[0]
+    assert again.answered_before == {questions[0].id}
+
+
+def test_answers_to_other_question_sets_do_not_count(tmp_path, questions):
+    seeded = build_questions(seed=11)
+    session = QuizSession(seeded, ProgressStore(tmp_path))
+    session.answer(right_answer(seeded[0]))
+    assert seeded[0].id not in {q.id for q in questions}
+    default = QuizSession(questions, ProgressStore(tmp_path))
+    assert default.skipped == 0 and default.current() == questions[0]
+
+
+def test_slip_codes_collect_over_a_sitting(questions):
+    session = QuizSession(questions, store=None)  # a session without a store keeps nothing
+    naive_16k = questions[2]
+    while session.current() != naive_16k:
+        session.answer(right_answer(session.current()))
+    session.answer("1,082,130,432 bytes")  # elements, not bytes
+    assert "forgot-dtype-bytes" in session.slip_codes
