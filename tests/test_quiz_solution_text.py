@@ -101,6 +101,15 @@ def test_the_worked_budget_numbers(text):
     assert "156,250,000 = 12,500²" in text and 80 * 10**9 // (256 * 2) == 156_250_000 == 12_500**2
 
 
+def test_the_measured_h200_numbers(text):
+    l2, memory = 62_914_560, 150_109_880_320  # what torch reported on an H200
+    assert f"`L2_cache_size` = {l2:,} bytes" in text and l2 == 60 * 2**20
+    assert f"`total_memory` = {memory:,} bytes" in text
+    n_l2, n_hbm = (integer(x) for x in re.search(r"N = ([\d,]+) \(L2\) and N = ([\d,]+) \(HBM", text).groups())
+    assert n_l2 == f.longest_fitting_sequence(l2, B)
+    assert n_hbm == f.longest_fitting_sequence(memory, B, 8 * 32)
+
+
 def test_the_causal_numbers(text):
     visited, total = f.causal_block_count(1000, 64)
     assert f"{visited} of {total} pairs" in text
