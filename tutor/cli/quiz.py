@@ -71,6 +71,7 @@ def _list(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBud
         print(_wrap(question.prompt(), indent="  "))
         if args.reveal:
             print(_wrap(f"answer: {question.answer_text}", indent="  "))
+            print(_wrap(f"why: {question.explanation}", indent="  "))
         print()
     return EXIT_OK
 

@@ -35,13 +35,19 @@ QUANTITIES = ("bytes", "tokens", "ratio", "flops", "flops-per-byte", "fraction")
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
 _BINARY = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
-_BYTE_UNITS: dict[str, tuple[int, str]] = {"b": (1, "bytes"), "byte": (1, "bytes"), "bytes": (1, "bytes")}
-for _p, _name in (("k", "K"), ("m", "M"), ("g", "G"), ("t", "T")):
-    _BYTE_UNITS[f"{_p}b"] = (_DECIMAL[_p], f"{_name}B = 10^{3 * ('kmgt'.index(_p) + 1)} bytes")
-    _BYTE_UNITS[f"{_p}ib"] = (_BINARY[_p], f"{_name}iB = 2^{10 * ('kmgt'.index(_p) + 1)} bytes")
 
+def _byte_units() -> dict[str, tuple[int, str]]:
+    """Lower-cased byte unit -> (bytes, how to say it): kb -> (1000, "KB = 10^3 bytes")."""
+    units = {"b": (1, "bytes"), "byte": (1, "bytes"), "bytes": (1, "bytes")}
+    for power, prefix in enumerate("kmgt", start=1):
+        letter = prefix.upper()
+        units[f"{prefix}b"] = (1000**power, f"{letter}B = 10^{3 * power} bytes")
+        units[f"{prefix}ib"] = (1024**power, f"{letter}iB = 2^{10 * power} bytes")
+    return units
+
+
+_BYTE_UNITS = _byte_units()
 _RATIO_UNITS = {"x", "×", "times"}
-_FLOP_WORDS = {"flop", "flops"}
 _INTENSITY_UNITS = {"flop/b", "flops/b", "flop/byte", "flops/byte", "flopperbyte", "flopsperbyte"}
 
 _NUMBER = re.compile(
@@ -49,7 +55,7 @@ _NUMBER = re.compile(
         (?: \d{1,3}(?:,\d{3})+ | \d+(?:_\d+)* )(?:\.\d*)?   # 129, 2,164,260,864, 1_000, 2.16
         | \.\d+                                          # .5
     )
-    (?P<exponent>[eE][+-]?\d+)?""",
+    (?:[eE][+-]?\d+)?                                 # 1.29e2""",
     re.VERBOSE,
 )
 
