@@ -1,0 +1,73 @@
+"""Tiered hints: which of a drill's hints are open, and what opens the next.
+
+The hints and their unlock rules are data (``[[hints]]`` in the drill's TOML,
+read into :class:`tutor.catalog.Hint`).  A hint is open when
+
+* it has neither rule (``open_from_start``: the first tier), or
+* a check reported one of its ``unlock_codes`` (it opens at once), or
+* the drill has been checked ``after_attempts`` times.
+
+Earned unlocks are stored in the progress file and never taken back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tutor.catalog import Drill, Hint
+
+
+@dataclass(frozen=True)
+class HintState:
+    index: int  # position in Drill.hints; shown to people as index + 1
+    hint: Hint
+    unlocked: bool
+
+    @property
+    def number(self) -> int:
+        return self.index + 1
+
+    @property
+    def unlock_rule(self) -> str:
+        return unlock_rule(self.hint)
+
+
+def earned_unlocks(drill: Drill, attempts: int, codes: Iterable[str]) -> set[int]:
+    """The hints (indices) that a drill checked ``attempts`` times, whose latest
+    check reported ``codes``, has earned.  Open-from-start hints are not earned."""
+    reported = set(codes)
+    return {
+        index
+        for index, hint in enumerate(drill.hints)
+        if reported.intersection(hint.unlock_codes)
+        or (hint.after_attempts is not None and attempts >= hint.after_attempts)
+    }
+
+
+def hint_states(drill: Drill, earned: Iterable[int]) -> list[HintState]:
+    """Every hint of ``drill``, open or not, given the stored earned unlocks."""
+    opened = set(earned)
+    return [
+        HintState(index=index, hint=hint, unlocked=hint.open_from_start or index in opened)
+        for index, hint in enumerate(drill.hints)
+    ]
+
+
+def unlock_rule(hint: Hint) -> str:
+    """What opens ``hint``, in words: "after 2 checks, or at once when a check reports todo2-open"."""
+    if hint.open_from_start:
+        return "open from the start"
+    parts = []
+    if hint.after_attempts is not None:
+        parts.append(f"after {hint.after_attempts} check{'s' if hint.after_attempts != 1 else ''}")
+    if hint.unlock_codes:
+        codes = list(hint.unlock_codes)
+        listed = codes[0] if len(codes) == 1 else ", ".join(codes[:-1]) + " or " + codes[-1]
+        parts.append(f"at once when a check reports {listed}")
+    return "opens " + ", or ".join(parts)
+
+
+def next_locked(states: list[HintState]) -> HintState | None:
+    """The first hint still locked (the next tier), if any."""
+    return next((state for state in states if not state.unlocked), None)

@@ -1,0 +1,328 @@
+"""The student's progress, kept in ``<workspace>/.flashtutor/progress.json``.
+
+Per drill: its status (``not-started``, ``failing``, ``passed`` — passed means
+the latest check *solved* it: PASSED with no open finding), the number of
+checks, when it was first solved and after how many checks, the best error,
+the best speed-up of a passing kernel, the recent attempts (for a sparkline)
+and the hints it has unlocked.  Besides the drills: the quiz answers.
+
+Every change is a read-modify-write of the file under an advisory lock, so
+two stores on one workspace (the engine's and the quiz's, or ``watch`` in one
+terminal and ``launch`` in another) never undo each other's changes; the file
+is replaced atomically (temp file + ``os.replace``), so a crash mid-write
+cannot leave half a file behind.
+
+Nothing is lost silently and nothing crashes:
+
+* a corrupt or unreadable file is moved aside (``progress.json.corrupt-<time>``)
+  and a fresh one started; the warning naming both paths is in ``warnings``;
+* a workspace where the file cannot be written (read-only, full disk) keeps the
+  progress in memory for this session; ``save_error`` says why, checks still run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: one process per workspace, then
+    fcntl = None  # type: ignore[assignment]
+
+from tutor.catalog import Drill, get_drill
+from tutor.harness.result import CheckResult
+from tutor.hints import earned_unlocks
+from tutor.paths import WORKSPACE_STATE_DIR
+
+STATE_FILE = "progress.json"
+FORMAT_VERSION = 1
+HISTORY_LIMIT = 50  # attempts kept per drill, newest last
+
+NOT_STARTED = "not-started"
+FAILING = "failing"
+PASSED = "passed"
+STATUSES = (NOT_STARTED, FAILING, PASSED)
+
+
+class CorruptProgress(ValueError):
+    """The state file parsed, but does not hold what this version writes."""
+
+
+@dataclass
+class Attempt:
+    """One recorded check, as the attempt history keeps it."""
+
+    at: float  # seconds since the epoch
+    passed: bool  # every case within tolerance (there may still be a finding)
+    solved: bool  # passed with no open finding
+    max_abs_err: float | None
+    speedup: float | None
+    codes: list[str] = field(default_factory=list)  # diagnosis codes
+    error: str | None = None  # the error kind when the check could not run
+
+
+@dataclass
+class DrillProgress:
+    status: str = NOT_STARTED
+    attempts: int = 0
+    first_passed_at: float | None = None  # seconds since the epoch, first check that solved it
+    attempts_to_pass: int | None = None  # how many checks that took
+    best_max_abs_err: float | None = None  # smallest error of any check that produced an output
+    best_speedup: float | None = None  # largest full/causal speed-up of a check that PASSED
+    last_checked_at: float | None = None
+    unlocked_hints: list[int] = field(default_factory=list)  # earned unlocks, indices into Drill.hints
+    history: list[Attempt] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """What recording one check changed: the drill's progress after it and the
+    hints it unlocked (indices into ``Drill.hints``)."""
+
+    drill: str
+    progress: DrillProgress
+    newly_unlocked: list[int]
+
+
+@dataclass
+class _State:
+    drills: dict[str, DrillProgress] = field(default_factory=dict)
+    quiz: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        data = {
+            "version": FORMAT_VERSION,
+            "drills": {key: asdict(value) for key, value in sorted(self.drills.items())},
+            "quiz": self.quiz,
+        }
+        return json.dumps(data, indent=1, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> _State:
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
+                raise CorruptProgress(f"not a version-{FORMAT_VERSION} progress file")
+            drills = {str(key): _drill_from_dict(value) for key, value in data.get("drills", {}).items()}
+            quiz = {str(key): _quiz_entry(value) for key, value in data.get("quiz", {}).items()}
+        except CorruptProgress:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise CorruptProgress(f"{type(exc).__name__}: {exc}") from None
+        return cls(drills=drills, quiz=quiz)
+
+
+def _drill_from_dict(data: dict[str, Any]) -> DrillProgress:
+    progress = DrillProgress(**{**data, "history": [Attempt(**a) for a in data.get("history", [])]})
+    if progress.status not in STATUSES:
+        raise CorruptProgress(f"unknown status {progress.status!r}")
+    progress.unlocked_hints = sorted(int(i) for i in progress.unlocked_hints)
+    return progress
+
+
+def _quiz_entry(data: dict[str, Any]) -> dict[str, Any]:
+    entry = {"answer": str(data["answer"]), "correct": bool(data["correct"]), "at": float(data["at"]),
+             "attempts": int(data["attempts"])}
+    return entry
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _copy(progress: DrillProgress) -> DrillProgress:
+    return replace(progress, unlocked_hints=list(progress.unlocked_hints),
+                   history=[replace(a, codes=list(a.codes)) for a in progress.history])
+
+
+class ProgressStore:
+    """The progress of one workspace.  Thread-safe; every getter returns a copy."""
+
+    def __init__(self, workspace: Path):
+        self.workspace = Path(workspace)
+        self.directory = self.workspace / WORKSPACE_STATE_DIR
+        self.path = self.directory / STATE_FILE
+        self.warnings: list[str] = []  # what a front end should show once (file moved aside, not writable)
+        self.save_error: str | None = None  # set once writing failed; progress is then kept in memory only
+        self._lock = threading.RLock()
+        self._state = self._read()
+        writable_dir = self.directory if self.directory.exists() else self.workspace
+        if not os.access(writable_dir, os.W_OK):
+            self._memory_only(f"cannot save progress: {writable_dir} is not writable")
+
+    # -- reading -------------------------------------------------------------------
+    def drill(self, drill_id: str) -> DrillProgress:
+        with self._lock:
+            self._refresh()
+            return _copy(self._state.drills.get(drill_id, DrillProgress()))
+
+    def all_drills(self) -> dict[str, DrillProgress]:
+        with self._lock:
+            self._refresh()
+            return {key: _copy(value) for key, value in self._state.drills.items()}
+
+    def status(self, drill_id: str) -> str:
+        return self.drill(drill_id).status
+
+    def unlocked_hints(self, drill_id: str) -> list[int]:
+        """The hints this drill has earned (open-from-start ones are not stored)."""
+        return self.drill(drill_id).unlocked_hints
+
+    def quiz_answers(self) -> dict[str, dict]:
+        """question id -> {"answer", "correct", "at", "attempts"} (the latest answer)."""
+        with self._lock:
+            self._refresh()
+            return {key: dict(value) for key, value in self._state.quiz.items()}
+
+    # -- changing ------------------------------------------------------------------
+    def record_check(self, result: CheckResult, drill: Drill | None = None) -> CheckRecord:
+        """Count one check of ``result.drill``: status, attempts, bests, history and
+        the hints its diagnosis codes or the new attempt count unlock."""
+        meta = drill or get_drill(result.drill)
+        now = time.time()
+        attempt = Attempt(
+            at=now,
+            passed=result.passed,
+            solved=result.solved,
+            max_abs_err=_finite(result.max_abs_err) if result.error is None else None,
+            speedup=_finite(result.speedup) if result.error is None else None,
+            codes=list(result.codes),
+            error=None if result.error is None else result.error.kind,
+        )
+        newly: list[int] = []
+
+        def change(state: _State) -> None:
+            progress = state.drills.setdefault(meta.id, DrillProgress())
+            progress.attempts += 1
+            progress.last_checked_at = now
+            progress.status = PASSED if attempt.solved else FAILING
+            if attempt.solved and progress.first_passed_at is None:
+                progress.first_passed_at = now
+                progress.attempts_to_pass = progress.attempts
+            if attempt.max_abs_err is not None:
+                best = progress.best_max_abs_err
+                progress.best_max_abs_err = attempt.max_abs_err if best is None else min(best, attempt.max_abs_err)
+            if attempt.passed and attempt.speedup is not None:
+                best = progress.best_speedup
+                progress.best_speedup = attempt.speedup if best is None else max(best, attempt.speedup)
+            progress.history = [*progress.history, attempt][-HISTORY_LIMIT:]
+            earned = earned_unlocks(meta, progress.attempts, attempt.codes)
+            newly[:] = sorted(earned - set(progress.unlocked_hints))
+            progress.unlocked_hints = sorted(set(progress.unlocked_hints) | earned)
+
+        state = self._update(change)
+        return CheckRecord(drill=meta.id, progress=_copy(state.drills[meta.id]), newly_unlocked=list(newly))
+
+    def set_status(self, drill_id: str, status: str) -> None:
+        """Set a drill's status directly (a paper drill's quiz decides it)."""
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, not {status!r}")
+
+        def change(state: _State) -> None:
+            progress = state.drills.setdefault(drill_id, DrillProgress())
+            progress.status = status
+            if status == PASSED and progress.first_passed_at is None:
+                progress.first_passed_at = time.time()
+
+        self._update(change)
+
+    def record_quiz_answer(self, question_id: str, answer: str, correct: bool) -> None:
+        def change(state: _State) -> None:
+            previous = state.quiz.get(question_id)
+            state.quiz[question_id] = {
+                "answer": answer,
+                "correct": bool(correct),
+                "at": time.time(),
+                "attempts": (previous["attempts"] if previous else 0) + 1,
+            }
+
+        self._update(change)
+
+    # -- the file ------------------------------------------------------------------
+    def _update(self, change: Callable[[_State], object]) -> _State:
+        with self._lock:
+            if self.save_error is not None:  # memory-only for the rest of this session
+                change(self._state)
+                return self._state
+            try:
+                with self._file_lock():
+                    self._state = self._read()
+                    change(self._state)
+                    self._write(self._state)
+            except OSError as exc:
+                self._memory_only(f"cannot save progress to {self.path}: {exc.strerror or exc}")
+                change(self._state)
+            return self._state
+
+    def _refresh(self) -> None:
+        if self.save_error is None:
+            self._state = self._read()
+
+    def _read(self) -> _State:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return _State()
+        except (OSError, UnicodeDecodeError) as exc:
+            return self._start_fresh(f"could not be read ({exc})")
+        try:
+            return _State.from_json(text)
+        except CorruptProgress as exc:
+            return self._start_fresh(f"is corrupt ({exc})")
+
+    def _start_fresh(self, problem: str) -> _State:
+        aside = self.path.with_name(f"{STATE_FILE}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+        n = 1
+        while aside.exists():
+            aside = aside.with_name(f"{STATE_FILE}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
+            n += 1
+        try:
+            os.replace(self.path, aside)
+        except OSError as exc:
+            # leave the file alone rather than overwrite what we could not read
+            self._memory_only(f"{self.path} {problem} and could not be moved aside ({exc.strerror or exc})")
+            return _State()
+        self.warnings.append(f"{self.path} {problem}: moved it to {aside} and started a fresh progress file")
+        return _State()
+
+    def _write(self, state: _State) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{STATE_FILE}.", suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(state.to_json())
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, self.path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+    @contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """An advisory lock on the state directory, held across read-modify-write."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if fcntl is None:  # pragma: no cover
+            yield
+            return
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def _memory_only(self, message: str) -> None:
+        if self.save_error is None:
+            self.save_error = message
+            self.warnings.append(f"{message}. Checks still run; attempts and hints are kept until you quit.")
