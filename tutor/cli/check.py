@@ -10,6 +10,8 @@ from tutor.catalog import Drill, all_drills
 from tutor.cli import EXIT_FAILED, EXIT_NOT_RUN, EXIT_OK
 from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
+from tutor.paths import default_workspace
+from tutor.progress import PASSED, ProgressStore
 from tutor.report import render
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.targets import Target, TargetError, resolve, workspace_file
@@ -88,6 +90,19 @@ def run_check_command(args: argparse.Namespace) -> int:
 
 
 def run_list_command(args: argparse.Namespace) -> int:
-    for drill in all_drills():
-        print(f"{drill.id}  {drill.title:<40} {drill.kind:<7} drills/{drill.file}")
+    """The drills with their status and attempts; the mark reads without colour:
+    ``[x]`` passed, ``[!]`` failing, ``[ ]`` not started."""
+    marks = {"passed": "[x]", "failing": "[!]", "not-started": "[ ]"}
+    workspace = default_workspace()
+    progress = ProgressStore(workspace).all_drills() if workspace is not None else {}
+    drills = all_drills()
+    print(f"    {'id':<4}{'drill':<40} {'status':<12} {'attempts':>8}  file")
+    for drill in drills:
+        record = progress.get(drill.id)
+        status = record.status if record else "not-started"
+        attempts = record.attempts if record else 0
+        print(f"{marks[status]} {drill.id:<4}{drill.title:<40} {status:<12} {attempts:>8}  drills/{drill.file}")
+    done = sum(1 for d in drills if progress.get(d.id) and progress[d.id].status == PASSED)
+    where = f"workspace {workspace}" if workspace is not None else "no workspace found (`flashtutor init DIR` makes one)"
+    print(f"\n{done}/{len(drills)} done · {where}")
     return EXIT_OK

@@ -1,0 +1,239 @@
+"""``flashtutor watch [DRILL]``: the save-to-recheck loop in a plain terminal.
+
+It drives the same :class:`~tutor.engine.TutorEngine` as the app: every save
+of the drill is checked and the report printed; a spinner runs while a check
+does; new hints are printed as they unlock; once the drill is solved it asks
+before moving on to the next one.  Input is read a line at a time from stdin
+(Enter re-runs), so it can be scripted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from tutor.catalog import Drill, UnknownDrill, all_drills, get_drill
+from tutor.cli import EXIT_NOT_RUN, EXIT_OK
+from tutor.cli.check import add_runner_options
+from tutor.engine import (
+    CheckCancelled,
+    CheckFinished,
+    CheckStarted,
+    DeviceReady,
+    EngineError,
+    EngineWarning,
+    TutorEngine,
+    WatcherStatus,
+)
+from tutor.hints import hint_states
+from tutor.paths import default_workspace
+from tutor.progress import PASSED, ProgressStore
+from tutor.report import render, verdict
+
+KEYS = "Enter or r: re-run · h: hints · n: next drill · q: quit"
+
+
+@dataclass(frozen=True)
+class _Line:
+    """A line the student typed (None: stdin closed)."""
+
+    text: str | None
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    watch = subparsers.add_parser("watch", help="re-check a drill on every save (plain terminal)",
+                                  description="Watch the drills and re-check the current one on every save.")
+    watch.add_argument("drill", nargs="?", help="drill id (01) or name; default: the first one not yet done")
+    watch.add_argument("--poll", action="store_true", help="poll for changes instead of native file events")
+    watch.add_argument("--no-timing", action="store_true", help="skip the timed launches")
+    add_runner_options(watch)
+    watch.set_defaults(func=run_watch_command)
+
+
+def kernel_drills() -> list[Drill]:
+    return [d for d in all_drills() if d.kind == "kernel"]
+
+
+def first_unsolved(progress: ProgressStore) -> Drill:
+    drills = kernel_drills()
+    return next((d for d in drills if progress.status(d.id) != PASSED), drills[0])
+
+
+def next_drill(drill: Drill) -> Drill | None:
+    order = list(all_drills())
+    later = order[order.index(drill) + 1:]
+    return later[0] if later else None
+
+
+def _read_stdin(events: queue.Queue) -> None:
+    for line in sys.stdin:
+        events.put(_Line(line.strip().lower()))
+    events.put(_Line(None))
+
+
+class WatchSession:
+    """One ``flashtutor watch`` run: engine events and typed lines, one queue."""
+
+    def __init__(self, engine: TutorEngine, drill: Drill, console: Console, events: queue.Queue):
+        self.engine = engine
+        self.drill = drill
+        self.console = console
+        self.events = events
+        self.spinner = None
+        self.asking_next: Drill | None = None
+
+    def say(self, text: str, style: str | None = None) -> None:
+        self.console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+    def focus(self, drill: Drill) -> None:
+        self.drill = drill
+        self.engine.set_focus(drill.id)
+        self.say(f"\n== {drill.id} {drill.title} · drills/{drill.file} · save to re-check ==", style="bold")
+        self.say(KEYS)
+        self.engine.recheck(drill.id)
+
+    def loop(self) -> int:
+        self.focus(self.drill)
+        while True:
+            item = self.events.get()
+            if isinstance(item, _Line):
+                if item.text is None:
+                    continue  # stdin closed: keep watching until Ctrl-C
+                if not self.on_line(item.text):
+                    return EXIT_OK
+            else:
+                self.on_event(item)
+
+    # -- engine events -----------------------------------------------------------
+    def on_event(self, event: object) -> None:
+        if isinstance(event, WatcherStatus):
+            self.say(f"watcher: {event.mode} ({event.reason})", style=None if event.mode == "native" else "yellow")
+        elif isinstance(event, DeviceReady):
+            self.say(f"device: {event.device.label}")
+        elif isinstance(event, EngineWarning):
+            self.say(f"warning: {event.message}", style="yellow")
+        elif isinstance(event, EngineError):
+            self.stop_spinner()
+            self.say(f"error: {event.message}", style="red")
+        elif isinstance(event, CheckStarted):
+            self.start_spinner(event.drill)
+        elif isinstance(event, CheckCancelled):
+            pass  # the newer save's check follows at once
+        elif isinstance(event, CheckFinished):
+            self.stop_spinner()
+            self.on_finished(event)
+
+    def start_spinner(self, drill_id: str) -> None:
+        message = f"checking {drill_id}…"
+        if not self.console.is_terminal:
+            self.say(message)
+            return
+        if self.spinner is None:
+            self.spinner = self.console.status(message)
+            self.spinner.start()
+
+    def stop_spinner(self) -> None:
+        if self.spinner is not None:
+            self.spinner.stop()
+            self.spinner = None
+
+    def on_finished(self, event: CheckFinished) -> None:
+        drill = get_drill(event.drill)
+        if drill.id != self.drill.id:
+            self.say(f"{drill.id} checked too: {verdict(event.result)} (attempt {event.record.attempts})")
+            return
+        if self.console.is_terminal:
+            self.console.clear()
+        style = "green" if event.result.solved else ("red" if event.result.error or not event.result.passed else "yellow")
+        report = render(event.result, title=f"{drill.id} {drill.title} ({drill.file})")
+        self.say(report)
+        self.say(f"attempt {event.record.attempts}", style=style)
+        for hint in event.newly_unlocked:
+            number = drill.hints.index(hint) + 1
+            self.say(f"\nnew hint unlocked - hint {number}: {hint.title}\n{hint.text}", style="cyan")
+        if event.result.solved:
+            self.offer_next(drill)
+        else:
+            self.say(f"\n{KEYS}")
+
+    def offer_next(self, drill: Drill) -> None:
+        upcoming = next_drill(drill)
+        if upcoming is None:
+            self.say(f"\n{drill.id} is done, and it was the last drill. Well done!", style="green")
+            return
+        if upcoming.kind != "kernel":
+            self.say(f"\n{drill.id} is done. Next is {upcoming.id} {upcoming.title}, a paper drill: "
+                     "run `flashtutor quiz`.", style="green")
+            return
+        self.asking_next = upcoming
+        self.say(f"\n{drill.id} is done. Move on to {upcoming.id} {upcoming.title}? [y/n]", style="green")
+
+    # -- typed lines -------------------------------------------------------------
+    def on_line(self, text: str) -> bool:
+        """Handle one typed line; False to quit."""
+        if self.asking_next is not None and text in ("y", "yes", "n", "no"):
+            upcoming, self.asking_next = self.asking_next, None
+            if text.startswith("y"):
+                self.focus(upcoming)
+            else:
+                self.say(f"staying on {self.drill.id}; `n` moves on later")
+            return True
+        if text in ("", "r"):
+            self.engine.recheck(self.drill.id)
+        elif text == "h":
+            self.print_hints()
+        elif text == "n":
+            upcoming = next_drill(self.drill)
+            if upcoming is None or upcoming.kind != "kernel":
+                self.say("no kernel drill after this one" + ("; `flashtutor quiz` asks the paper drill"
+                                                              if upcoming is not None else ""))
+            else:
+                self.focus(upcoming)
+        elif text in ("q", "quit", "exit"):
+            return False
+        else:
+            self.say(f"unknown key {text!r}; {KEYS}")
+        return True
+
+    def print_hints(self) -> None:
+        states = hint_states(self.drill, self.engine.progress.unlocked_hints(self.drill.id))
+        for state in states:
+            if state.unlocked:
+                self.say(f"\nhint {state.number}: {state.hint.title}\n{state.hint.text}", style="cyan")
+            else:
+                self.say(f"\nhint {state.number} (locked): {state.hint.title} - {state.unlock_rule}")
+
+
+def run_watch_command(args: argparse.Namespace) -> int:
+    workspace = default_workspace()
+    if workspace is None or not (Path(workspace) / "drills").is_dir():
+        print("flashtutor: no drills found here: run this inside a clone of flashtutor, or make a workspace "
+              "with `flashtutor init DIR` and run it there", file=sys.stderr)
+        return EXIT_NOT_RUN
+    events: queue.Queue = queue.Queue()
+    engine = TutorEngine(workspace, device=args.device, timeout_s=args.timeout, on_event=events.put,
+                         force_polling=args.poll, timing=not args.no_timing)
+    try:
+        drill = get_drill(args.drill) if args.drill else first_unsolved(engine.progress)
+    except UnknownDrill as exc:
+        print(f"flashtutor: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUN
+    if drill.kind != "kernel":
+        print(f"flashtutor: {drill.id} is a paper drill: run `flashtutor quiz`", file=sys.stderr)
+        return EXIT_NOT_RUN
+    session = WatchSession(engine, drill, Console(highlight=False), events)
+    threading.Thread(target=_read_stdin, args=(events,), daemon=True, name="flashtutor-stdin").start()
+    engine.start()
+    try:
+        return session.loop()
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        session.stop_spinner()
+        engine.stop()
