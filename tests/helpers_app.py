@@ -1,0 +1,48 @@
+"""Shared set-up for the app's tests: workspaces, recorded results, app factories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tutor.app.app import FlashTutorApp
+from tutor.catalog import get_drill
+from tutor.engine import CheckFinished, TutorEngine
+from tutor.harness.result import CheckResult
+from tutor.workspace import init_workspace
+
+RESULTS = Path(__file__).parent / "fixtures" / "results"
+SNAPSHOT_WORKSPACE_LABEL = "~/flashtutor"  # shown instead of the tmp path, so snapshots do not change
+
+
+def make_workspace(root: Path) -> Path:
+    """A fresh workspace made the way `flashtutor init` makes one."""
+    return init_workspace(root / "workspace").workspace
+
+
+def recorded_result(name: str, workspace: Path) -> CheckResult:
+    """A result recorded from a real check (tests/fixtures/results/generate.py),
+    its paths placed inside ``workspace``."""
+    result = CheckResult.from_dict(json.loads((RESULTS / f"{name}.json").read_text()))
+    result.file = str(workspace / result.file)
+    if result.error is not None and result.error.file:
+        result.error.file = str(workspace / result.error.file)
+    return result
+
+
+def record(engine: TutorEngine, name: str) -> CheckFinished:
+    """Record a fixture result in the engine's progress store, as the engine does
+    after a check, and return the event the engine would send."""
+    result = recorded_result(name, engine.workspace)
+    drill = get_drill(result.drill)
+    rec = engine.progress.record_check(result, drill)
+    return CheckFinished(result.drill, result, [drill.hints[i] for i in rec.newly_unlocked], rec.progress)
+
+
+def offline_app(workspace: Path, **options) -> FlashTutorApp:
+    """The app on an engine that is never started (no watcher, no worker):
+    events come only from the test.  Spinners frozen, workspace label fixed."""
+    engine = TutorEngine(workspace, device="cpu", watch=False, warm=False)
+    options.setdefault("workspace_label", SNAPSHOT_WORKSPACE_LABEL)
+    options.setdefault("animate", False)
+    return FlashTutorApp(engine, live=False, **options)

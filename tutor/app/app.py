@@ -1,0 +1,474 @@
+"""``FlashTutorApp``: the Textual front end on :class:`tutor.engine.TutorEngine`.
+
+Everything on screen comes from core objects: the engine's events (check
+results, device, watcher mode), its progress store and hint states, the
+catalog, and the quiz engine.  The app adds no judgement of its own.
+
+Threads: the engine calls :meth:`FlashTutorApp.engine_event` from its own
+threads; that only posts a message (thread-safe), and the handlers below run
+on the UI thread.  Slow work (starting the engine, building the quiz, which
+may import torch) runs in thread workers; their failures all land in
+:meth:`FlashTutorApp._worker_changed`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from tutor.app.messages import (
+    CheckAbandoned,
+    CheckBegan,
+    CheckDone,
+    DeviceKnown,
+    EngineNotice,
+    WatcherChanged,
+    message_for,
+)
+from tutor.app.screens.confirm import ConfirmScreen
+from tutor.app.screens.drill_list import DrillListScreen, DrillRow
+from tutor.app.screens.drill_view import DrillScreen
+from tutor.app.screens.hints import HintsScreen
+from tutor.app.screens.quiz import QuizScreen
+from tutor.app.screens.text_page import TextPage
+from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
+from tutor.catalog import Drill, all_drills, get_drill, solution_path
+from tutor.engine import Event, TutorEngine
+from tutor.harness.result import CheckResult, Device
+from tutor.progress import FAILING, PASSED, DrillProgress
+from tutor.quiz import QuizSession, build_questions
+from tutor.runner import DEFAULT_TIMEOUT_S
+from tutor.workspace import WorkspaceError, reset_drill
+
+QUIZ_DRILL = "03"
+KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc"}  # Textual key names, as printed on keys
+
+
+class FlashTutorApp(App[int]):
+    """The drill list, the live drill view, hints, the quiz and help.
+
+    ``live=False`` builds the app on an engine that is never started: nothing
+    is watched or checked, and events come only from :meth:`engine_event`
+    (the snapshot tests feed it recorded results that way).
+    """
+
+    CSS_PATH = "app.tcss"
+    TITLE = "flashtutor"
+    ENABLE_COMMAND_PALETTE = False  # every action has a key; the palette would only take footer room
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+    ]
+
+    device_label = reactive(DEVICE_PENDING)
+    watcher_label = reactive("watch: starting")
+    workspace_label = reactive("")
+
+    def __init__(
+        self,
+        engine: TutorEngine,
+        *,
+        live: bool = True,
+        first_drill: Drill | None = None,
+        workspace_label: str | None = None,
+        animate: bool = True,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.workspace = engine.workspace
+        self.live = live
+        self.first_drill = first_drill
+        self.animate = animate
+        self.latest: dict[str, CheckResult] = {}  # drill id -> newest result this session
+        self.running: set[str] = set()  # drill ids with a check in flight
+        self._workspace_text = workspace_label or short_path(self.workspace)
+
+    @classmethod
+    def with_engine(
+        cls,
+        workspace: Path,
+        *,
+        device: str = "auto",
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        force_polling: bool = False,
+        timing: bool = True,
+        first_drill: Drill | None = None,
+        **options,
+    ) -> FlashTutorApp:
+        """An app on a fresh engine whose events come back to it."""
+        relay: list[FlashTutorApp] = []
+        engine = TutorEngine(
+            workspace,
+            device=device,
+            timeout_s=timeout_s,
+            force_polling=force_polling,
+            timing=timing,
+            on_event=lambda event: relay[0].engine_event(event),
+        )
+        app = cls(engine, first_drill=first_drill, **options)
+        relay.append(app)
+        return app
+
+    # -- engine events (any thread) -------------------------------------------------------
+    def engine_event(self, event: Event) -> None:
+        """The engine's callback: wrap the event and post it; nothing else."""
+        self.post_message(message_for(event))
+
+    # -- start and stop -------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.workspace_label = self._workspace_text
+        self.push_screen(DrillListScreen(self.drill_rows()))
+        if self.first_drill is not None:
+            self.open_drill(self.first_drill)
+        if self.live:
+            self._start_engine()
+
+    @work(thread=True, group="engine", exit_on_error=False, name="starting the engine")
+    def _start_engine(self) -> None:
+        self.engine.start()
+
+    def on_unmount(self) -> None:
+        if self.live:
+            self.engine.stop()
+
+    @on(Worker.StateChanged)
+    def _worker_changed(self, event: Worker.StateChanged) -> None:
+        """Every worker's failure ends here: say it and keep going."""
+        if event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.say(f"{event.worker.name} failed: {error}", title="flashtutor", severity="error", timeout=10)
+
+    # -- engine messages (UI thread) ------------------------------------------------------
+    @on(CheckBegan)
+    def _check_began(self, message: CheckBegan) -> None:
+        drill = message.event.drill
+        self.running.add(drill)
+        for screen in self._drill_screens(drill):
+            screen.show_running(True)
+
+    @on(CheckAbandoned)
+    def _check_abandoned(self, message: CheckAbandoned) -> None:
+        # a newer save replaced it; a CheckBegan for the newest content follows
+        self.running.discard(message.event.drill)
+
+    @on(CheckDone)
+    def _check_done(self, message: CheckDone) -> None:
+        event = message.event
+        result = event.result
+        self.latest[event.drill] = result
+        self.running.discard(event.drill)
+        if result.device is not None:
+            self._device(result.device)
+        for screen in self._drill_screens(event.drill):
+            screen.show_running(False)
+            screen.show_result(result)
+            screen.show_history(*history_series(event.record))
+        for screen in self._screens(HintsScreen):
+            if screen.drill.id == event.drill:
+                screen.update_states(self.engine.hints(event.drill), event.record.attempts)
+        drill = get_drill(event.drill)
+        if event.newly_unlocked:
+            titles = "\n".join(f"{drill.hints.index(h) + 1}. {h.title}" for h in event.newly_unlocked)
+            plural = "s" if len(event.newly_unlocked) > 1 else ""
+            self.say(f"{titles}\npress h to read {'them' if plural else 'it'}",
+                        title=f"{drill.id}: hint{plural} unlocked", timeout=8)
+        if result.solved and event.record.attempts_to_pass == event.record.attempts:
+            self.say(f"{drill.id} {drill.title} solved in {event.record.attempts} checks. n: the next drill.",
+                        title="solved", timeout=8)
+        self._refresh_list()
+
+    @on(WatcherChanged)
+    def _watcher_changed(self, message: WatcherChanged) -> None:
+        status = message.event
+        self.watcher_label = f"watch: {status.mode}"
+        if status.mode != "native":
+            self.say(status.reason + " (r re-runs a check by hand)", title=f"watching: {status.mode}",
+                        severity="warning", timeout=10)
+
+    @on(DeviceKnown)
+    def _device_known(self, message: DeviceKnown) -> None:
+        self._device(message.event.device)
+
+    @on(EngineNotice)
+    def _engine_notice(self, message: EngineNotice) -> None:
+        from tutor.engine import EngineError
+
+        is_error = isinstance(message.event, EngineError)
+        if is_error:
+            self.running.clear()
+            for screen in self._screens(DrillScreen):
+                screen.show_running(False)
+        self.say(message.event.message, title="flashtutor", severity="error" if is_error else "warning",
+                    timeout=15)
+
+    def say(self, message: str, *, title: str = "flashtutor", severity: str = "information",
+            timeout: float = 6) -> None:
+        """A notification; the text is shown as is (paths and code are not markup)."""
+        self.notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
+    def _device(self, device: Device) -> None:
+        self.device_label = device.label
+
+    # -- what the screens show ------------------------------------------------------------
+    def drill_rows(self) -> list[DrillRow]:
+        progress = self.engine.progress.all_drills()
+        answers = self.engine.progress.quiz_answers()
+        rows = []
+        for drill in all_drills():
+            p = progress.get(drill.id, DrillProgress())
+            quiz = ""
+            if drill.kind == "paper":
+                right = sum(1 for a in answers.values() if a["correct"])
+                quiz = f"quiz {right} right" if answers else "quiz"
+            attempts = p.attempts if drill.kind == "kernel" else sum(a["attempts"] for a in answers.values())
+            rows.append(DrillRow(drill, p.status, attempts, p.best_max_abs_err, p.best_speedup, quiz))
+        return rows
+
+    def _refresh_list(self) -> None:
+        rows = self.drill_rows()
+        for screen in self._screens(DrillListScreen):
+            screen.update_rows(rows)
+
+    def _screens(self, kind: type[Screen]) -> Iterator:
+        return (s for s in self.screen_stack if isinstance(s, kind))
+
+    def _drill_screens(self, drill_id: str) -> Iterator[DrillScreen]:
+        return (s for s in self._screens(DrillScreen) if s.drill.id == drill_id)
+
+    def _current_drill(self) -> Drill | None:
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, DrillScreen):
+                return screen.drill
+            if isinstance(screen, DrillListScreen):
+                return screen.selected_drill()
+        return None
+
+    # -- navigation -----------------------------------------------------------------------
+    @on(DrillListScreen.OpenDrill)
+    def _open_from_list(self, message: DrillListScreen.OpenDrill) -> None:
+        self.open_drill(message.drill)
+
+    def open_drill(self, drill: Drill) -> None:
+        """The drill view (kernel drills) or the quiz (the paper drill)."""
+        if drill.kind == "paper":
+            self.action_quiz()
+            return
+        self._pop_to_list()
+        self.push_screen(DrillScreen(
+            drill,
+            self.workspace,
+            result=self.latest.get(drill.id),
+            history=history_series(self.engine.progress.drill(drill.id)),
+            running=drill.id in self.running,
+            animate=self.animate,
+        ))
+        self.engine.set_focus(drill.id)
+        if self.live and drill.id not in self.latest and drill.id not in self.running:
+            self.engine.recheck(drill.id)  # show where the drill stands without waiting for a save
+
+    def _pop_to_list(self) -> None:
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, DrillListScreen):
+            self.pop_screen()
+
+    def action_drill_list(self) -> None:
+        self._pop_to_list()
+        self.engine.set_focus(None)
+        self._refresh_list()
+
+    def action_next_drill(self) -> None:
+        current = self._current_drill()
+        drills = list(all_drills())
+        index = drills.index(current) if current in drills else -1
+        if index + 1 >= len(drills):
+            self.say("That was the last drill.", title="flashtutor")
+            return
+        self.open_drill(drills[index + 1])
+
+    # -- drill actions --------------------------------------------------------------------
+    def _kernel_drill_or_say(self) -> Drill | None:
+        drill = self._current_drill()
+        if drill is None or drill.kind != "kernel":
+            self.say("Open a kernel drill first (01 or 02).", title="flashtutor")
+            return None
+        return drill
+
+    def action_recheck(self) -> None:
+        drill = self._kernel_drill_or_say()
+        if drill is None:
+            return
+        if not self.live:
+            self.say("Not checking: this app was started without its engine.", severity="warning")
+            return
+        self.engine.recheck(drill.id)
+
+    def action_hints(self) -> None:
+        drill = self._current_drill()
+        if drill is None:
+            return
+        attempts = self.engine.progress.drill(drill.id).attempts
+        self.push_screen(HintsScreen(drill, self.engine.hints(drill.id), attempts))
+
+    def action_edit(self) -> None:
+        drill = self._kernel_drill_or_say()
+        if drill is None:
+            return
+        path = self.workspace / "drills" / drill.file
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or shutil.which("vi")
+        if not editor:
+            self.say(f"Set $EDITOR to edit from here, or open {path} in any editor: saves are watched.",
+                        severity="warning")
+            return
+        try:
+            with self.suspend():
+                subprocess.call([*shlex.split(editor), str(path)])
+        except Exception as exc:  # SuspendNotSupported (no real terminal), a missing editor binary
+            self.say(f"Could not open {editor}: {exc}. Edit {path} in another window: saves are watched.",
+                        severity="warning")
+
+    def action_reset(self) -> None:
+        drill = self._kernel_drill_or_say()
+        if drill is None:
+            return
+        question = (f"Reset drills/{drill.file} to the pristine drill?\n"
+                    "Your version is copied to a backup first, and the backup's path is shown.")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._reset(drill)
+
+        self.push_screen(ConfirmScreen(question, yes="Reset", no="Keep my version"), answered)
+
+    def _reset(self, drill: Drill) -> None:
+        try:
+            report = reset_drill(drill, self.workspace)
+        except WorkspaceError as exc:
+            self.say(str(exc), title="reset failed", severity="error", timeout=15)
+            return
+        if not report.changed:
+            self.say(f"drills/{drill.file} is already the pristine drill: nothing to reset.", title="reset")
+        else:
+            kept = f"Your version is in {report.backup}" if report.backup else "There was no version to keep"
+            self.say(f"Restored drills/{drill.file} from {report.source}. {kept}.", title="reset",
+                        timeout=15)
+
+    def action_solution(self) -> None:
+        drill = self._current_drill()
+        if drill is None:
+            return
+        passed = self.engine.progress.status(drill.id) == PASSED
+        if passed:
+            self._show_solution(drill)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._show_solution(drill)
+
+        self.push_screen(ConfirmScreen(f"You have not passed {drill.id} yet. Show the solution anyway?",
+                                       yes="Show it", no="Not yet"), answered)
+
+    def _show_solution(self, drill: Drill) -> None:
+        path = solution_path(drill)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            self.say(f"cannot read {path}: {exc.strerror or exc}", severity="error")
+            return
+        markdown = text if path.suffix == ".md" else f"`solutions/{path.name}`\n\n```python\n{text}\n```\n"
+        self.push_screen(TextPage(f"solution: {drill.id} {drill.title}", markdown, page_id="solution"))
+
+    def action_help(self) -> None:
+        self.push_screen(TextPage("keys", help_markdown(), page_id="help"))
+
+    # -- quiz -----------------------------------------------------------------------------
+    def action_quiz(self) -> None:
+        existing = next(self._screens(QuizScreen), None)
+        if existing is not None:
+            while self.screen is not existing:
+                self.pop_screen()
+            return
+        self._prepare_quiz()
+
+    @work(thread=True, group="quiz", exclusive=True, exit_on_error=False, name="preparing the quiz")
+    def _prepare_quiz(self) -> None:
+        """Build the questions off the UI thread: the GPU-aware budget question
+        asks torch about the GPU, which imports torch (seconds)."""
+        gpu = None
+        device = self.engine.device
+        on_gpu = device is not None and not device.interpreter
+        unknown = device is None and self.engine.device_preference != "cpu"
+        if on_gpu or unknown:
+            from tutor.quiz import detect_gpu
+
+            gpu = detect_gpu()
+        session = QuizSession(build_questions(seed=None, gpu=gpu), self.engine.progress)
+        self.call_from_thread(self._show_quiz, session)
+
+    def _show_quiz(self, session: QuizSession) -> None:
+        self._pop_to_list()
+        self.push_screen(QuizScreen(session))
+
+    @on(QuizScreen.Answered)
+    def _quiz_answered(self, message: QuizScreen.Answered) -> None:
+        screen = next(self._screens(QuizScreen), None)
+        if screen is not None:
+            record_quiz_status(self.engine, screen.session)
+        self._refresh_list()
+
+
+def history_series(progress: DrillProgress) -> tuple[list[float | None], list[float | None]]:
+    """Error and speed-up of each recorded attempt, oldest first."""
+    return [a.max_abs_err for a in progress.history], [a.speedup for a in progress.history]
+
+
+def record_quiz_status(engine: TutorEngine, session: QuizSession) -> None:
+    """Drill 03 is passed once every question of the set is right; wrong answers mark
+    it failing but never take a pass away (the rule ``flashtutor quiz`` applies)."""
+    if not session.history:
+        return
+    score = session.score
+    if session.done and score.right == score.total:
+        engine.progress.set_status(QUIZ_DRILL, PASSED)
+    elif engine.progress.status(QUIZ_DRILL) != PASSED:
+        engine.progress.set_status(QUIZ_DRILL, FAILING)
+
+
+def help_markdown() -> str:
+    """The keys of every screen, from their bindings (one source of truth)."""
+    sections = [
+        ("Drill list", DrillListScreen.BINDINGS, ["up/down, j/k: move"]),
+        ("Drill view", DrillScreen.BINDINGS, []),
+        ("Quiz", QuizScreen.BINDINGS, ["enter: check the answer; with the answer empty, the next question"]),
+    ]
+    lines = [
+        "Save a drill file in any editor: the tutor checks it at once and the drill view shows the result.",
+        "",
+    ]
+    for title, bindings, extra in sections:
+        lines += [f"## {title}", "", "| key | does |", "| --- | --- |"]
+        for text in extra:
+            key, does = text.split(": ", 1)
+            lines.append(f"| {key} | {does} |")
+        for binding in bindings:
+            keys = ", ".join(KEY_NAMES.get(key, key) for key in binding.key.split(","))
+            lines.append(f"| {keys} | {binding.tooltip or binding.description} |")
+        lines.append("")
+    lines += [
+        "## Everywhere",
+        "",
+        "| key | does |",
+        "| --- | --- |",
+        "| ctrl+q | quit |",
+        "| escape | close a panel / back to the list |",
+    ]
+    return "\n".join(lines) + "\n"

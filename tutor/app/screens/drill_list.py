@@ -1,0 +1,175 @@
+"""The drill list: every drill with its status, attempts and best numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from tutor.app.widgets.status_bar import StatusBar
+from tutor.catalog import Drill
+from tutor.progress import FAILING, NOT_STARTED, PASSED
+
+# Status -> the mark a reader needs no colour for, its words, and a style for those with colour.
+STATUS_MARKS: dict[str, tuple[str, str, str]] = {
+    NOT_STARTED: ("·", "not started", "dim"),
+    FAILING: ("✘", "failing", "bold red"),
+    PASSED: ("✔", "passed", "bold green"),
+}
+
+
+@dataclass(frozen=True)
+class DrillRow:
+    """One line of the list, built by the app from the catalog and the progress file."""
+
+    drill: Drill
+    status: str  # tutor.progress.NOT_STARTED | FAILING | PASSED
+    attempts: int
+    best_error: float | None = None
+    best_speedup: float | None = None
+    quiz_score: str = ""  # paper drills: "4/12 right"
+
+    def cells(self) -> tuple[Text, str, str, str, str]:
+        mark, words, style = STATUS_MARKS.get(self.status, ("?", self.status, ""))
+        status = Text(f"{mark} {words}", style=style)
+        if self.drill.kind == "paper":
+            best = self.quiz_score or "quiz"
+        else:
+            parts = []
+            if self.best_error is not None:
+                parts.append(f"err {self.best_error:.1e}")
+            if self.best_speedup is not None:
+                parts.append(f"{self.best_speedup:.2f}x")
+            best = " ".join(parts) or "-"
+        return status, self.drill.id, self.drill.title, str(self.attempts), best
+
+
+def progress_text(rows: Sequence[DrillRow], width: int = 20) -> Text:
+    done = sum(r.status == PASSED for r in rows)
+    total = len(rows) or 1
+    filled = round(width * done / total)
+    text = Text()
+    text.append("progress  ", style="bold")
+    text.append("█" * filled, style="green")
+    text.append("░" * (width - filled), style="dim")
+    text.append(f"  {done}/{len(rows)} drills passed")
+    return text
+
+
+class DrillTable(DataTable):
+    """A DataTable with the list conventions of rustlings and less: j/k move too."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g", "scroll_top", "Top", show=False),
+        Binding("G", "scroll_bottom", "Bottom", show=False),
+    ]
+
+
+class DrillListScreen(Screen):
+    """Lists the drills; Enter opens one, ``/`` filters by id or title."""
+
+    BINDINGS = [
+        Binding("enter", "open", "Open", tooltip="open the drill (03 opens the quiz)"),
+        Binding("slash", "filter", "Filter", key_display="/", tooltip="filter the list by id or title"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, key_display="esc",
+                tooltip="clear the filter"),
+        Binding("m", "app.quiz", "Quiz", tooltip="the math quiz of drill 03"),
+        Binding("question_mark", "app.help", "Help", key_display="?", tooltip="this help"),
+        Binding("q", "app.quit", "Quit", tooltip="quit (progress is saved after every check)"),
+    ]
+
+    class OpenDrill(Message):
+        def __init__(self, drill: Drill) -> None:
+            super().__init__()
+            self.drill = drill
+
+    def __init__(self, rows: Sequence[DrillRow]) -> None:
+        super().__init__()
+        self.rows: list[DrillRow] = list(rows)
+        self.filter_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield StatusBar()
+        yield Input(placeholder="filter: id or words of the title (Enter: back to the list)", id="filter")
+        table = DrillTable(id="drills", cursor_type="row", zebra_stripes=False)
+        table.add_columns("status", "id", "drill", "tries", "best")
+        yield table
+        yield Static(id="progress")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.title = "flashtutor"
+        self.sub_title = "drills"
+        self.query_one("#filter", Input).display = False
+        self._fill()
+        self.query_one(DrillTable).focus()
+
+    # -- data --------------------------------------------------------------------------
+    def update_rows(self, rows: Sequence[DrillRow]) -> None:
+        """New statuses from the app (after a check, a reset or a quiz answer)."""
+        self.rows = list(rows)
+        self._fill()
+
+    def _visible(self) -> list[DrillRow]:
+        words = self.filter_text.lower().split()
+        return [r for r in self.rows if all(w in f"{r.drill.id} {r.drill.title} {r.drill.slug}".lower() for w in words)]
+
+    def _fill(self) -> None:
+        table = self.query_one(DrillTable)
+        current = self.selected_drill()
+        table.clear()
+        for row in self._visible():
+            table.add_row(*row.cells(), key=row.drill.id)
+        if current is not None and current.id in table.rows:
+            table.move_cursor(row=table.get_row_index(current.id))
+        self.query_one("#progress", Static).update(progress_text(self.rows))
+
+    def selected_drill(self) -> Drill | None:
+        table = self.query_one(DrillTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return next((r.drill for r in self.rows if r.drill.id == key), None)
+
+    # -- keys --------------------------------------------------------------------------
+    @on(DataTable.RowSelected)
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def action_open(self) -> None:
+        drill = self.selected_drill()
+        if drill is not None:
+            self.post_message(self.OpenDrill(drill))
+
+    def action_filter(self) -> None:
+        field = self.query_one("#filter", Input)
+        field.display = True
+        field.focus()
+
+    def action_clear_filter(self) -> None:
+        field = self.query_one("#filter", Input)
+        field.value = ""
+        field.display = False
+        self.query_one(DrillTable).focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self._fill()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        if not event.value:
+            event.input.display = False
+        self.query_one(DrillTable).focus()

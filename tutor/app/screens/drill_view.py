@@ -1,0 +1,140 @@
+"""The drill view: the live result of the latest check of one drill."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from tutor.app.widgets.check_indicator import CheckIndicator
+from tutor.app.widgets.result_view import Verdict, diagnosis_text, error_text, metrics_text
+from tutor.app.widgets.sparkline import AttemptHistory
+from tutor.app.widgets.status_bar import StatusBar
+from tutor.app.widgets.visit_map import VisitMapView
+from tutor.catalog import Drill
+from tutor.harness.result import CheckResult
+
+
+class DrillScreen(Screen):
+    """Shows one drill: verdict, numbers, visit map, diagnosis, history.
+
+    The app calls :meth:`show_result`, :meth:`show_running` and
+    :meth:`show_history`; the screen holds no engine state of its own.
+    """
+
+    BINDINGS = [
+        Binding("r", "app.recheck", "Re-run", tooltip="check the drill file again now"),
+        Binding("h", "app.hints", "Hints", tooltip="the hints: unlocked ones in full, what unlocks the rest"),
+        Binding("e", "app.edit", "Edit", tooltip="open the drill in $EDITOR (the app suspends, then resumes)"),
+        Binding("x", "app.reset", "Reset", tooltip="restore the pristine drill after a backup (asks first)"),
+        Binding("s", "app.solution", "Solution", tooltip="show the solution (after a pass, or once you confirm)"),
+        Binding("n", "app.next_drill", "Next", tooltip="the next drill"),
+        Binding("m", "app.quiz", "Quiz", tooltip="the math quiz of drill 03"),
+        Binding("escape,l", "app.drill_list", "List", show=False, tooltip="back to the drill list"),
+        Binding("question_mark", "app.help", "Help", key_display="?", tooltip="this help"),
+        Binding("q", "app.quit", "Quit", tooltip="quit (progress is saved after every check)"),
+    ]
+
+    def __init__(
+        self,
+        drill: Drill,
+        workspace: Path,
+        *,
+        result: CheckResult | None = None,
+        history: tuple[Sequence[float | None], Sequence[float | None]] = ((), ()),
+        running: bool = False,
+        animate: bool = True,
+    ) -> None:
+        super().__init__()
+        self.drill = drill
+        self.workspace = workspace
+        self.result = result
+        self.history = history
+        self.running = running
+        self._animate = animate
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield StatusBar()
+        yield Verdict(id="verdict")
+        yield CheckIndicator(id="running", animate=self._animate)
+        with VerticalScroll(id="body"):
+            with Horizontal(id="numbers"):
+                yield Static(id="metrics")
+                yield VisitMapView(id="visit-map")
+            yield Static(id="error")
+            yield Static(id="diagnosis")
+            with Vertical(id="history-box"):
+                yield AttemptHistory(id="history")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.title = f"{self.drill.id} {self.drill.title}"
+        self.sub_title = self.file_label
+        self.query_one("#history-box").border_title = "attempts"
+        self.query_one(VisitMapView).border_title = "visited blocks"
+        self._draw_result()
+        self._draw_history()
+        self._draw_running()
+
+    @property
+    def file_label(self) -> str:
+        return f"drills/{self.drill.file}"
+
+    # -- what the app calls (before or after mounting) ------------------------------
+    def show_running(self, running: bool) -> None:
+        self.running = running
+        if self.is_mounted:
+            self._draw_running()
+
+    def show_result(self, result: CheckResult | None) -> None:
+        self.result = result
+        if self.is_mounted:
+            self._draw_result()
+
+    def show_history(self, errors: Sequence[float | None], speedups: Sequence[float | None]) -> None:
+        self.history = (errors, speedups)
+        if self.is_mounted:
+            self._draw_history()
+
+    # -- drawing --------------------------------------------------------------------
+    def _draw_running(self) -> None:
+        indicator = self.query_one(CheckIndicator)
+        if self.running:
+            indicator.start(self.file_label)
+        else:
+            indicator.stop()
+
+    def _draw_history(self) -> None:
+        self.query_one(AttemptHistory).show(*self.history)
+
+    def _draw_result(self) -> None:
+        result = self.result
+        self.query_one(Verdict).show(result)
+        metrics = self.query_one("#metrics", Static)
+        visit_map = self.query_one(VisitMapView)
+        error = self.query_one("#error", Static)
+        diagnosis = self.query_one("#diagnosis", Static)
+        numbers = self.query_one("#numbers")
+        if result is None:
+            numbers.display = False
+            error.display = True
+            error.update(Text(f"Save {self.file_label} in your editor (or press r) to check it.", style="dim"))
+            diagnosis.display = False
+            return
+        could_not_run = result.error is not None
+        numbers.display = not could_not_run
+        error.display = could_not_run
+        if could_not_run:
+            error.update(error_text(result, self.workspace))
+        else:
+            metrics.update(metrics_text(result))
+            visit_map.show(result.visits)
+        diagnosis.display = bool(result.diagnosis)
+        diagnosis.update(diagnosis_text(result))

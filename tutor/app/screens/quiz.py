@@ -1,0 +1,127 @@
+"""The quiz of drill 03: one question at a time, checked as it is answered."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Static
+
+from tutor.app.widgets.status_bar import StatusBar
+from tutor.quiz import AnswerFeedback, QuizSession
+
+MARKS = {"right": "✔ right", "wrong": "✘ wrong", "invalid": "? not an answer"}
+STYLES = {"right": "bold green", "wrong": "bold red", "invalid": "bold yellow"}
+
+
+def feedback_text(feedback: AnswerFeedback) -> Text:
+    text = Text()
+    text.append(MARKS[feedback.status], style=STYLES[feedback.status])
+    if feedback.relative_error is not None:
+        text.append(f"   relative error {feedback.relative_error:+.2%}", style="bold")
+    text.append("\n" + feedback.message)
+    if feedback.slip:
+        text.append("\n" + feedback.slip, style="italic")
+    if feedback.explanation:
+        text.append("\n\nwhy: ", style="bold")
+        text.append(feedback.explanation)
+    return text
+
+
+class QuizScreen(Screen):
+    """Asks ``session.current()``; Enter checks the answer.  After a right or
+    wrong answer the feedback and explanation stay up and Enter (with the input
+    empty) moves to the next question; an invalid answer asks again."""
+
+    BINDINGS = [
+        Binding("escape", "app.drill_list", "List", key_display="esc", tooltip="back to the drill list"),
+        Binding("f1", "app.help", "Help", tooltip="this help (? would be typed into the answer)"),
+        Binding("ctrl+q", "app.quit", "Quit", tooltip="quit (every answer is already saved)"),
+    ]
+
+    class Answered(Message):
+        """Posted after every counted answer, so the app can refresh the drill list."""
+
+        def __init__(self, feedback: AnswerFeedback) -> None:
+            super().__init__()
+            self.feedback = feedback
+
+    def __init__(self, session: QuizSession) -> None:
+        super().__init__()
+        self.session = session
+        self.reviewing: AnswerFeedback | None = None  # the answer whose feedback is up
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield StatusBar()
+        yield Static(id="quiz-progress")
+        with VerticalScroll(id="quiz-body"):
+            yield Static(id="question")
+            yield Static(id="feedback")
+        yield Input(placeholder="your answer: 2.16 GB, 129x, 4k, b …  (Enter)", id="answer")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.title = "03 quiz"
+        self.sub_title = "HBM traffic: naive vs fused attention"
+        self._show_question()
+        self.query_one("#answer", Input).focus()
+
+    # -- display --------------------------------------------------------------------
+    def _show_progress(self) -> None:
+        score = self.session.score
+        line = f"{score.answered} of {score.total} answered   ·   {score}"
+        self.query_one("#quiz-progress", Static).update(Text(line, style="bold"))
+
+    def _show_question(self) -> None:
+        self._show_progress()
+        question = self.session.current()
+        feedback = self.query_one("#feedback", Static)
+        feedback.update("")
+        feedback.display = False
+        shown = self.query_one("#question", Static)
+        if question is None:
+            done = Text("Quiz done.  ", style="bold")
+            done.append(f"Score: {self.session.score}.  Your answers are saved in the workspace's progress.")
+            shown.update(done)
+            self.query_one("#answer", Input).display = False
+            return
+        text = Text(question.title + "\n", style="bold")
+        text.append(question.prompt())
+        shown.update(text)
+
+    def _show_feedback(self, feedback: AnswerFeedback) -> None:
+        shown = self.query_one("#feedback", Static)
+        shown.display = True
+        text = feedback_text(feedback)
+        if feedback.counts:
+            text.append("\n\n")
+            text.append("Enter: next question" if not self.session.done else "Enter: see the score", style="dim")
+        shown.update(text)
+        self.query_one("#quiz-body", VerticalScroll).scroll_home(animate=False)
+
+    # -- input ----------------------------------------------------------------------
+    @on(Input.Submitted, "#answer")
+    def _submitted(self, event: Input.Submitted) -> None:
+        field = event.input
+        if self.reviewing is not None and not event.value.strip():
+            self.reviewing = None
+            self._show_question()
+            return
+        if self.session.done:
+            return
+        if self.reviewing is not None:
+            # typed an answer while the last feedback was up: that is the next question's answer
+            self.reviewing = None
+            self._show_question()
+        feedback = self.session.answer(event.value)
+        field.value = ""
+        self._show_progress()
+        self._show_feedback(feedback)
+        if feedback.counts:
+            self.reviewing = feedback
+            self.post_message(self.Answered(feedback))

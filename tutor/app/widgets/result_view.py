@@ -1,0 +1,151 @@
+"""The parts of a check result: the verdict, the numbers, the error, the diagnosis.
+
+Each ``*_text`` function turns a :class:`CheckResult` into styled text and is
+what the widgets below display; keeping them pure keeps the widgets trivial
+and the wording testable without running an app.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual.widgets import Static
+
+from tutor.harness.result import CheckResult
+from tutor.report import shape_text
+
+LABEL = 13  # width of the label column
+
+# The verdict, with a mark that reads without colour.
+PASSED_MARK, FAILED_MARK, NOT_RUN_MARK = "✔", "✘", "⚠"
+
+
+def verdict_kind(result: CheckResult) -> str:
+    """"solved", "passed" (correct, but a finding is open), "failed" or "error"."""
+    if result.error is not None:
+        return "error"
+    if not result.passed:
+        return "failed"
+    return "solved" if result.solved else "passed"
+
+
+def verdict_text(result: CheckResult) -> Text:
+    kind = verdict_kind(result)
+    if kind == "error":
+        return Text(f"{NOT_RUN_MARK}  COULD NOT RUN · {result.error.kind}")
+    if kind == "failed":
+        return Text(f"{FAILED_MARK}  FAILED")
+    if kind == "passed":
+        findings = sum(d.severity == "finding" for d in result.diagnosis)
+        return Text(f"{PASSED_MARK}  PASSED · {findings} finding{'s' if findings > 1 else ''} open")
+    return Text(f"{PASSED_MARK}  PASSED")
+
+
+def _row(text: Text, label: str, value: str | Text, note: str = "") -> None:
+    text.append(f"{label:<{LABEL}}", style="bold")
+    text.append(value)
+    if note:
+        text.append(f"  {note}", style="dim")
+    text.append("\n")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else (f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms")
+
+
+def metrics_text(result: CheckResult) -> Text:
+    """Error against tolerance, timings and speed-up, torch's SDPA, visited fraction."""
+    text = Text()
+    if result.max_abs_err is None:
+        err = Text("NaN/Inf or unwritten output", style="bold red")
+    else:
+        ok = result.max_abs_err <= result.tolerance
+        err = Text(f"{result.max_abs_err:.1e}", style="bold green" if ok else "bold red")
+        err.append(f"  {'≤' if ok else '>'} tolerance {result.tolerance:g}", style="")
+    _row(text, "max abs err", err)
+    if result.full_ms is not None:
+        _row(text, "full", _ms(result.full_ms))
+    if result.causal_ms is not None:
+        speedup = result.speedup
+        _row(text, "causal", _ms(result.causal_ms), "" if speedup is None else f"{speedup:.2f}x vs full")
+    if result.sdpa_full_ms is not None or result.sdpa_causal_ms is not None:
+        parts = []
+        if result.sdpa_full_ms is not None:
+            parts.append(f"full {_ms(result.sdpa_full_ms)}")
+        if result.sdpa_causal_ms is not None:
+            parts.append(f"causal {_ms(result.sdpa_causal_ms)}")
+        note = ""
+        if result.causal_ms and result.sdpa_causal_ms:
+            note = f"yours takes {result.causal_ms / result.sdpa_causal_ms:.2f}x its time"
+        _row(text, "torch sdpa", " · ".join(parts), note)
+    elif result.full_ms is not None and result.device is not None and result.device.interpreter:
+        _row(text, "torch sdpa", "-", "compared on a GPU only")
+    if result.visits is not None and result.visited_fraction is not None:
+        v = result.visits
+        value = f"{result.visited_fraction:.3f} ({v.visited_blocks}/{v.total_blocks})"
+        _row(text, "visited", value, f"ideal {result.ideal_fraction:.3f}")
+    if result.shape:
+        _row(text, "shape", shape_text(result.shape).replace("head_dim", "d"))
+    if result.timing_method and result.full_ms is not None:
+        text.append(result.timing_method, style="dim")
+    text.rstrip()
+    return text
+
+
+def display_path(path: str | None, workspace: Path | None) -> str:
+    """``path`` relative to the workspace when it lies inside it."""
+    if not path:
+        return ""
+    if workspace is not None:
+        try:
+            return str(Path(path).resolve().relative_to(workspace.resolve()))
+        except ValueError:
+            pass
+    return path
+
+
+def error_text(result: CheckResult, workspace: Path | None = None) -> Text:
+    """Where, the line itself, the message — and a short excerpt only where it helps."""
+    error = result.error
+    assert error is not None, "error_text needs a result that could not run"
+    text = Text()
+    where = display_path(error.file, workspace)
+    if where:
+        text.append(where + (f":{error.line}" if error.line else ""), style="bold")
+        text.append("\n")
+    if error.source_line is not None and error.line:
+        text.append(f"{error.line:>5} │ ", style="dim")
+        text.append(error.source_line.rstrip() + "\n", style="bold")
+    text.append(error.message)
+    if error.kind == "compile" and error.detail:
+        text.append("\n\ncompiler said:\n", style="dim")
+        text.append("\n".join(error.detail.splitlines()[-8:]))
+    if result.output.strip() and error.kind in ("crash", "timeout", "runtime", "import"):
+        text.append("\n\nlast output of your code:\n", style="dim")
+        text.append("\n".join(result.output.strip().splitlines()[-8:]))
+    return text
+
+
+def diagnosis_text(result: CheckResult) -> Text:
+    text = Text()
+    for k, d in enumerate(result.diagnosis):
+        if k:
+            text.append("\n\n")
+        label = {"error": "why it failed", "finding": "finding", "info": "note"}.get(d.severity, d.severity)
+        text.append(f"{label}: ", style="bold")
+        text.append(d.message)
+    return text
+
+
+class Verdict(Static):
+    """The verdict, large: a bordered block whose CSS class follows the outcome."""
+
+    def show(self, result: CheckResult | None) -> None:
+        self.remove_class("solved", "passed", "failed", "error", "none")
+        if result is None:
+            self.add_class("none")
+            self.update("not checked yet")
+            return
+        self.add_class(verdict_kind(result))
+        self.update(verdict_text(result))
