@@ -45,6 +45,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only N = 4k, d = 64 and 128")
     parser.add_argument("--json", type=Path, help="write all numbers here")
+    parser.add_argument("--kernels", default=",".join(KERNELS), help="comma-separated subset of: " + ", ".join(KERNELS))
     args = parser.parse_args()
 
     import torch  # does not import triton: the interpreter switch can still be set
@@ -56,7 +57,7 @@ def main() -> int:
     import triton.testing
 
     device = "cpu" if interpreter else "cuda"
-    modules = {name: load(path) for name, path in KERNELS.items()}
+    modules = {name: load(KERNELS[name]) for name in args.kernels.split(",") if KERNELS[name].exists()}
 
     def bench(fn) -> float:
         if interpreter:

@@ -39,7 +39,7 @@ def main() -> int:
     with CheckRunner(device=args.device, warm=True) as runner:
         device = runner.warm_up()
         print(f"device: {device.label}; torch {device.torch}; triton {device.triton}", flush=True)
-        for drill, rel in FILES:
+        for drill, rel in [(d, f) for d, f in FILES if (ROOT / f).exists()]:
             runner.warm_up()  # time the check, not the worker's start-up
             start = time.perf_counter()
             result = runner.check(drill, ROOT / rel)
