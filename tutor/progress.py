@@ -271,7 +271,7 @@ class ProgressStore:
     def _read(self) -> _State:
         try:
             text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no file yet (or no state directory)
             return _State()
         except (OSError, UnicodeDecodeError) as exc:
             return self._start_fresh(f"could not be read ({exc})")
