@@ -46,3 +46,24 @@ def offline_app(workspace: Path, **options) -> FlashTutorApp:
     options.setdefault("workspace_label", SNAPSHOT_WORKSPACE_LABEL)
     options.setdefault("animate", False)
     return FlashTutorApp(engine, live=False, **options)
+
+
+WAIT_S = 90.0  # the longest a test waits for the app to reach a state (a bound, never a timing assertion)
+
+
+async def wait_for(pilot, predicate, what: str, timeout_s: float = WAIT_S) -> None:
+    """Let the app run until ``predicate()`` holds; fail naming ``what`` if it never does."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"the app never showed {what} (screen: {screen_text(pilot.app)!r})")
+        await pilot.pause(0.05)
+
+
+def screen_text(app) -> str:
+    """What the terminal shows now, as plain text, one line per row (notifications
+    included).  Textual has no public text export; its compositor renders the rows."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())

@@ -42,6 +42,7 @@ from tutor.app.screens.drill_view import DrillScreen
 from tutor.app.screens.hints import HintsScreen
 from tutor.app.screens.quiz import QuizScreen
 from tutor.app.screens.text_page import TextPage
+from tutor.app.widgets.result_view import display_path
 from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
 from tutor.catalog import Drill, all_drills, get_drill, solution_path
 from tutor.engine import Event, TutorEngine
@@ -63,7 +64,7 @@ class FlashTutorApp(App[int]):
     (the snapshot tests feed it recorded results that way).
     """
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
     TITLE = "flashtutor"
     ENABLE_COMMAND_PALETTE = False  # every action has a key; the palette would only take footer room
     BINDINGS = [
@@ -357,9 +358,9 @@ class FlashTutorApp(App[int]):
         if not report.changed:
             self.say(f"drills/{drill.file} is already the pristine drill: nothing to reset.", title="reset")
         else:
-            kept = f"Your version is in {report.backup}" if report.backup else "There was no version to keep"
-            self.say(f"Restored drills/{drill.file} from {report.source}. {kept}.", title="reset",
-                        timeout=15)
+            kept = (f"Your version is kept in\n{display_path(str(report.backup), self.workspace)}"
+                    if report.backup else "There was no version of yours to keep.")
+            self.say(f"Restored drills/{drill.file} from {report.source}.\n{kept}", title="reset", timeout=15)
 
     def action_solution(self) -> None:
         drill = self._current_drill()

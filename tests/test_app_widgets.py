@@ -1,0 +1,155 @@
+"""The app's drawing functions on recorded results: what each part says, and
+that every state is told apart without colour."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers_app import recorded_result
+
+from tutor.app.app import help_markdown
+from tutor.app.messages import CheckDone
+from tutor.app.screens.drill_list import DrillListScreen
+from tutor.app.screens.drill_view import DrillScreen
+from tutor.app.screens.quiz import QuizScreen
+from tutor.app.widgets.result_view import diagnosis_text, error_text, metrics_text, verdict_kind, verdict_text
+from tutor.app.widgets.sparkline import spark
+from tutor.app.widgets.status_bar import short_path
+from tutor.app.widgets.visit_map import GLYPHS, Cell, classify, render_map, tally
+from tutor.catalog import get_drill
+from tutor.engine import CheckFinished
+from tutor.harness.result import VisitMap
+from tutor.progress import DrillProgress
+
+WORKSPACE = Path("/home/student/flashtutor")
+
+
+def _map(counts: list[list[int]], heads: int = 2) -> VisitMap:
+    n = len(counts)
+    return VisitMap(block_m=64, block_n=64, seq=64 * n, heads=heads, counts=counts,
+                    ideal=[[j <= i for j in range(n)] for i in range(n)])
+
+
+# -- the visited-block map ---------------------------------------------------------------
+def test_every_cell_kind_is_classified_and_drawn_with_its_own_glyph():
+    # row 0: needed+visited, future+visited; row 1: needed but one head of two missed it, future skipped
+    visits = VisitMap(64, 64, 128, 2, counts=[[2, 1], [1, 2]], ideal=[[True, False], [True, True]])
+    assert classify(visits) == [[Cell.VISITED, Cell.EXTRA], [Cell.MISSING, Cell.VISITED]]
+    assert len(set(GLYPHS.values())) == len(Cell), "two kinds share a glyph: unreadable without colour"
+    drawn = render_map(visits).plain
+    for cell in Cell:
+        assert GLYPHS[cell] in drawn  # the legend names every kind
+    assert "0  ██ xx" in drawn and "1  !! ██" in drawn
+
+
+def test_a_solved_causal_kernel_draws_the_lower_triangle():
+    result = recorded_result("01_passing", WORKSPACE)
+    grid = classify(result.visits)
+    n = len(grid)
+    assert all(grid[i][j] is (Cell.VISITED if j <= i else Cell.SKIPPED) for i in range(n) for j in range(n))
+    rows = [line for line in render_map(result.visits).plain.splitlines() if line[:1].isdigit()]
+    assert [row.count("██") for row in rows] == list(range(1, n + 1))
+
+
+def test_the_shipped_drill_visits_the_future_and_the_map_says_so():
+    grid = classify(recorded_result("01_failing", WORKSPACE).visits)
+    counts = tally(grid)
+    assert counts[Cell.EXTRA] == sum(range(len(grid)))  # the whole upper triangle
+    assert counts[Cell.SKIPPED] == 0 and counts[Cell.MISSING] == 0
+
+
+def test_a_loop_that_stops_before_the_diagonal_shows_the_diagonal_missing():
+    grid = classify(recorded_result("01_stops_before_diagonal", WORKSPACE).visits)
+    assert [grid[i][i] for i in range(len(grid))] == [Cell.MISSING] * len(grid)
+
+
+def test_wide_maps_keep_one_character_pair_per_block():
+    n = 16
+    drawn = render_map(_map([[2 if j <= i else 0 for j in range(n)] for i in range(n)])).plain
+    last_row = next(line for line in drawn.splitlines() if line.startswith("15"))
+    assert last_row == "15  " + "██" * n
+
+
+# -- the numbers -------------------------------------------------------------------------
+def test_metrics_name_error_against_tolerance_timings_speedup_and_visited_fraction():
+    result = recorded_result("01_passing", WORKSPACE)
+    text = metrics_text(result).plain
+    assert f"{result.max_abs_err:.1e}  ≤ tolerance 0.02" in text
+    assert f"{result.speedup:.2f}x vs full" in text
+    assert f"visited      {result.visited_fraction:.3f}" in text and f"ideal {result.ideal_fraction:.3f}" in text
+    assert "compared on a GPU only" in text  # the interpreter has no SDPA comparison
+
+
+def test_metrics_compare_with_torch_sdpa_when_the_check_timed_it():
+    result = recorded_result("01_passing", WORKSPACE)
+    result.sdpa_full_ms, result.sdpa_causal_ms = 0.040, 0.025
+    result.full_ms, result.causal_ms = 0.080, 0.050
+    text = metrics_text(result).plain
+    assert "torch sdpa   full 0.040 ms · causal 0.025 ms" in text
+    assert "yours takes 2.00x its time" in text
+
+
+def test_non_finite_output_is_said_in_words():
+    text = metrics_text(recorded_result("01_stops_before_diagonal", WORKSPACE)).plain
+    assert "NaN/Inf or unwritten output" in text
+
+
+def test_verdicts_read_without_colour():
+    kinds = {name: verdict_kind(recorded_result(name, WORKSPACE))
+             for name in ("01_failing", "01_todo2_only", "01_passing", "01_syntax_error")}
+    assert kinds == {"01_failing": "failed", "01_todo2_only": "passed", "01_passing": "solved",
+                     "01_syntax_error": "error"}
+    assert verdict_text(recorded_result("01_failing", WORKSPACE)).plain == "✘  FAILED"
+    assert verdict_text(recorded_result("01_passing", WORKSPACE)).plain == "✔  PASSED"
+    assert verdict_text(recorded_result("01_todo2_only", WORKSPACE)).plain == "✔  PASSED · 1 finding open"
+
+
+def test_a_check_that_could_not_run_shows_file_line_source_and_message():
+    result = recorded_result("01_syntax_error", WORKSPACE)
+    text = error_text(result, WORKSPACE).plain
+    assert text.splitlines()[0] == f"drills/01_causal_mask.py:{result.error.line}"
+    assert f"{result.error.line} │ {result.error.source_line.rstrip()}" in text
+    assert result.error.message in text
+    assert "Traceback" not in text
+
+
+def test_diagnosis_says_why_it_failed_and_what_is_still_open():
+    text = diagnosis_text(recorded_result("01_failing", WORKSPACE)).plain
+    assert text.startswith("why it failed: Expected until TODO 2 is done")
+    assert "finding: Causal is not meaningfully faster" in text
+
+
+# -- history, status bar, help ---------------------------------------------------------------
+def test_sparkline_is_log_scaled_and_marks_attempts_without_a_number():
+    assert spark([1.0, 1e-1, 1e-2, None, 1e-3], log=True) == "█▆▃·▁"
+    assert spark([1.0, 1.5, 2.0]) == "▁▅█"
+    assert spark([None, None]) == "··"
+    assert spark([3.0]) == "▅"  # one value: mid-height, not an empty line
+    assert len(spark(list(range(100)), width=30)) == 30
+
+
+def test_paths_under_home_are_shortened():
+    assert short_path(Path("/home/s/flashtutor"), home=Path("/home/s")) == "~/flashtutor"
+    assert short_path(Path("/srv/ws"), home=Path("/home/s")) == "/srv/ws"
+
+
+def test_help_lists_every_key_of_every_screen():
+    text = help_markdown()
+    for screen in (DrillListScreen, DrillScreen, QuizScreen):
+        for binding in screen.BINDINGS:
+            assert (binding.tooltip or binding.description) in text
+    for word in ("$EDITOR", "solution", "pristine", "next drill", "quiz", "quit"):
+        assert word in text
+
+
+# -- messages --------------------------------------------------------------------------------
+def _done(drill: str, unlocked: list | None = None) -> CheckDone:
+    result = recorded_result("01_failing", WORKSPACE)
+    return CheckDone(CheckFinished(drill, result, unlocked or [], DrillProgress()))
+
+
+def test_a_result_gives_way_to_a_newer_one_of_the_same_drill_unless_it_unlocked_a_hint():
+    hint = get_drill("01").hints[1]
+    assert _done("01").can_replace(_done("01"))
+    assert not _done("01").can_replace(_done("02"))
+    assert not _done("01", [hint]).can_replace(_done("01"))
