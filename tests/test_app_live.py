@@ -1,0 +1,65 @@
+"""The app on a real engine: real watcher on a tmp workspace, real worker
+processes, Triton's CPU interpreter.  A save in the workspace is what drives it."""
+
+from __future__ import annotations
+
+import pytest
+from helpers_app import make_workspace, screen_text, wait_for
+
+from tutor.app.app import FlashTutorApp
+from tutor.app.screens.drill_view import DrillScreen
+from tutor.catalog import get_drill, pristine_path, solution_path
+
+pytestmark = pytest.mark.slow
+
+SIZE = (120, 40)  # room for the notifications next to the view
+
+
+def live_app(workspace) -> FlashTutorApp:
+    # timing=False: the verdict, error and visit map are what these tests read; no stopwatch needed
+    return FlashTutorApp.with_engine(workspace, device="cpu", timing=False, animate=False)
+
+
+def verdict(app) -> str:
+    screen = app.screen
+    return screen.query_one("#verdict").render().plain if isinstance(screen, DrillScreen) else ""
+
+
+async def test_saving_the_solution_turns_the_view_passed_and_announces_hints(tmp_path):
+    workspace = make_workspace(tmp_path)
+    drill_file = workspace / "drills" / "01_causal_mask.py"
+    app = live_app(workspace)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.press("enter")  # opening the drill checks it as it is
+        await wait_for(pilot, lambda: "FAILED" in verdict(app), "the shipped drill FAILED")
+        # the shipped drill's diagnosis unlocks the next tiers, and says so
+        await wait_for(pilot, lambda: "01: hints unlocked" in screen_text(app), "the hint announcement")
+        text = screen_text(app)
+        assert "CPU · Triton interpreter" in text and "watch: native" in text
+        drill_file.write_text(solution_path(get_drill("01")).read_text())  # the student saves
+        await wait_for(pilot, lambda: "PASSED" in verdict(app), "PASSED after saving the solution")
+        await wait_for(pilot, lambda: "solved in 2 checks" in screen_text(app), "the solved notification")
+        text = screen_text(app)
+        assert "visited      0.625 (20/32)  ideal 0.625" in text
+        assert "██ ·· ·· ··" in text  # the first query block skips every future block
+    assert app.engine.progress.status("01") == "passed"
+
+
+async def test_errors_are_shown_and_the_app_keeps_watching(tmp_path):
+    workspace = make_workspace(tmp_path)
+    drill_file = workspace / "drills" / "01_causal_mask.py"
+    pristine = pristine_path(get_drill("01")).read_text()
+    broken = pristine.replace("    hi = N_CTX\n", "    hi = N_CTX +\n", 1)
+    line = broken.splitlines().index("    hi = N_CTX +") + 1
+    app = live_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "FAILED" in verdict(app), "the first check")
+        drill_file.write_text(broken)
+        await wait_for(pilot, lambda: "COULD NOT RUN · syntax" in verdict(app), "the syntax error")
+        text = screen_text(app)
+        assert f"drills/01_causal_mask.py:{line}" in text and f"{line} │     hi = N_CTX +" in text
+        drill_file.unlink()
+        await wait_for(pilot, lambda: "missing-file" in verdict(app), "the deleted file reported")
+        drill_file.write_text(pristine)
+        await wait_for(pilot, lambda: "FAILED" in verdict(app), "a check after the file came back")
