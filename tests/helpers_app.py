@@ -6,13 +6,37 @@ import json
 from pathlib import Path
 
 from tutor.app.app import FlashTutorApp
-from tutor.catalog import get_drill
+from tutor.catalog import get_drill, pristine_path
 from tutor.engine import CheckFinished, TutorEngine
 from tutor.harness.result import CheckResult
 from tutor.workspace import init_workspace
 
 RESULTS = Path(__file__).parent / "fixtures" / "results"
 SNAPSHOT_WORKSPACE_LABEL = "~/flashtutor"  # shown instead of the tmp path, so snapshots do not change
+
+
+# Typical student states of drill 01, as edits of the shipped file.
+_TODO2_END = "        # straddles it, give the forbidden scores -inf here.\n"
+_DIAGONAL_MASK = '        if CAUSAL:\n            qk = tl.where(offs_m[:, None] >= cols[None, :], qk, float("-inf"))\n'
+_LOOP_BOUND = "    hi = N_CTX\n"
+_EDITS: dict[str, list[tuple[str, str]]] = {
+    "todo2_done": [(_TODO2_END, _TODO2_END + _DIAGONAL_MASK)],  # correct, every block still visited
+    "stops_before_diagonal": [
+        (_TODO2_END, _TODO2_END + _DIAGONAL_MASK),
+        (_LOOP_BOUND, "    if CAUSAL:\n        hi = start_m * BLOCK_M\n    else:\n        hi = N_CTX\n"),
+    ],
+    "syntax_error": [(_LOOP_BOUND, "    hi = N_CTX +\n")],
+}
+
+
+def drill01_variant(name: str) -> str:
+    """The shipped drill 01 with the edits of ``name`` (see ``_EDITS``)."""
+    text = pristine_path(get_drill("01")).read_text(encoding="utf-8")
+    for old, new in _EDITS[name]:
+        if old not in text:
+            raise AssertionError(f"drill 01 no longer contains {old!r}: update tests/helpers_app.py")
+        text = text.replace(old, new, 1)
+    return text
 
 
 def make_workspace(root: Path) -> Path:

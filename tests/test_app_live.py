@@ -4,7 +4,7 @@ processes, Triton's CPU interpreter.  A save in the workspace is what drives it.
 from __future__ import annotations
 
 import pytest
-from helpers_app import make_workspace, screen_text, wait_for
+from helpers_app import drill01_variant, make_workspace, screen_text, wait_for
 
 from tutor.app.app import FlashTutorApp
 from tutor.app.screens.drill_view import DrillScreen
@@ -28,17 +28,20 @@ def verdict(app) -> str:
 async def test_saving_the_solution_turns_the_view_passed_and_announces_hints(tmp_path):
     workspace = make_workspace(tmp_path)
     drill_file = workspace / "drills" / "01_causal_mask.py"
+    todo2_done = drill01_variant("todo2_done")
     app = live_app(workspace)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await pilot.press("enter")  # opening the drill checks it as it is
         await wait_for(pilot, lambda: "FAILED" in verdict(app), "the shipped drill FAILED")
-        # the shipped drill's diagnosis unlocks the next tiers, and says so
-        await wait_for(pilot, lambda: "01: hints unlocked" in screen_text(app), "the hint announcement")
         text = screen_text(app)
         assert "CPU · Triton interpreter" in text and "watch: native" in text
-        drill_file.write_text(solution_path(get_drill("01")).read_text())  # the student saves
-        await wait_for(pilot, lambda: "PASSED" in verdict(app), "PASSED after saving the solution")
-        await wait_for(pilot, lambda: "solved in 2 checks" in screen_text(app), "the solved notification")
+        drill_file.write_text(todo2_done)  # the student saves: correct, but every block still visited
+        await wait_for(pilot, lambda: "PASSED · 1 finding open" in verdict(app), "PASSED with TODO 1 open")
+        await wait_for(pilot, lambda: "01: hints unlocked" in screen_text(app), "the hint announcement")
+        assert "visited      1.000 (32/32)  ideal 0.625" in screen_text(app)
+        drill_file.write_text(solution_path(get_drill("01")).read_text())
+        await wait_for(pilot, lambda: verdict(app).endswith("PASSED"), "PASSED after saving the solution")
+        await wait_for(pilot, lambda: "solved in 3 checks" in screen_text(app), "the solved notification")
         text = screen_text(app)
         assert "visited      0.625 (20/32)  ideal 0.625" in text
         assert "██ ·· ·· ··" in text  # the first query block skips every future block
@@ -49,7 +52,7 @@ async def test_errors_are_shown_and_the_app_keeps_watching(tmp_path):
     workspace = make_workspace(tmp_path)
     drill_file = workspace / "drills" / "01_causal_mask.py"
     pristine = pristine_path(get_drill("01")).read_text()
-    broken = pristine.replace("    hi = N_CTX\n", "    hi = N_CTX +\n", 1)
+    broken = drill01_variant("syntax_error")
     line = broken.splitlines().index("    hi = N_CTX +") + 1
     app = live_app(workspace)
     async with app.run_test(size=SIZE) as pilot:

@@ -42,12 +42,9 @@ class DrillRow:
         if self.drill.kind == "paper":
             best = self.quiz_score or "quiz"
         else:
-            parts = []
-            if self.best_error is not None:
-                parts.append(f"err {self.best_error:.1e}")
-            if self.best_speedup is not None:
-                parts.append(f"{self.best_speedup:.2f}x")
-            best = " ".join(parts) or "-"
+            error = "-" if self.best_error is None else f"{self.best_error:.1e}"
+            speedup = "" if self.best_speedup is None else f"{self.best_speedup:.2f}x"
+            best = f"{error} {speedup}".rstrip()
         return status, self.drill.id, self.drill.title, str(self.attempts), best
 
 
