@@ -156,3 +156,23 @@ def test_a_result_gives_way_to_a_newer_one_of_the_same_drill_unless_it_unlocked_
     assert _done("01").can_replace(_done("01"))
     assert not _done("01").can_replace(_done("02"))
     assert not _done("01", [hint]).can_replace(_done("01"))
+
+
+def test_status_bar_keeps_the_watcher_and_the_end_of_a_long_path():
+    from tutor.app.widgets.status_bar import StatusBar
+
+    class Sized(StatusBar):
+        @property
+        def content_size(self):
+            from textual.geometry import Size
+
+            return Size(78, 1)
+
+    bar = Sized()
+    bar.device = "CPU · Triton interpreter — timings relative only"
+    bar.watcher = "watch: polling"
+    bar.workspace = "/tmp/pytest-of-root/pytest-7/test_launch_in_a_real_terminal0/workspace"
+    line = bar.render().plain
+    assert len(line) <= 78
+    assert " │ watch: polling │ …" in line and line.endswith("terminal0/workspace")
+    assert line.startswith("CPU · Triton interpreter")

@@ -10,6 +10,7 @@ from textual.widgets import Static
 
 DEVICE_PENDING = "device: starting the check worker…"
 SEPARATOR = " │ "
+MIN_PATH = 24  # columns of the workspace path kept when the line is short of room
 
 
 def short_path(path: Path, home: Path | None = None) -> str:
@@ -48,15 +49,24 @@ class StatusBar(Static):
         self.workspace = value
 
     def render(self) -> Text:
-        """The watcher mode and the workspace are always whole; a device label too
-        long for the line (the interpreter's, at 80 columns) is cut with an ellipsis."""
-        rest = Text()
-        rest.append(SEPARATOR, style="dim")
-        rest.append(self.watcher)
-        rest.append(SEPARATOR, style="dim")
-        rest.append(self.workspace)
-        device = Text(self.device)
-        room = self.content_size.width - rest.cell_len
-        if 0 < room < device.cell_len:
-            device.truncate(room, overflow="ellipsis")
-        return Text.assemble(device, rest, no_wrap=True, overflow="ellipsis")
+        """All three on one line.  Where they do not fit (the interpreter's long
+        label at 80 columns, a deep workspace path), the path is cut at its start
+        down to MIN_PATH columns, then the device label at its end; the watcher
+        mode is always whole."""
+        width = self.content_size.width
+        fixed = len(self.watcher) + 2 * len(SEPARATOR)
+        device, workspace = self.device, self.workspace
+        if width and len(device) + len(workspace) + fixed > width:
+            workspace_room = min(len(workspace), max(MIN_PATH, width - fixed - len(device)))
+            if len(workspace) > workspace_room:
+                workspace = "…" + workspace[len(workspace) - workspace_room + 1:]
+            device_room = max(1, width - fixed - len(workspace))
+            if len(device) > device_room:
+                device = device[: device_room - 1] + "…"
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(device)
+        text.append(SEPARATOR, style="dim")
+        text.append(self.watcher)
+        text.append(SEPARATOR, style="dim")
+        text.append(workspace)
+        return text
