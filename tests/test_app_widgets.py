@@ -176,3 +176,18 @@ def test_status_bar_keeps_the_watcher_and_the_end_of_a_long_path():
     assert len(line) <= 78
     assert " │ watch: polling │ …" in line and line.endswith("terminal0/workspace")
     assert line.startswith("CPU · Triton interpreter")
+
+
+def test_a_crash_or_timeout_shows_the_last_output_of_the_students_code():
+    from tutor.harness.result import CheckError, CheckResult
+
+    for kind in ("crash", "timeout"):
+        result = CheckResult(
+            drill="01", file=str(WORKSPACE / "drills/01_causal_mask.py"),
+            error=CheckError(kind=kind, message=f"the worker {kind} message", file=str(WORKSPACE / "drills/01_causal_mask.py")),
+            output="step 1\nstep 2\n",
+        )
+        text = error_text(result, WORKSPACE).plain
+        assert text.splitlines()[0] == "drills/01_causal_mask.py"
+        assert f"the worker {kind} message" in text and "last output of your code:\nstep 1\nstep 2" in text
+        assert verdict_text(result).plain == f"⚠  COULD NOT RUN · {kind}"

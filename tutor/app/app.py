@@ -45,7 +45,7 @@ from tutor.app.screens.text_page import TextPage
 from tutor.app.widgets.result_view import display_path
 from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
 from tutor.catalog import Drill, all_drills, get_drill, solution_path
-from tutor.engine import Event, TutorEngine
+from tutor.engine import EngineError, Event, TutorEngine
 from tutor.harness.result import CheckResult, Device
 from tutor.progress import FAILING, PASSED, DrillProgress
 from tutor.quiz import QuizSession, build_questions
@@ -202,8 +202,6 @@ class FlashTutorApp(App[int]):
 
     @on(EngineNotice)
     def _engine_notice(self, message: EngineNotice) -> None:
-        from tutor.engine import EngineError
-
         is_error = isinstance(message.event, EngineError)
         if is_error:
             self.running.clear()

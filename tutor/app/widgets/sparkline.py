@@ -46,10 +46,6 @@ def _number(value: float | None, fmt: str) -> str:
 class AttemptHistory(Static):
     """Two sparklines — max abs error and causal speed-up — over recent attempts."""
 
-    DEFAULT_CSS = """
-    AttemptHistory { height: auto; }
-    """
-
     WIDTH = 30  # attempts shown; older ones stay in the progress file
 
     def show(self, errors: Sequence[float | None], speedups: Sequence[float | None]) -> None:

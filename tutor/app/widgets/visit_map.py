@@ -119,10 +119,6 @@ def render_map(visits: VisitMap) -> Text:
 class VisitMapView(Static):
     """Draws a :class:`VisitMap`; empty (with a word why) when there is none."""
 
-    DEFAULT_CSS = """
-    VisitMapView { width: auto; height: auto; }
-    """
-
     def show(self, visits: VisitMap | None) -> None:
         if visits is None or not visits.counts:
             self.update(Text("no visit map: the causal launch did not run", style="dim"))
