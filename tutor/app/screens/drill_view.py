@@ -21,6 +21,10 @@ from tutor.catalog import Drill
 from tutor.harness.result import CheckResult
 
 
+METRICS_WIDTH = 48  # the numbers column, its padding included
+MAP_FRAME = 8  # the map's border and padding, the body's padding and scroll bar
+
+
 class DrillScreen(Screen):
     """Shows one drill: verdict, numbers, visit map, diagnosis, history.
 
@@ -103,7 +107,15 @@ class DrillScreen(Screen):
         if self.is_mounted:
             self._draw_history()
 
+    def on_resize(self) -> None:
+        self._fit_numbers()
+
     # -- drawing --------------------------------------------------------------------
+    def _fit_numbers(self) -> None:
+        """The numbers and the map side by side when both fit, else the map below."""
+        needed = METRICS_WIDTH + self.query_one(VisitMapView).drawn_width + MAP_FRAME
+        self.query_one("#numbers").set_class(needed > self.size.width, "stacked")
+
     def _draw_running(self) -> None:
         indicator = self.query_one(CheckIndicator)
         if self.running:
@@ -136,5 +148,6 @@ class DrillScreen(Screen):
         else:
             metrics.update(metrics_text(result))
             visit_map.show(result.visits)
+            self._fit_numbers()
         diagnosis.display = bool(result.diagnosis)
         diagnosis.update(diagnosis_text(result))

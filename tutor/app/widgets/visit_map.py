@@ -119,8 +119,12 @@ def render_map(visits: VisitMap) -> Text:
 class VisitMapView(Static):
     """Draws a :class:`VisitMap`; empty (with a word why) when there is none."""
 
+    drawn_width = 0  # columns the drawing takes (without border and padding)
+
     def show(self, visits: VisitMap | None) -> None:
         if visits is None or not visits.counts:
-            self.update(Text("no visit map: the causal launch did not run", style="dim"))
+            drawn = Text("no visit map: the causal launch did not run", style="dim")
         else:
-            self.update(render_map(visits))
+            drawn = render_map(visits)
+        self.drawn_width = max((line.cell_len for line in drawn.split()), default=0)
+        self.update(drawn)
