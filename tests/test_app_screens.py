@@ -261,3 +261,13 @@ async def test_no_color_keeps_every_mark(tmp_path, monkeypatch):
         await pilot.pause()
         text = screen_text(app)
         assert "✘  FAILED" in text and "!!" in text and "··" in text and "██" in text
+
+
+async def test_edit_without_a_real_terminal_says_where_to_edit_instead(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDITOR", "true")
+    app = offline_app(make_workspace(tmp_path))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await pilot.press("enter", "e")  # the headless test driver cannot suspend
+        await pilot.pause()
+        text = screen_text(app)
+        assert "cannot hand over to an editor" in text and isinstance(app.screen, DrillScreen)

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from textual import on, work
-from textual.app import App
+from textual.app import App, SuspendNotSupported
 from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -107,7 +107,7 @@ class FlashTutorApp(App[int]):
         **options,
     ) -> FlashTutorApp:
         """An app on a fresh engine whose events come back to it."""
-        relay: list[FlashTutorApp] = []
+        relay: list[FlashTutorApp] = []  # the engine needs its callback before the app exists
         engine = TutorEngine(
             workspace,
             device=device,
@@ -182,10 +182,10 @@ class FlashTutorApp(App[int]):
             titles = "\n".join(f"{drill.hints.index(h) + 1}. {h.title}" for h in event.newly_unlocked)
             plural = "s" if len(event.newly_unlocked) > 1 else ""
             self.say(f"{titles}\npress h to read {'them' if plural else 'it'}",
-                        title=f"{drill.id}: hint{plural} unlocked", timeout=8)
+                     title=f"{drill.id}: hint{plural} unlocked", timeout=8)
         if result.solved and event.record.attempts_to_pass == event.record.attempts:
             self.say(f"{drill.id} {drill.title} solved in {event.record.attempts} checks. n: the next drill.",
-                        title="solved", timeout=8)
+                     title="solved", timeout=8)
         self._refresh_list()
 
     @on(WatcherChanged)
@@ -194,7 +194,7 @@ class FlashTutorApp(App[int]):
         self.watcher_label = f"watch: {status.mode}"
         if status.mode != "native":
             self.say(status.reason + " (r re-runs a check by hand)", title=f"watching: {status.mode}",
-                        severity="warning", timeout=10)
+                     severity="warning", timeout=10)
 
     @on(DeviceKnown)
     def _device_known(self, message: DeviceKnown) -> None:
@@ -204,11 +204,13 @@ class FlashTutorApp(App[int]):
     def _engine_notice(self, message: EngineNotice) -> None:
         is_error = isinstance(message.event, EngineError)
         if is_error:
+            if self.engine.device is None:
+                self.device_label = "device: the check worker did not start"
             self.running.clear()
             for screen in self._screens(DrillScreen):
                 screen.show_running(False)
         self.say(message.event.message, title="flashtutor", severity="error" if is_error else "warning",
-                    timeout=15)
+                 timeout=15)
 
     def say(self, message: str, *, title: str = "flashtutor", severity: str = "information",
             timeout: float = 6) -> None:
@@ -325,14 +327,22 @@ class FlashTutorApp(App[int]):
         editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or shutil.which("vi")
         if not editor:
             self.say(f"Set $EDITOR to edit from here, or open {path} in any editor: saves are watched.",
-                        severity="warning")
+                     severity="warning")
             return
+        failure: OSError | None = None
         try:
             with self.suspend():
-                subprocess.call([*shlex.split(editor), str(path)])
-        except Exception as exc:  # SuspendNotSupported (no real terminal), a missing editor binary
-            self.say(f"Could not open {editor}: {exc}. Edit {path} in another window: saves are watched.",
-                        severity="warning")
+                try:  # inside: an error here must not skip the app's resume
+                    subprocess.call([*shlex.split(editor), str(path)])
+                except OSError as exc:  # the editor's binary is missing or not executable
+                    failure = exc
+        except SuspendNotSupported:
+            self.say(f"This terminal cannot hand over to an editor: edit {path} in another window "
+                     "(saves are watched).", severity="warning")
+            return
+        if failure is not None:
+            self.say(f"Could not run {editor}: {failure}. Edit {path} in another window: saves are watched.",
+                     severity="warning")
 
     def action_reset(self) -> None:
         drill = self._kernel_drill_or_say()
