@@ -88,6 +88,11 @@ def test_a_deleted_and_recreated_file_is_checked(tmp_path: Path) -> None:
         file.write_text(solution("01", 7), encoding="utf-8")
         finished = log.wait_for(lambda e: isinstance(e, CheckFinished) and checked_version(e.result) == 7)
         assert finished.result.solved
+        mark = log.mark()
+        file.unlink()  # and not recreated: reported, but not an attempt
+        gone = log.finished("01", after=mark)
+        assert gone.result.error is not None and gone.result.error.kind == "missing-file"
+        assert gone.record.attempts == 1 and gone.record.status == PASSED
 
 
 def test_a_hanging_kernel_times_out_and_the_next_check_works(tmp_path: Path) -> None:

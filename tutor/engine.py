@@ -31,6 +31,8 @@ Events (frozen dataclasses, passed to ``on_event``):
     (an error, a timeout and a crash are results too); it has been recorded:
     ``record`` is the drill's :class:`~tutor.progress.DrillProgress` after it,
     ``newly_unlocked`` the :class:`~tutor.catalog.Hint` objects it unlocked.
+    A check of a deleted file (error kind ``missing-file``) is reported but
+    not recorded: deleting a file is not an attempt.
 ``EngineWarning(message)``
     something a student should read once (progress file moved aside, not writable).
 ``EngineError(message)``
@@ -390,6 +392,10 @@ class TutorEngine:
         if result.error is not None and result.error.kind == "cancelled":
             if not self._stopping:
                 self._emit(CheckCancelled(drill_id, request.file))
+            return
+        if result.error is not None and result.error.kind == "missing-file":
+            # a deleted file is not an attempt: report it, record nothing
+            self._emit(CheckFinished(drill_id, result, [], self.progress.drill(drill_id)))
             return
         record = self.progress.record_check(result, drill)
         self._emit_warnings()
