@@ -457,7 +457,7 @@ def help_markdown() -> str:
     sections = [
         ("Drill list", DrillListScreen.BINDINGS, ["up/down, j/k: move"]),
         ("Drill view", DrillScreen.BINDINGS, []),
-        ("Quiz", QuizScreen.BINDINGS, ["enter: check the answer; with the answer empty, the next question"]),
+        ("Quiz", QuizScreen.BINDINGS, ["enter: check the answer; after the feedback, the next question"]),
     ]
     lines = [
         "Save a drill file in any editor: the tutor checks it at once and the drill view shows the result.",

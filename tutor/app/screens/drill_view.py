@@ -20,7 +20,6 @@ from tutor.app.widgets.visit_map import VisitMapView
 from tutor.catalog import Drill
 from tutor.harness.result import CheckResult
 
-
 METRICS_WIDTH = 48  # the numbers column, its padding included
 MAP_FRAME = 8  # the map's border and padding, the body's padding and scroll bar
 
@@ -29,7 +28,8 @@ class DrillScreen(Screen):
     """Shows one drill: verdict, numbers, visit map, diagnosis, history.
 
     The app calls :meth:`show_result`, :meth:`show_running` and
-    :meth:`show_history`; the screen holds no engine state of its own.
+    :meth:`show_history` (before or after the screen is mounted); the screen
+    only draws what it is handed, and its keys are the app's actions.
     """
 
     BINDINGS = [

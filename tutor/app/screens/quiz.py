@@ -34,8 +34,8 @@ def feedback_text(feedback: AnswerFeedback) -> Text:
 
 class QuizScreen(Screen):
     """Asks ``session.current()``; Enter checks the answer.  After a right or
-    wrong answer the feedback and explanation stay up and Enter (with the input
-    empty) moves to the next question; an invalid answer asks again."""
+    wrong answer the feedback and explanation stay up and the next Enter moves
+    to the next question; an invalid answer asks the same question again."""
 
     BINDINGS = [
         Binding("escape", "app.drill_list", "List", key_display="esc", tooltip="back to the drill list"),
@@ -108,16 +108,14 @@ class QuizScreen(Screen):
     @on(Input.Submitted, "#answer")
     def _submitted(self, event: Input.Submitted) -> None:
         field = event.input
-        if self.reviewing is not None and not event.value.strip():
+        if self.reviewing is not None:
+            # Enter after feedback shows the next question; anything typed stays in the
+            # input, so nothing is checked against a question the student has not read
             self.reviewing = None
             self._show_question()
             return
         if self.session.done:
             return
-        if self.reviewing is not None:
-            # typed an answer while the last feedback was up: that is the next question's answer
-            self.reviewing = None
-            self._show_question()
         feedback = self.session.answer(event.value)
         field.value = ""
         self._show_progress()
