@@ -35,11 +35,12 @@ def test_status_attempts_bests_and_history_follow_the_checks(tmp_path: Path) -> 
     # the failing check's speed-up does not count: only kernels that PASSED
     assert progress.best_speedup == max(passing.speedup, todo2_only.speedup)
     assert [(a.passed, a.solved, a.codes, a.error) for a in progress.history] == [
-        (False, False, ["todo2-open", "todo1-open"], None),
-        (True, False, ["todo1-open"], None),
+        (False, False, recorded("01_failing").codes, None),
+        (True, False, todo2_only.codes, None),
         (True, True, [], None),
         (False, False, [], "syntax"),
     ]
+    assert todo2_only.codes  # the finding that keeps a PASSED kernel from counting as solved
     assert progress.history[-1].max_abs_err is None and progress.history[-1].speedup is None
 
 
