@@ -47,8 +47,8 @@ from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
 from tutor.catalog import Drill, all_drills, get_drill, solution_path
 from tutor.engine import EngineError, Event, TutorEngine
 from tutor.harness.result import CheckResult, Device
-from tutor.progress import FAILING, PASSED, DrillProgress
-from tutor.quiz import QuizSession, build_questions
+from tutor.progress import PASSED, DrillProgress
+from tutor.quiz import QuizSession, build_questions, record_drill_status
 from tutor.runner import DEFAULT_TIMEOUT_S
 from tutor.workspace import WorkspaceError, reset_drill
 
@@ -431,25 +431,13 @@ class FlashTutorApp(App[int]):
     def _quiz_answered(self, message: QuizScreen.Answered) -> None:
         screen = next(self._screens(QuizScreen), None)
         if screen is not None:
-            record_quiz_status(self.engine, screen.session)
+            record_drill_status(self.engine.progress, screen.session, QUIZ_DRILL)
         self._refresh_list()
 
 
 def history_series(progress: DrillProgress) -> tuple[list[float | None], list[float | None]]:
     """Error and speed-up of each recorded attempt, oldest first."""
     return [a.max_abs_err for a in progress.history], [a.speedup for a in progress.history]
-
-
-def record_quiz_status(engine: TutorEngine, session: QuizSession) -> None:
-    """Drill 03 is passed once every question of the set is right; wrong answers mark
-    it failing but never take a pass away (the rule ``flashtutor quiz`` applies)."""
-    if not session.history:
-        return
-    score = session.score
-    if session.done and score.right == score.total:
-        engine.progress.set_status(QUIZ_DRILL, PASSED)
-    elif engine.progress.status(QUIZ_DRILL) != PASSED:
-        engine.progress.set_status(QUIZ_DRILL, FAILING)
 
 
 def help_markdown() -> str:

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING
 
 from tutor.cli import EXIT_FAILED, EXIT_OK
 from tutor.paths import default_workspace
-from tutor.quiz import AnswerFeedback, GpuBudget, Question, QuizSession, build_questions, detect_gpu
+from tutor.quiz import (
+    AnswerFeedback,
+    GpuBudget,
+    Question,
+    QuizSession,
+    build_questions,
+    detect_gpu,
+    record_drill_status,
+)
 from tutor.quiz.questions import DRILL_ID
 from tutor.quiz.units import format_bytes
 
@@ -84,19 +92,6 @@ def _open_store(workspace: Path | None) -> ProgressStore | None:
     return ProgressStore(workspace)
 
 
-def _record_drill_status(store: ProgressStore | None, session: QuizSession) -> None:
-    """Drill 03 is passed once every question of a set is right; a set with wrong
-    answers marks it failing, but never takes a pass away."""
-    if store is None or not session.history:
-        return
-    from tutor.progress import FAILING, PASSED
-
-    if session.done and session.score.right == session.score.total:
-        store.set_status(DRILL_ID, PASSED)
-    elif store.status(DRILL_ID) != PASSED:
-        store.set_status(DRILL_ID, FAILING)
-
-
 def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudget | None) -> int:
     workspace = args.workspace.resolve() if args.workspace else default_workspace()
     store = _open_store(workspace)
@@ -126,7 +121,7 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
             try:
                 text = input("> ")
             except EOFError:
-                _record_drill_status(store, session)
+                record_drill_status(store, session, DRILL_ID)
                 saved = "answers so far are saved" if store is not None else "nothing was saved"
                 print(f"\n\nStopped before the end; {saved}.")
                 print(f"Score: {session.score}")
@@ -136,7 +131,7 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
             if feedback.counts:
                 break
         print()
-    _record_drill_status(store, session)
+    record_drill_status(store, session, DRILL_ID)
     print(f"Score: {session.score}")
     return EXIT_OK if session.score.right == session.score.total else EXIT_FAILED
 

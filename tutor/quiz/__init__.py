@@ -38,7 +38,7 @@ The pieces:
 from tutor.quiz.checking import AnswerFeedback, check_answer
 from tutor.quiz.gpu import STATED_BUDGETS, GpuBudget, budget_from_properties, detect_gpu
 from tutor.quiz.questions import Option, Question, Slip, build_questions, load_texts
-from tutor.quiz.session import QuizProgress, QuizSession, Score
+from tutor.quiz.session import QuizProgress, QuizSession, Score, record_drill_status
 from tutor.quiz.units import AnswerError, parse_number
 
 __all__ = [
@@ -58,4 +58,5 @@ __all__ = [
     "detect_gpu",
     "load_texts",
     "parse_number",
+    "record_drill_status",
 ]

@@ -130,3 +130,18 @@ class QuizSession:
         self.history.append(feedback)
         self._pending.pop(0)
         return feedback
+
+
+def record_drill_status(store: Any, session: QuizSession, drill_id: str) -> None:
+    """The paper drill's status after a sitting, the one rule every front end applies:
+    passed once every question of the set is right; a set with wrong answers marks
+    it failing, but never takes a pass away.  ``store`` is a
+    :class:`tutor.progress.ProgressStore` (or None: nothing is recorded)."""
+    if store is None or not session.history:
+        return
+    from tutor.progress import FAILING, PASSED
+
+    if session.done and session.score.right == session.score.total:
+        store.set_status(drill_id, PASSED)
+    elif store.status(drill_id) != PASSED:
+        store.set_status(drill_id, FAILING)
