@@ -45,6 +45,12 @@ def main(argv: list[str] | None = None) -> int:
 
         device = select_device(args.device)
         from tutor.harness.check import run_check
+        if not device.interpreter:
+            # create the CUDA context now, while the worker waits, not during the check
+            import torch
+            import triton.testing  # noqa: F401 - the timed launches need it
+
+            torch.zeros(1, device="cuda")
         from tutor.harness.job import CheckJob
     except Exception as exc:  # noqa: BLE001 - tell the parent why this worker cannot start
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
