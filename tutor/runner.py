@@ -30,6 +30,9 @@ from tutor.harness.result import CheckError, CheckResult, Device
 DEFAULT_TIMEOUT_S = 120.0  # one check, from job sent to result (first GPU compiles take a few seconds)
 READY_TIMEOUT_S = 120.0  # a worker's start-up: importing torch and triton
 OUTPUT_TAIL_CHARS = 4000
+# Start the next worker while a check runs only where its imports do not slow the
+# check down (on a 2-core machine they would compete with the interpreter for CPU).
+SPARE_DURING_CHECK = (os.cpu_count() or 1) > 4
 
 
 class WorkerStartError(RuntimeError):
@@ -109,7 +112,7 @@ class Worker:
         self.proc.stdin.write((json.dumps(job) + "\n").encode())
         self.proc.stdin.flush()
         message = self._next_message(time.monotonic() + timeout_s, cancel)
-        try:
+        try:  # every path but a result kills the worker (in _failed) before returning
             if message == "timeout":
                 return self._failed(
                     job,
@@ -131,9 +134,10 @@ class Worker:
                 return self._failed(job, "internal", "the tutor itself failed; please report this", detail=message["internal_error"])
             result = CheckResult.from_dict(message["result"])
             result.output = self.output_tail()
-            return result
-        finally:
+            return result  # the worker exits by itself; the caller reaps it
+        except BaseException:
             self.kill()
+            raise
 
     def _failed(self, job: dict, kind: str, message: str, detail: str | None = None) -> CheckResult:
         self.kill()
@@ -184,6 +188,7 @@ class CheckRunner:
         self.keep_warm = warm
         self._spare: Worker | None = None
         self._lock = threading.Lock()
+        self._reapers: list[threading.Thread] = []
         self.device: Device | None = None
         if warm:
             self._spare = Worker(device)
@@ -207,22 +212,32 @@ class CheckRunner:
 
         job = asdict(CheckJob(drill=drill, file=str(Path(file).resolve()), timing=timing, seed=seed))
         worker = self._take_worker()
+        if self.keep_warm and SPARE_DURING_CHECK:
+            self._ensure_spare()  # cores to spare: the next save (or a cancel) finds a warm worker
         try:
             result = worker.run(job, self.timeout_s, cancel)
             self.device = worker.device or self.device
             return result
         finally:
-            worker.close()
+            # a finished CUDA worker takes ~0.15 s to tear down: reap it off the caller's path
+            reaper = threading.Thread(target=worker.close, daemon=True, name="worker-reaper")
+            reaper.start()
+            self._reapers = [r for r in self._reapers if r.is_alive()] + [reaper]
             if self.keep_warm:
-                with self._lock:
-                    if self._spare is None:
-                        self._spare = Worker(self.device_preference)
+                self._ensure_spare()
+
+    def _ensure_spare(self) -> None:
+        with self._lock:
+            if self._spare is None:
+                self._spare = Worker(self.device_preference)
 
     def close(self) -> None:
         with self._lock:
             spare, self._spare = self._spare, None
         if spare is not None:
             spare.close()
+        for reaper in self._reapers:
+            reaper.join(timeout=5)
 
     def __enter__(self) -> CheckRunner:
         return self
