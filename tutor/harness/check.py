@@ -92,7 +92,7 @@ def _check_correctness(drill: Drill, module, device: str, generator: torch.Gener
             expected = attention_reference(q, k, v, causal=bool(causal))
             case = evaluate(name, bool(causal), run, expected, drill.tolerance)
             result.cases.append(case)
-            launches.append(CheckedLaunch(case=case, q=q, k=k, v=v, out=run.out))
+            launches.append(CheckedLaunch(case=case, q=q, k=k, v=v, out=run.out, expected=expected))
             # the map comes from the default shape's causal launch (or its only launch)
             if name == "default" and (causal or causal is None):
                 result.visits = visit_map(run, shape[2], block_m, block_n, bool(causal))

@@ -29,6 +29,7 @@ def masked_attention(
     v: torch.Tensor,
     allowed: KeyRule,
     padded_keys: int = 0,
+    stream_block: int | None = None,
 ) -> torch.Tensor:
     """Attention in float64 where row r sees key c only when ``allowed(r, c)``.
 
@@ -36,6 +37,11 @@ def masked_attention(
     sequence, as a kernel that loads its ragged last block with ``other=0`` but
     forgets to mask the scores sees them.  A row that may see no key at all
     comes out NaN, as 0/0 does in a kernel.
+
+    ``stream_block``: compute it as a kernel that streams the keys in blocks of
+    that size from key 0, with a running maximum that starts at -inf and masked
+    scores of -inf, does: a row that may see no key of the *first* block gets
+    -inf - (-inf) = NaN there, and stays NaN whatever it sees later.
     """
     q, k, v = (t.to(torch.float64) for t in (q, k, v))
     seq, head_dim = q.shape[-2], q.shape[-1]
@@ -46,8 +52,13 @@ def masked_attention(
     rows = torch.arange(seq, device=q.device)[:, None]
     cols = torch.arange(k.shape[-2], device=q.device)[None, :]
     scores = (q @ k.transpose(-1, -2)) * head_dim**-0.5
-    scores = scores.masked_fill(~allowed(rows, cols), float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
+    visible = allowed(rows, cols)
+    scores = scores.masked_fill(~visible, float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ v
+    if stream_block is not None:
+        poisoned_rows = ~visible[:, :stream_block].any(dim=-1)
+        out = out.masked_fill(poisoned_rows[:, None], float("nan"))
+    return out
 
 
 def causal_variants(
@@ -57,29 +68,43 @@ def causal_variants(
 
     ``block_m``/``block_n`` are the kernel's tile sizes: several mistakes are
     "right up to the block boundary", so the tiles shape the wrong answer.
+    ``causal`` is the launch's own switch: a full launch that computes a causal
+    answer ("full-broken") is the causal code leaking into the path without
+    CAUSAL.  A code with a ``/suffix`` is one more way of making that mistake.
+    Rows a variant leaves NaN are the ones such a kernel turns into NaN (see
+    ``stream_block`` of :func:`masked_attention`).
     """
     seq = q.shape[-2]
     padded = -seq % block_n
-    end_of_row_block = lambda r: (r // block_m + 1) * block_m  # noqa: E731 - first key past r's block
+    end_of_row_block = lambda r: (r // block_m + 1) * block_m  # noqa: E731 - first row past r's block
     start_of_row_block = lambda r: (r // block_m) * block_m  # noqa: E731
+    # `for start_n in range(0, hi, BLOCK_N)` visits whole key blocks: every key
+    # below the first block boundary at or past `hi`
+    visited_below = lambda hi: -(-hi // block_n) * block_n  # noqa: E731
+    bound_done = lambda r: visited_below(torch.clamp(end_of_row_block(r), max=seq))  # noqa: E731
     rules: dict[str, tuple[KeyRule, int]] = {}
     if causal:
         rules["todo2-open"] = (lambda r, c: c < seq, 0)
-        rules["diagonal-unmasked"] = (lambda r, c: c < torch.clamp(end_of_row_block(r), max=seq), 0)
-        rules["loop-stops-before-diagonal"] = (lambda r, c: c < start_of_row_block(r), 0)
+        rules["diagonal-unmasked"] = (lambda r, c: (c < bound_done(r)) & (c < seq), 0)
+        rules["loop-stops-before-diagonal"] = (lambda r, c: (c < visited_below(start_of_row_block(r))) & (c <= r), 0)
         rules["mask-off-by-one"] = (lambda r, c: c < r, 0)
-        # a reversed mask applied to every block, or only to the diagonal block
-        rules["mask-reversed"] = (lambda r, c: (c >= r) & (c < end_of_row_block(r)) & (c < seq), 0)
+        # a reversed mask applied to every block, or (in a two-stage loop) only to
+        # the diagonal block
+        rules["mask-reversed"] = (lambda r, c: (c >= r) & (c < bound_done(r)) & (c < seq), 0)
         rules["mask-reversed/diagonal-only"] = (
             lambda r, c: ((c < start_of_row_block(r)) | (c >= r)) & (c < end_of_row_block(r)) & (c < seq),
             0,
         )
+    else:
+        # the causal mask, or the loop bound alone, applied without `if CAUSAL`
+        rules["full-broken/causal"] = (lambda r, c: c <= r, 0)
+        rules["full-broken/bound-only"] = (lambda r, c: (c < bound_done(r)) & (c < seq), 0)
     if padded:
-        if causal:
-            rules["ragged-unmasked"] = (lambda r, c: c < end_of_row_block(r), padded)
+        if causal:  # the loop bound done, neither the diagonal nor the end of the sequence masked
+            rules["ragged-unmasked"] = (lambda r, c: c < bound_done(r), padded)
         else:
             rules["ragged-unmasked"] = (lambda r, c: c < seq + padded, padded)
-    return {code: masked_attention(q, k, v, rule, pad) for code, (rule, pad) in rules.items()}
+    return {code: masked_attention(q, k, v, rule, pad, stream_block=block_n) for code, (rule, pad) in rules.items()}
 
 
 def streamed_softmax_attention(
