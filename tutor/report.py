@@ -45,7 +45,10 @@ def error_lines(result: CheckResult) -> list[str]:
         lines.append(_line("line", error.source_line.strip()))
     lines.append(_line("message", error.message))
     if error.kind == "compile" and error.detail:
-        lines += ["", "compiler said:", *("    " + x for x in error.detail.splitlines()[-8:])]
+        # a GPU's CompilationError quotes the source; the interpreter's is a traceback
+        traceback = error.detail.lstrip().startswith("File ")
+        heading = "where in your file:" if traceback else "compiler said:"
+        lines += ["", heading, *("    " + x for x in error.detail.splitlines()[-8:])]
     if result.output.strip() and error.kind in ("crash", "timeout", "runtime", "import"):
         lines += ["", "last output of your code:", *("    " + x for x in result.output.strip().splitlines()[-10:])]
     return lines

@@ -19,11 +19,11 @@ from tutor.catalog import Drill, get_drill
 from tutor.harness import launch as launching
 from tutor.harness import timing
 from tutor.harness.diagnose import CheckedLaunch, diagnose
-from tutor.harness.errors import from_exception
+from tutor.harness.errors import bad_output_error, from_exception
 from tutor.harness.job import CheckJob
-from tutor.harness.loader import LoadFailed, load_student_module
+from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.reference import attention_reference
-from tutor.harness.result import CaseResult, CheckError, CheckResult, Device, VisitMap
+from tutor.harness.result import CaseResult, CheckResult, Device, VisitMap
 from tutor.harness.shapes import plan_for
 
 
@@ -139,7 +139,7 @@ def run_check(job: CheckJob, dev: Device) -> CheckResult:
     except LoadFailed as failed:
         result.error = failed.error
     except launching.BadOutput as bad:
-        result.error = CheckError(kind="bad-output", message=str(bad), file=job.file)
+        result.error = bad_output_error(str(bad), job.file, getattr(module, LAUNCHER, None))
     except Exception as exc:  # noqa: BLE001 - the student's kernel raised: report it at their line
         result.error = from_exception(exc, job.file, module, during="runtime")
     if result.error is not None:

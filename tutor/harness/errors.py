@@ -26,15 +26,6 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if str(exc).strip() else message
 
 
-def _last_frame_in(exc: BaseException, file: str) -> int | None:
-    """The line of the innermost traceback frame that is in ``file``."""
-    line = None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if Path(frame.filename).resolve() == Path(file).resolve():
-            line = frame.lineno
-    return line
-
-
 def syntax_error(exc: SyntaxError, file: str) -> CheckError:
     return CheckError(
         kind="syntax",
@@ -43,6 +34,13 @@ def syntax_error(exc: SyntaxError, file: str) -> CheckError:
         line=exc.lineno,
         source_line=(exc.text or "").rstrip() or _source_line(file, exc.lineno),
     )
+
+
+def bad_output_error(message: str, file: str, launcher: object) -> CheckError:
+    """The launcher returned the wrong thing: point at the launcher itself."""
+    code = getattr(launcher, "__code__", None)
+    line = code.co_firstlineno if code is not None and Path(code.co_filename).resolve() == Path(file).resolve() else None
+    return CheckError(kind="bad-output", message=message, file=file, line=line, source_line=_source_line(file, line))
 
 
 def _compile_error_line(exc: BaseException, module: ModuleType | None) -> int | None:
@@ -70,9 +68,48 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from, outermost first."""
+    chain = [exc]
+    while chain[-1].__cause__ is not None and chain[-1].__cause__ not in chain:
+        chain.append(chain[-1].__cause__)
+    return chain
+
+
+def _student_frames(exc: BaseException, file: str) -> list[traceback.FrameSummary]:
+    """The frames in ``file``, outermost first, over the whole chain: under the
+    interpreter each nesting level of ``InterpreterError`` holds part of the stack
+    (the launcher's call in the outer one, the kernel's line in an inner one)."""
+    target = Path(file).resolve()
+    return [
+        frame
+        for link in _chain(exc)
+        for frame in traceback.extract_tb(link.__traceback__)
+        if Path(frame.filename).resolve() == target
+    ]
+
+
+def _jit_function_names(module: ModuleType | None) -> set[str]:
+    """Names of the module's ``@triton.jit`` functions (a JITFunction on a GPU, an
+    InterpretedFunction under the interpreter; both keep the Python one as ``.fn``)."""
+    if module is None:
+        return set()
+    return {
+        value.fn.__name__
+        for value in vars(module).values()
+        if type(value).__name__ in ("JITFunction", "InterpretedFunction") and callable(getattr(value, "fn", None))
+    }
+
+
 def from_exception(exc: BaseException, file: str, module: ModuleType | None, during: str) -> CheckError:
     """A CheckError for an exception raised while importing (``during="import"``)
-    or running (``during="runtime"``) the student's code."""
+    or running (``during="runtime"``) the student's code.
+
+    An exception raised while Triton's interpreter runs the body of a jit
+    function is what a GPU reports as a compile error (an arange that is not a
+    power of two, a reduction over a missing axis, an undefined name: the
+    compiler rejects the kernel before it runs), so it is reported as one.
+    """
     if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).resolve() == Path(file).resolve():
         return syntax_error(exc, file)
     if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"):
@@ -88,14 +125,19 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None, dur
             detail=detail,
         )
     real = _unwrap(exc)
-    line = _last_frame_in(real, file) or _last_frame_in(exc, file)
-    frames = [f for f in traceback.extract_tb(real.__traceback__) if Path(f.filename).resolve() == Path(file).resolve()]
+    frames = _student_frames(exc, file)
+    line = frames[-1].lineno if frames else None
     detail = "".join(traceback.format_list(frames[-3:])) if frames else None
     message = _short(real)
+    kind = during
+    jit_names = _jit_function_names(module)
+    if frames and frames[-1].name in jit_names:
+        kind = "compile"
+        message = f"Triton rejected the kernel (on a GPU this is a compile error): {message}"
     if "CUDA error" in message or "HIP error" in message:
         message += " (the GPU context is now unusable: the tutor starts a fresh worker for the next check)"
     return CheckError(
-        kind=during,
+        kind=kind,
         message=message,
         file=file,
         line=line,
