@@ -9,6 +9,7 @@ Everything it reports was measured from the student's kernel.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.reference import attention_reference
 from tutor.harness.result import CaseResult, CheckResult, Device, VisitMap
-from tutor.harness.shapes import plan_for
+from tutor.harness.shapes import Shape, plan_for
 
 
 def evaluate(name: str, causal: bool, run: launching.Launch, expected: torch.Tensor, tolerance: float) -> CaseResult:
@@ -81,8 +82,12 @@ def _launch_modes(drill: Drill) -> list[bool | None]:
     return [mode == "causal" for mode in drill.modes]
 
 
-def _check_correctness(drill: Drill, module, device: str, generator: torch.Generator, result: CheckResult) -> None:
+def _check_correctness(
+    drill: Drill, module, device: str, generator: torch.Generator, result: CheckResult, default_shape: Shape | None
+) -> None:
     plan = plan_for(device == "cpu")
+    if default_shape is not None:
+        plan = dataclasses.replace(plan, default=default_shape)
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
     launches: list[CheckedLaunch] = []
     for name, shape in plan.cases():
@@ -133,7 +138,7 @@ def run_check(job: CheckJob, dev: Device) -> CheckResult:
     module = None
     try:
         module = load_student_module(Path(job.file))
-        _check_correctness(drill, module, launching.torch_device_name(dev), generator, result)
+        _check_correctness(drill, module, launching.torch_device_name(dev), generator, result, job.shape)
         if job.timing:
             _time_launches(drill, module, dev, generator, result)
     except LoadFailed as failed:

@@ -13,3 +13,13 @@ class CheckJob:
     file: str  # the student's file (absolute path)
     timing: bool = True  # False skips the timed launches (tests that only need the verdict)
     seed: int | None = None  # None: fresh inputs every run
+    # replaces the device's default correctness shape (batch, heads, seq, head_dim),
+    # the one whose visit map is reported; the ragged and short shapes still run
+    shape: tuple[int, int, int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.shape is not None:  # a JSON list after crossing the process boundary
+            shape = tuple(int(n) for n in self.shape)
+            if len(shape) != 4 or min(shape) < 1:
+                raise ValueError(f"shape must be four positive sizes (batch, heads, seq, head_dim), not {self.shape!r}")
+            self.shape = shape  # type: ignore[assignment]
