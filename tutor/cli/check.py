@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from tutor.catalog import Drill, all_drills
-from tutor.cli import EXIT_FAILED, EXIT_NOT_RUN, EXIT_OK
+from tutor.cli import EXIT_FAILED, EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
 from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
 from tutor.paths import default_workspace
@@ -48,9 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _targets(args: argparse.Namespace) -> list[Target]:
     if args.all:
+        if args.target or args.drill:
+            raise TargetError("--all checks every drill: name no drill with it", usage=True)
         return [Target(d, workspace_file(d)) for d in all_drills()]
     if not args.target:
-        raise TargetError("name a drill (e.g. `flashtutor check 01`) or use --all")
+        raise TargetError("name a drill (e.g. `flashtutor check 01`) or use --all", usage=True)
     return [resolve(args.target, args.drill)]
 
 
@@ -63,7 +64,7 @@ def run_check_command(args: argparse.Namespace) -> int:
         targets = _targets(args)
     except TargetError as exc:
         print(f"flashtutor: {exc}", file=sys.stderr)
-        return EXIT_NOT_RUN
+        return EXIT_USAGE if exc.usage else EXIT_NOT_RUN
     codes = []
     with CheckRunner(device=args.device, timeout_s=args.timeout, warm=len(targets) > 1) as runner:
         for target in targets:
