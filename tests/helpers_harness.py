@@ -1,0 +1,98 @@
+"""Shared set-up for the harness and `flashtutor check` tests: where the drills,
+solutions and broken fixtures live, checks run in real worker processes, and
+the real CLI in a subprocess.
+
+Every check here runs the real harness on a real file in a worker process
+(Triton's interpreter on a machine without a GPU); nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from tutor.catalog import get_drill, pristine_path, solution_path
+from tutor.harness.job import CheckJob
+from tutor.harness.result import CheckResult
+from tutor.runner import Worker
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+BROKEN = FIXTURES / "broken"  # one kernel mistake each (see each file's first line)
+BAD = FIXTURES / "bad"  # files the harness cannot run to a verdict
+CHECK_TIMEOUT_S = 120.0  # a generous bound on one check, never a timing assertion
+CLI_TIMEOUT_S = 180.0
+TRACEBACK = "Traceback (most recent call last)"
+
+
+def drill_of(path: Path) -> str:
+    """Every drill file, solution and fixture of a drill starts with its id."""
+    return path.name[:2]
+
+
+def fixture_line(path: Path, text: str) -> int:
+    """The 1-based line of ``path`` that contains ``text`` (exactly one must);
+    a ``text`` ending in a newline must end the line."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found = [n for n, line in enumerate(lines, 1) if (line + "\n" if text.endswith("\n") else line).count(text)]
+    assert len(found) == 1, f"{text!r} is on lines {found} of {path.name}"
+    return found[0]
+
+
+def shipped_drill(drill_id: str) -> Path:
+    return pristine_path(get_drill(drill_id))
+
+
+def shipped_solution(drill_id: str) -> Path:
+    return solution_path(get_drill(drill_id))
+
+
+def job(file: Path, drill: str | None = None, **options) -> CheckJob:
+    """A check of ``file``; verdict only (no timed launches) unless ``timing=True``."""
+    options.setdefault("timing", False)
+    return CheckJob(drill=drill or drill_of(file), file=str(file.resolve()), **options)
+
+
+def check_jobs(jobs: list[CheckJob]) -> list[CheckResult]:
+    """Run each job in a fresh worker, as :class:`~tutor.runner.CheckRunner` does,
+    but start the next worker while the current check runs: on two cores that
+    hides most of a worker's start-up (importing torch and triton)."""
+    results: list[CheckResult] = []
+    upcoming = Worker("auto") if jobs else None
+    for index, one in enumerate(jobs):
+        worker, upcoming = upcoming, (Worker("auto") if index + 1 < len(jobs) else None)
+        try:
+            results.append(worker.run(asdict(one), CHECK_TIMEOUT_S))
+        finally:
+            worker.close()
+    return results
+
+
+def check_files(files: list[Path]) -> dict[Path, CheckResult]:
+    """Verdict-only checks of ``files``, each as the drill its name starts with."""
+    return dict(zip(files, check_jobs([job(f) for f in files]), strict=True))
+
+
+def check_one(file: Path, drill: str | None = None, **options) -> CheckResult:
+    return check_jobs([job(file, drill, **options)])[0]
+
+
+def run_python(*args: str | Path, cwd: Path = REPO, env: dict[str, str] | None = None,
+               timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *map(str, args)],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_cli(*args: str | Path, cwd: Path = REPO, env: dict[str, str] | None = None,
+            timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """``flashtutor ARGS`` in a subprocess (``python -m tutor`` runs the console script's ``main``)."""
+    return run_python("-m", "tutor", *args, cwd=cwd, env=env, timeout=timeout)
