@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tutor.catalog import Drill, all_drills
+from tutor.catalog import Drill, Hint, all_drills
 from tutor.cli import EXIT_FAILED, EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
 from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
@@ -81,13 +81,27 @@ def run_check_command(args: argparse.Namespace) -> int:
             except WorkerStartError as exc:
                 print(f"flashtutor: {exc}", file=sys.stderr)
                 return EXIT_NOT_RUN
+            unlocked = _record_progress(target, result)
             if args.json:
                 print(result.to_json())
             else:
                 print(render(result, title=f"{target.drill.id} {target.drill.title} ({target.file})"))
+                for hint in unlocked:
+                    print(f"\nhint unlocked: {hint.title} (`flashtutor hint {target.drill.id}`)")
                 print()
             codes.append(exit_code(result))
     return max(codes, default=EXIT_OK)
+
+
+def _record_progress(target: Target, result: CheckResult) -> list[Hint]:
+    """A check of the workspace's own drill file counts as an attempt, as a save in
+    `watch` or the app does; a check of some other file (a solution, a copy) does not.
+    Returns the hints it unlocked."""
+    workspace = default_workspace()
+    if workspace is None or target.file != workspace_file(target.drill, workspace).resolve():
+        return []
+    record = ProgressStore(workspace).record_check(result, target.drill)
+    return [target.drill.hints[i] for i in record.newly_unlocked]
 
 
 def run_list_command(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tutor.catalog import Drill, UnknownDrill, all_drills, get_drill
-from tutor.cli import EXIT_NOT_RUN, EXIT_OK
+from tutor.cli import EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
 from tutor.cli.check import add_runner_options
 from tutor.engine import (
     CheckCancelled,
@@ -223,7 +223,7 @@ def run_watch_command(args: argparse.Namespace) -> int:
         drill = get_drill(args.drill) if args.drill else first_unsolved(engine.progress)
     except UnknownDrill as exc:
         print(f"flashtutor: {exc}", file=sys.stderr)
-        return EXIT_NOT_RUN
+        return EXIT_USAGE
     if drill.kind != "kernel":
         print(f"flashtutor: {drill.id} is a paper drill: run `flashtutor quiz`", file=sys.stderr)
         return EXIT_NOT_RUN
