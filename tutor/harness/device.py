@@ -12,6 +12,18 @@ import os
 from tutor.harness.result import Device
 
 DEVICE_CHOICES = ("auto", "gpu", "cpu")
+# Triton's interpreter fails on these drills before 3.7 ("only 0-dimensional arrays
+# can be converted to Python scalars" in a loop bound; seen with triton 3.6 and
+# numpy 2.4); 3.7, 3.8 and 3.9 were run here.  Compiled GPU runs work with 3.6.
+INTERPRETER_MIN_TRITON = (3, 7)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
 
 
 def select_device(preference: str = "auto") -> Device:
@@ -31,6 +43,12 @@ def select_device(preference: str = "auto") -> Device:
         os.environ["TRITON_INTERPRET"] = "1"
     import triton
 
+    if not has_gpu and _version_tuple(triton.__version__) < INTERPRETER_MIN_TRITON:
+        wanted = ".".join(map(str, INTERPRETER_MIN_TRITON))
+        raise RuntimeError(
+            f"triton {triton.__version__} is installed, and its CPU interpreter cannot run the drills: "
+            f"pip install 'triton>={wanted}' (see docs/SETUP.md)"
+        )
     if has_gpu:
         kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"
         name = torch.cuda.get_device_name(0)
