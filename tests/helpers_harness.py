@@ -8,11 +8,16 @@ Every check here runs the real harness on a real file in a worker process
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
+
+from helpers_fixtures import materialise
 
 from tutor.catalog import get_drill, pristine_path, solution_path
 from tutor.harness.job import CheckJob
@@ -20,9 +25,10 @@ from tutor.harness.result import CheckResult
 from tutor.runner import Worker
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-BROKEN = FIXTURES / "broken"  # one kernel mistake each (see each file's first line)
-BAD = FIXTURES / "bad"  # files the harness cannot run to a verdict
+# written once per test session from the edit tables in helpers_fixtures.py
+_GENERATED = Path(tempfile.mkdtemp(prefix="flashtutor-fixtures-"))
+atexit.register(shutil.rmtree, _GENERATED, ignore_errors=True)
+BROKEN, BAD = materialise(_GENERATED)  # one kernel mistake each / files that cannot run to a verdict
 CHECK_TIMEOUT_S = 120.0  # a generous bound on one check, never a timing assertion
 CLI_TIMEOUT_S = 180.0
 TRACEBACK = "Traceback (most recent call last)"

@@ -1,7 +1,7 @@
 """Every diagnosis a real kernel mistake can produce is produced by a kernel with
 exactly that mistake.
 
-Each file in tests/fixtures/broken/ is a shipped solution or drill with one
+Each broken fixture (tests/helpers_fixtures.py) is a shipped solution or drill with one
 edit (its first line says which); the real harness checks it in a worker and
 must say exactly the expected codes, no more.  Together with the shipped drills
 they reach every code the drills' TOML files define.
@@ -74,15 +74,15 @@ def _code_lines(path: Path) -> list[str]:
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
 def test_each_fixture_is_its_base_file_with_one_small_edit(fixture: Path):
     """The first line names the base; the rest differs from it in one place, so a
-    fixture cannot drift into testing something else.  If a base changed, run
-    ``python tests/fixtures/regenerate.py``."""
+    fixture cannot drift into testing something else (the edit tables are in
+    tests/helpers_fixtures.py)."""
     header, _, body = fixture.read_text(encoding="utf-8").partition("\n")
     assert header.startswith("# Test fixture: ") and " with one mistake: " in header
     base = REPO / header.removeprefix("# Test fixture: ").split(" with one mistake: ")[0]
     assert drill_of(base) == drill_of(fixture)
     diff = difflib.SequenceMatcher(a=_code_lines(base), b=[x for x in body.splitlines() if x.strip()], autojunk=False)
     edits = [op for op in diff.get_opcodes() if op[0] != "equal"]
-    assert len(edits) == 1, f"{fixture.name} differs from {base.name} at {edits}: regenerate it"
+    assert len(edits) == 1, f"{fixture.name} differs from {base.name} at {edits}: fix its edit table"
     _, a0, a1, b0, b1 = edits[0]
     assert max(a1 - a0, b1 - b0) <= 3
 
