@@ -399,5 +399,4 @@ class TutorEngine:
             return
         record = self.progress.record_check(result, drill)
         self._emit_warnings()
-        unlocked = [drill.hints[i] for i in record.newly_unlocked]
-        self._emit(CheckFinished(drill_id, result, unlocked, record.progress))
+        self._emit(CheckFinished(drill_id, result, record.unlocked_hints(drill), record.progress))

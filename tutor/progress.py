@@ -39,7 +39,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: one process per workspace, then
     fcntl = None  # type: ignore[assignment]
 
-from tutor.catalog import Drill, get_drill
+from tutor.catalog import Drill, Hint, get_drill
 from tutor.harness.result import CheckResult
 from tutor.hints import earned_unlocks
 from tutor.paths import WORKSPACE_STATE_DIR
@@ -92,6 +92,10 @@ class CheckRecord:
     drill: str
     progress: DrillProgress
     newly_unlocked: list[int]
+
+    def unlocked_hints(self, drill: Drill) -> list[Hint]:
+        """The hints this check unlocked, as the drill's :class:`~tutor.catalog.Hint` objects."""
+        return [drill.hints[i] for i in self.newly_unlocked]
 
 
 @dataclass

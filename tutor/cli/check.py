@@ -100,8 +100,7 @@ def _record_progress(target: Target, result: CheckResult) -> list[Hint]:
     workspace = default_workspace()
     if workspace is None or target.file != workspace_file(target.drill, workspace).resolve():
         return []
-    record = ProgressStore(workspace).record_check(result, target.drill)
-    return [target.drill.hints[i] for i in record.newly_unlocked]
+    return ProgressStore(workspace).record_check(result, target.drill).unlocked_hints(target.drill)
 
 
 def run_list_command(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.reference import attention_reference
 from tutor.harness.result import CaseResult, CheckResult, Device, VisitMap
-from tutor.harness.shapes import Shape, plan_for
+from tutor.harness.shapes import ShapePlan, plan_for
 
 
 def evaluate(name: str, causal: bool, run: launching.Launch, expected: torch.Tensor, tolerance: float) -> CaseResult:
@@ -83,11 +83,8 @@ def _launch_modes(drill: Drill) -> list[bool | None]:
 
 
 def _check_correctness(
-    drill: Drill, module, device: str, generator: torch.Generator, result: CheckResult, default_shape: Shape | None
+    drill: Drill, module, plan: ShapePlan, device: str, generator: torch.Generator, result: CheckResult
 ) -> None:
-    plan = plan_for(device == "cpu")
-    if default_shape is not None:
-        plan = dataclasses.replace(plan, default=default_shape)
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
     launches: list[CheckedLaunch] = []
     for name, shape in plan.cases():
@@ -108,8 +105,9 @@ def _check_correctness(
     result.diagnosis = diagnose(drill, launches, result.visits, block_m, block_n)
 
 
-def _time_launches(drill: Drill, module, dev: Device, generator: torch.Generator, result: CheckResult) -> None:
-    plan = plan_for(dev.interpreter)
+def _time_launches(
+    drill: Drill, module, plan: ShapePlan, dev: Device, generator: torch.Generator, result: CheckResult
+) -> None:
     device = launching.torch_device_name(dev)
     q, k, v = launching.random_inputs(plan.timing, device, generator)
     out = torch.empty_like(q)
@@ -138,9 +136,12 @@ def run_check(job: CheckJob, dev: Device) -> CheckResult:
     module = None
     try:
         module = load_student_module(Path(job.file))
-        _check_correctness(drill, module, launching.torch_device_name(dev), generator, result, job.shape)
+        plan = plan_for(dev.interpreter)
+        if job.shape is not None:
+            plan = dataclasses.replace(plan, default=tuple(job.shape))
+        _check_correctness(drill, module, plan, launching.torch_device_name(dev), generator, result)
         if job.timing:
-            _time_launches(drill, module, dev, generator, result)
+            _time_launches(drill, module, plan, dev, generator, result)
     except LoadFailed as failed:
         result.error = failed.error
     except launching.BadOutput as bad:

@@ -164,20 +164,17 @@ def diagnose(
             worst = "" if case.worst_row is None else f" The largest error is at row {case.worst_row} (query block {case.worst_row // block_m})"
             say("wrong-output", f"{worst}{where}.")
 
-    if visits is not None and "causal" in drill.modes:
-        if visits.visited_blocks == 0:
-            say("no-visits-recorded")
-        elif visits.visited_blocks == visits.total_blocks and visits.ideal_blocks < visits.total_blocks:
+    if visits is not None and visits.visited_blocks == 0:
+        say("no-visits-recorded")
+    elif visits is not None and "causal" in drill.modes:
+        if visits.visited_blocks == visits.total_blocks and visits.ideal_blocks < visits.total_blocks:
             # PASSED with every block visited is a finding of its own ("todo1-open", which
             # unlocks the loop-bound hint); on a failing kernel it is only said
-            passed = all(x.case.passed for x in launches)
-            say("todo1-open" if passed else "all-blocks-visited",
+            say("all-blocks-visited" if failing else "todo1-open",
                 f" ({visits.visited_blocks}/{visits.total_blocks} blocks visited; a causal kernel needs {visits.ideal_blocks}.)")
         elif visits.visited_blocks > visits.ideal_blocks:
             extra = visits.visited_blocks - visits.ideal_blocks
             say("extra-blocks", f" ({extra} blocks more than the {visits.ideal_blocks} needed.)")
-    elif visits is not None and visits.visited_blocks == 0:
-        say("no-visits-recorded")
 
     found = []
     for code, detail in codes.items():
