@@ -47,6 +47,7 @@ from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
 from tutor.catalog import Drill, all_drills, get_drill, solution_path
 from tutor.engine import EngineError, Event, TutorEngine
 from tutor.harness.result import CheckResult, Device
+from tutor.hints import hint_states
 from tutor.progress import PASSED, DrillProgress
 from tutor.quiz import QuizSession, build_questions, record_drill_status
 from tutor.runner import DEFAULT_TIMEOUT_S
@@ -174,10 +175,10 @@ class FlashTutorApp(App[int]):
             screen.show_running(False)
             screen.show_result(result)
             screen.show_history(*history_series(event.record))
-        for screen in self._screens(HintsScreen):
-            if screen.drill.id == event.drill:
-                screen.update_states(self.engine.hints(event.drill), event.record.attempts)
         drill = get_drill(event.drill)
+        for screen in self._screens(HintsScreen):
+            if screen.drill.id == drill.id:  # the event carries the recorded unlocks: no re-read
+                screen.update_states(hint_states(drill, event.record.unlocked_hints), event.record.attempts)
         if event.newly_unlocked:
             titles = "\n".join(f"{drill.hints.index(h) + 1}. {h.title}" for h in event.newly_unlocked)
             plural = "s" if len(event.newly_unlocked) > 1 else ""
@@ -316,8 +317,8 @@ class FlashTutorApp(App[int]):
         drill = self._current_drill()
         if drill is None:
             return
-        attempts = self.engine.progress.drill(drill.id).attempts
-        self.push_screen(HintsScreen(drill, self.engine.hints(drill.id), attempts))
+        progress = self.engine.progress.drill(drill.id)  # one read: the attempts and the unlocks agree
+        self.push_screen(HintsScreen(drill, hint_states(drill, progress.unlocked_hints), progress.attempts))
 
     def action_edit(self) -> None:
         drill = self._kernel_drill_or_say()
