@@ -50,10 +50,10 @@ from tutor.harness.result import CheckResult, Device
 from tutor.hints import hint_states
 from tutor.progress import PASSED, DrillProgress
 from tutor.quiz import QuizSession, build_questions, record_drill_status
+from tutor.quiz.questions import DRILL_ID
 from tutor.runner import DEFAULT_TIMEOUT_S
 from tutor.workspace import WorkspaceError, reset_drill
 
-QUIZ_DRILL = "03"
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc"}  # Textual key names, as printed on keys
 
 
@@ -432,7 +432,7 @@ class FlashTutorApp(App[int]):
     def _quiz_answered(self, message: QuizScreen.Answered) -> None:
         screen = next(self._screens(QuizScreen), None)
         if screen is not None:
-            record_drill_status(self.engine.progress, screen.session, QUIZ_DRILL)
+            record_drill_status(self.engine.progress, screen.session, DRILL_ID)
         self._refresh_list()
 
 
