@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +38,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: one process per workspace, then
     fcntl = None  # type: ignore[assignment]
 
+from tutor.atomic import write_text_atomically
 from tutor.catalog import Drill, Hint, get_drill
 from tutor.harness.result import CheckResult
 from tutor.hints import earned_unlocks
@@ -301,16 +301,7 @@ class ProgressStore:
 
     def _write(self, state: _State) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{STATE_FILE}.", suffix=".tmp", dir=self.directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(state.to_json())
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temp, self.path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        write_text_atomically(self.path, state.to_json(), durable=True)
 
     @contextmanager
     def _file_lock(self) -> Iterator[None]:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tutor.atomic import write_text_atomically
 from tutor.catalog import Drill
 from tutor.paths import WORKSPACE_STATE_DIR, content_root
 
@@ -123,20 +123,6 @@ def _backup_path(workspace: Path, drill: Drill) -> Path:
     return candidate
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename (a watcher sees one save)."""
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".flashtutor-tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        if path.exists():
-            shutil.copymode(path, temp)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
 def reset_drill(drill: Drill, workspace: Path, content: Path | None = None) -> ResetReport:
     """Back up the student's version of ``drill`` and restore the pristine one."""
     workspace = Path(workspace)
@@ -155,7 +141,7 @@ def reset_drill(drill: Drill, workspace: Path, content: Path | None = None) -> R
             backup.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(file, backup)
         file.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(file, text)
+        write_text_atomically(file, text)
     except OSError as exc:
         where = f" (your version is safe in {backup})" if backup is not None and backup.exists() else ""
         raise WorkspaceError(f"cannot reset {file}: {exc.strerror or exc}{where}") from None
