@@ -24,7 +24,7 @@ def questions():
 
 
 def test_a_sitting_records_every_real_answer_and_scores_it(tmp_path, questions):
-    store = ProgressStore(tmp_path)  # satisfies tutor.quiz.QuizProgress
+    store = ProgressStore(tmp_path)
     session = QuizSession(questions, store)
     assert session.current() == questions[0] and session.position == 1
     invalid = session.answer("abc")

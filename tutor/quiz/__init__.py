@@ -29,8 +29,8 @@ The pieces:
 * :mod:`tutor.quiz.units` — :func:`parse_number` reads ``2.16 GB``, ``129x``,
   ``4k``...;
 * :mod:`tutor.quiz.checking` — :func:`check_answer` and :class:`AnswerFeedback`;
-* :mod:`tutor.quiz.session` — :class:`QuizSession`, :class:`Score` and the
-  :class:`QuizProgress` protocol the progress store satisfies;
+* :mod:`tutor.quiz.session` — :class:`QuizSession`, :class:`Score` and
+  :func:`record_drill_status` (answers are kept in :class:`tutor.progress.ProgressStore`);
 * :mod:`tutor.quiz.gpu` — :class:`GpuBudget`, the stated budgets, and
   :func:`detect_gpu`.
 """
@@ -38,7 +38,7 @@ The pieces:
 from tutor.quiz.checking import AnswerFeedback, check_answer
 from tutor.quiz.gpu import STATED_BUDGETS, GpuBudget, budget_from_properties, detect_gpu
 from tutor.quiz.questions import Option, Question, Slip, build_questions, load_texts
-from tutor.quiz.session import QuizProgress, QuizSession, Score, record_drill_status
+from tutor.quiz.session import QuizSession, Score, record_drill_status
 from tutor.quiz.units import AnswerError, parse_number
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
     "GpuBudget",
     "Option",
     "Question",
-    "QuizProgress",
     "QuizSession",
     "Score",
     "Slip",

@@ -11,20 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
+from tutor.progress import FAILING, PASSED, ProgressStore
 from tutor.quiz.checking import AnswerFeedback, check_answer
 from tutor.quiz.questions import Question, QuizTexts, load_texts
-
-
-class QuizProgress(Protocol):
-    """Where answers are kept: the workspace's progress file (``tutor.progress.ProgressStore``)."""
-
-    def quiz_answers(self) -> dict[str, dict[str, Any]]:
-        """question id -> {"answer", "correct", "at", "attempts"}"""
-        ...
-
-    def record_quiz_answer(self, question_id: str, answer: str, correct: bool) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -53,7 +43,7 @@ class QuizSession:
     def __init__(
         self,
         questions: Sequence[Question],
-        store: QuizProgress | None = None,
+        store: ProgressStore | None = None,
         *,
         restart: bool = False,
         texts: QuizTexts | None = None,
@@ -69,8 +59,6 @@ class QuizSession:
         skip = frozenset() if restart else self.answered_before
         self._pending: list[Question] = [q for q in self.questions if q.id not in skip]
         self._skipped = len(self.questions) - len(self._pending)
-        self._right = 0
-        self._wrong = 0
         self.history: list[AnswerFeedback] = []
 
     def current(self) -> Question | None:
@@ -97,9 +85,10 @@ class QuizSession:
 
     @property
     def score(self) -> Score:
+        right = sum(feedback.right for feedback in self.history)
         return Score(
-            right=self._right + self._skipped,
-            wrong=self._wrong,
+            right=right + self._skipped,
+            wrong=len(self.history) - right,
             total=len(self.questions),
             earlier=self._skipped,
         )
@@ -123,24 +112,17 @@ class QuizSession:
             return feedback
         if self.store is not None:
             self.store.record_quiz_answer(question.id, text.strip(), feedback.right)
-        if feedback.right:
-            self._right += 1
-        else:
-            self._wrong += 1
         self.history.append(feedback)
         self._pending.pop(0)
         return feedback
 
 
-def record_drill_status(store: Any, session: QuizSession, drill_id: str) -> None:
+def record_drill_status(store: ProgressStore | None, session: QuizSession, drill_id: str) -> None:
     """The paper drill's status after a sitting, the one rule every front end applies:
     passed once every question of the set is right; a set with wrong answers marks
-    it failing, but never takes a pass away.  ``store`` is a
-    :class:`tutor.progress.ProgressStore` (or None: nothing is recorded)."""
+    it failing, but never takes a pass away.  With no ``store`` nothing is recorded."""
     if store is None or not session.history:
         return
-    from tutor.progress import FAILING, PASSED
-
     if session.done and session.score.right == session.score.total:
         store.set_status(drill_id, PASSED)
     elif store.status(drill_id) != PASSED:
