@@ -87,6 +87,13 @@ async def wait_for(pilot, predicate, what: str, timeout_s: float = WAIT_S) -> No
         await pilot.pause(0.05)
 
 
+async def settle(pilot) -> None:
+    """Let the app's thread workers (storing a quiz answer, resetting a drill) finish
+    and the UI take in what they posted."""
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
 def screen_text(app) -> str:
     """What the terminal shows now, as plain text, one line per row (notifications
     included).  Textual has no public text export; its compositor renders the rows."""

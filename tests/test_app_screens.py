@@ -3,7 +3,7 @@ keys and the message handling, fed with results recorded from real checks."""
 
 from __future__ import annotations
 
-from helpers_app import make_workspace, offline_app, record, recorded_result, screen_text, wait_for
+from helpers_app import make_workspace, offline_app, record, recorded_result, screen_text, settle, wait_for
 from textual import on
 
 from tutor.app.app import FlashTutorApp
@@ -217,16 +217,19 @@ async def test_quiz_answers_right_and_wrong_and_keeps_them(tmp_path):
         session = app.screen.session
         first = session.current()
         await pilot.press(*f"{int(first.answer)} bytes", "enter")
+        await settle(pilot)
         text = screen_text(app)
         assert "✔ right" in text and "why:" in text and "1 of 15 answered" in text
         await pilot.press("enter")  # next question
         second = session.current()
         assert second is not first
         await pilot.press(*"129", "enter")
+        await settle(pilot)
         text = screen_text(app)
         assert "✘ wrong" in text and "relative error" in text
         await pilot.press("enter")
         await pilot.press(*"abc", "enter")
+        await settle(pilot)
         assert "? not an answer" in screen_text(app) and session.current() is session.questions[2]
         await pilot.press("escape")
         assert "✘ failing      03" in screen_text(app)

@@ -11,7 +11,7 @@ the app's drawing does.  Accept a deliberate change with
 from __future__ import annotations
 
 import pytest
-from helpers_app import make_workspace, offline_app, record
+from helpers_app import make_workspace, offline_app, record, settle
 from textual.widgets import Input
 
 from tutor.engine import DeviceReady, WatcherStatus
@@ -29,7 +29,7 @@ def _feed(app, *names: str) -> None:
 
 
 async def _settle(pilot) -> None:
-    await pilot.pause()
+    await settle(pilot)
     pilot.app.clear_notifications()
     for field in pilot.app.screen.query(Input):
         field.cursor_blink = False

@@ -49,8 +49,7 @@ from tutor.engine import EngineError, Event, TutorEngine
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import hint_states
 from tutor.progress import PASSED, DrillProgress
-from tutor.quiz import QuizSession, build_questions, record_drill_status
-from tutor.quiz.questions import DRILL_ID
+from tutor.quiz import QuizSession, build_questions
 from tutor.runner import DEFAULT_TIMEOUT_S
 from tutor.workspace import WorkspaceError, reset_drill
 
@@ -430,9 +429,6 @@ class FlashTutorApp(App[int]):
 
     @on(QuizScreen.Answered)
     def _quiz_answered(self, message: QuizScreen.Answered) -> None:
-        screen = next(self._screens(QuizScreen), None)
-        if screen is not None:
-            record_drill_status(self.engine.progress, screen.session, DRILL_ID)
         self._refresh_list()
 
 

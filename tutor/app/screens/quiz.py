@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
+from textual.worker import Worker
 
 from tutor.app.widgets.status_bar import StatusBar
-from tutor.quiz import AnswerFeedback, QuizSession
+from tutor.quiz import AnswerFeedback, QuizSession, record_drill_status
+from tutor.quiz.questions import DRILL_ID
 
 MARKS = {"right": "✔ right", "wrong": "✘ wrong", "invalid": "? not an answer"}
 STYLES = {"right": "bold green", "wrong": "bold red", "invalid": "bold yellow"}
@@ -44,7 +46,8 @@ class QuizScreen(Screen):
     ]
 
     class Answered(Message):
-        """Posted after every counted answer, so the app can refresh the drill list."""
+        """Posted after every counted answer (stored, and the drill's status with it),
+        so the app can refresh the drill list."""
 
         def __init__(self, feedback: AnswerFeedback) -> None:
             super().__init__()
@@ -54,6 +57,7 @@ class QuizScreen(Screen):
         super().__init__()
         self.session = session
         self.reviewing: AnswerFeedback | None = None  # the answer whose feedback is up
+        self._checking: Worker | None = None  # the answer being checked and stored
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -107,17 +111,26 @@ class QuizScreen(Screen):
     # -- input ----------------------------------------------------------------------
     @on(Input.Submitted, "#answer")
     def _submitted(self, event: Input.Submitted) -> None:
-        field = event.input
         if self.reviewing is not None:
             # Enter after feedback shows the next question; anything typed stays in the
             # input, so nothing is checked against a question the student has not read
             self.reviewing = None
             self._show_question()
             return
-        if self.session.done:
+        if self.session.done or (self._checking is not None and not self._checking.is_finished):
             return
-        feedback = self.session.answer(event.value)
-        field.value = ""
+        self._checking = self._check(event.value)
+
+    @work(thread=True, group="quiz-answer", exit_on_error=False, name="storing the answer")
+    def _check(self, text: str) -> None:
+        """Off the UI thread: a counted answer and the drill's status are written to the progress file."""
+        feedback = self.session.answer(text)
+        if feedback.counts:
+            record_drill_status(self.session.store, self.session, DRILL_ID)
+        self.app.call_from_thread(self._checked, feedback)
+
+    def _checked(self, feedback: AnswerFeedback) -> None:
+        self.query_one("#answer", Input).value = ""
         self._show_progress()
         self._show_feedback(feedback)
         if feedback.counts:
