@@ -13,10 +13,10 @@ import json
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tutor.cli import EXIT_FAILED, EXIT_OK
 from tutor.paths import default_workspace
+from tutor.progress import ProgressStore
 from tutor.quiz import (
     AnswerFeedback,
     GpuBudget,
@@ -28,9 +28,6 @@ from tutor.quiz import (
 )
 from tutor.quiz.questions import DRILL_ID
 from tutor.quiz.units import format_bytes
-
-if TYPE_CHECKING:
-    from tutor.progress import ProgressStore
 
 WIDTH = 78
 
@@ -84,17 +81,9 @@ def _list(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBud
     return EXIT_OK
 
 
-def _open_store(workspace: Path | None) -> ProgressStore | None:
-    if workspace is None:
-        return None
-    from tutor.progress import ProgressStore  # the progress file; imported only to ask questions
-
-    return ProgressStore(workspace)
-
-
 def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudget | None) -> int:
     workspace = args.workspace.resolve() if args.workspace else default_workspace()
-    store = _open_store(workspace)
+    store = ProgressStore(workspace) if workspace is not None else None
     session = QuizSession(questions, store, restart=args.restart)
     print(f"Drill 03: HBM traffic, naive vs fused attention. {len(questions)} questions.")
     if gpu is not None:
