@@ -75,6 +75,8 @@ def render(result: CheckResult, title: str = "") -> str:
         sdpa = f"full {_ms(result.sdpa_full_ms)}"
         if result.sdpa_causal_ms is not None:
             sdpa += f", causal {_ms(result.sdpa_causal_ms)}"
+        if result.sdpa_from_earlier_check:
+            sdpa += "   (timed at this session's first check)"
         lines.append(_line("torch sdpa", sdpa))
     if result.visits is not None:
         v = result.visits

@@ -189,6 +189,7 @@ class CheckRunner:
         self._spare: Worker | None = None
         self._lock = threading.Lock()
         self._reapers: list[threading.Thread] = []
+        self._sdpa: dict[str, tuple[float, float | None]] = {}  # drill -> SDPA full, causal ms
         self.device: Device | None = None
         if warm:
             self._spare = Worker(device)
@@ -210,13 +211,16 @@ class CheckRunner:
     def check(self, drill: str, file: str | Path, *, timing: bool = True, seed: int | None = None,
               cancel: threading.Event | None = None) -> CheckResult:
 
-        job = asdict(CheckJob(drill=drill, file=str(Path(file).resolve()), timing=timing, seed=seed))
+        baseline = self._sdpa.get(drill)
+        job = asdict(CheckJob(drill=drill, file=str(Path(file).resolve()), timing=timing, seed=seed,
+                              time_sdpa=baseline is None))
         worker = self._take_worker()
         if self.keep_warm and SPARE_DURING_CHECK:
             self._ensure_spare()  # cores to spare: the next save (or a cancel) finds a warm worker
         try:
             result = worker.run(job, self.timeout_s, cancel)
             self.device = worker.device or self.device
+            self._reuse_sdpa_timing(drill, result, baseline)
             return result
         finally:
             # a finished CUDA worker takes ~0.15 s to tear down: reap it off the caller's path
@@ -225,6 +229,18 @@ class CheckRunner:
             self._reapers = [r for r in self._reapers if r.is_alive()] + [reaper]
             if self.keep_warm:
                 self._ensure_spare()
+
+    def _reuse_sdpa_timing(self, drill: str, result: CheckResult, baseline: tuple[float, float | None] | None) -> None:
+        """torch's SDPA at the timing shape is measured by the first timed check of a
+        drill in this session and shown again with the later ones (it is the same
+        kernel on the same inputs' shape; the student's kernel is timed every time)."""
+        if result.full_ms is None:
+            return  # no timed launches this time
+        if baseline is None and result.sdpa_full_ms is not None:
+            self._sdpa[drill] = (result.sdpa_full_ms, result.sdpa_causal_ms)
+        elif baseline is not None:
+            result.sdpa_full_ms, result.sdpa_causal_ms = baseline
+            result.sdpa_from_earlier_check = True
 
     def _ensure_spare(self) -> None:
         with self._lock:

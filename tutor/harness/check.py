@@ -106,7 +106,8 @@ def _check_correctness(
 
 
 def _time_launches(
-    drill: Drill, module, plan: ShapePlan, dev: Device, generator: torch.Generator, result: CheckResult
+    drill: Drill, module, plan: ShapePlan, dev: Device, generator: torch.Generator, result: CheckResult,
+    time_sdpa: bool,
 ) -> None:
     device = launching.torch_device_name(dev)
     q, k, v = launching.random_inputs(plan.timing, device, generator)
@@ -119,7 +120,7 @@ def _time_launches(
         result.causal_ms = timing.time_ms(lambda: launch(q, k, v, causal=True, out=out), dev.interpreter)
     else:
         result.full_ms = timing.time_ms(lambda: launch(q, k, v, out=out), dev.interpreter)
-    if not dev.interpreter:
+    if not dev.interpreter and time_sdpa:
         result.sdpa_full_ms = timing.sdpa_ms(q, k, v, causal=False)
         if "causal" in drill.modes:
             result.sdpa_causal_ms = timing.sdpa_ms(q, k, v, causal=True)
@@ -141,7 +142,7 @@ def run_check(job: CheckJob, dev: Device) -> CheckResult:
             plan = dataclasses.replace(plan, default=tuple(job.shape))
         _check_correctness(drill, module, plan, launching.torch_device_name(dev), generator, result)
         if job.timing:
-            _time_launches(drill, module, plan, dev, generator, result)
+            _time_launches(drill, module, plan, dev, generator, result, job.time_sdpa)
     except LoadFailed as failed:
         result.error = failed.error
     except launching.BadOutput as bad:

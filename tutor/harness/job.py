@@ -13,6 +13,9 @@ class CheckJob:
     file: str  # the student's file (absolute path)
     timing: bool = True  # False skips the timed launches (tests that only need the verdict)
     seed: int | None = None  # None: fresh inputs every run
+    # time torch's SDPA beside the student's kernel (GPU only); the runner asks for it
+    # once per session: it does not change between saves
+    time_sdpa: bool = True
     # replaces the device's default correctness shape (batch, heads, seq, head_dim),
     # the one whose visit map is reported; the ragged and short shapes still run
     shape: tuple[int, int, int, int] | None = None

@@ -129,6 +129,7 @@ class CheckResult:
     causal_ms: float | None = None
     sdpa_full_ms: float | None = None  # torch's own attention, same shape (GPU only)
     sdpa_causal_ms: float | None = None
+    sdpa_from_earlier_check: bool = False  # SDPA's times were measured by this session's first timed check
     visits: VisitMap | None = None  # from the causal launch (or the full one for full-only drills)
     diagnosis: list[Diagnosis] = field(default_factory=list)
     error: CheckError | None = None
@@ -203,6 +204,7 @@ class CheckResult:
             causal_ms=data.get("causal_ms"),
             sdpa_full_ms=data.get("sdpa_full_ms"),
             sdpa_causal_ms=data.get("sdpa_causal_ms"),
+            sdpa_from_earlier_check=data.get("sdpa_from_earlier_check", False),
             visits=None if visits is None else VisitMap(**visits),
             diagnosis=[Diagnosis(**d) for d in data.get("diagnosis", [])],
             error=None if error is None else CheckError(**error),
