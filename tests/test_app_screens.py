@@ -176,7 +176,7 @@ async def test_reset_asks_first_then_restores_the_pristine_drill_and_names_the_b
         await pilot.press("n")
         assert drill_file.read_text() == "# my attempt\n"
         await pilot.press("x", "y")
-        await pilot.pause()
+        await settle(pilot)
         assert drill_file.read_text() == pristine_path(get_drill("01")).read_text()
         backups = list((workspace / ".flashtutor" / "backups").iterdir())
         assert [b.read_text() for b in backups] == ["# my attempt\n"]

@@ -357,18 +357,22 @@ class FlashTutorApp(App[int]):
 
         self.push_screen(ConfirmScreen(question, yes="Reset", no="Keep my version"), answered)
 
+    @work(thread=True, group="reset", exit_on_error=False, name="resetting the drill")
     def _reset(self, drill: Drill) -> None:
+        """Off the UI thread: the backup and the restore are file copies and writes."""
         try:
             report = reset_drill(drill, self.workspace)
         except WorkspaceError as exc:
-            self.say(str(exc), title="reset failed", severity="error", timeout=15)
+            self.call_from_thread(self.say, str(exc), title="reset failed", severity="error", timeout=15)
             return
         if not report.changed:
-            self.say(f"drills/{drill.file} is already the pristine drill: nothing to reset.", title="reset")
-        else:
-            kept = (f"Your version is kept in\n{display_path(str(report.backup), self.workspace)}"
-                    if report.backup else "There was no version of yours to keep.")
-            self.say(f"Restored drills/{drill.file} from {report.source}.\n{kept}", title="reset", timeout=15)
+            self.call_from_thread(self.say, f"drills/{drill.file} is already the pristine drill: nothing to reset.",
+                                  title="reset")
+            return
+        kept = (f"Your version is kept in\n{display_path(str(report.backup), self.workspace)}"
+                if report.backup else "There was no version of yours to keep.")
+        self.call_from_thread(self.say, f"Restored drills/{drill.file} from {report.source}.\n{kept}",
+                              title="reset", timeout=15)
 
     def action_solution(self) -> None:
         drill = self._current_drill()
