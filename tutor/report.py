@@ -34,6 +34,23 @@ def verdict(result: CheckResult) -> str:
     return "PASSED" if result.passed else "FAILED"
 
 
+def error_excerpts(result: CheckResult) -> list[tuple[str, list[str]]]:
+    """The short excerpts worth showing under a check that could not run, as
+    (heading, lines): the compiler's (or the interpreter's) own words for a compile
+    error, and the last output of the student's code where it explains the failure.
+    Every front end shows these; only the layout differs."""
+    error = result.error
+    assert error is not None
+    excerpts = []
+    if error.kind == "compile" and error.detail:
+        # a GPU's CompilationError quotes the source; the interpreter's is a traceback
+        traceback = error.detail.lstrip().startswith("File ")
+        excerpts.append(("where in your file:" if traceback else "compiler said:", error.detail.splitlines()[-8:]))
+    if result.output.strip() and error.kind in ("crash", "timeout", "runtime", "import"):
+        excerpts.append(("last output of your code:", result.output.strip().splitlines()[-10:]))
+    return excerpts
+
+
 def error_lines(result: CheckResult) -> list[str]:
     """A check that could not run: where, the line itself, and the message."""
     error = result.error
@@ -44,13 +61,8 @@ def error_lines(result: CheckResult) -> list[str]:
     if error.source_line:
         lines.append(_line("line", error.source_line.strip()))
     lines.append(_line("message", error.message))
-    if error.kind == "compile" and error.detail:
-        # a GPU's CompilationError quotes the source; the interpreter's is a traceback
-        traceback = error.detail.lstrip().startswith("File ")
-        heading = "where in your file:" if traceback else "compiler said:"
-        lines += ["", heading, *("    " + x for x in error.detail.splitlines()[-8:])]
-    if result.output.strip() and error.kind in ("crash", "timeout", "runtime", "import"):
-        lines += ["", "last output of your code:", *("    " + x for x in result.output.strip().splitlines()[-10:])]
+    for heading, excerpt in error_excerpts(result):
+        lines += ["", heading, *("    " + x for x in excerpt)]
     return lines
 
 

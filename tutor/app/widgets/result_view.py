@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tutor.harness.result import CheckResult
-from tutor.report import shape_text
+from tutor.report import error_excerpts, shape_text
 
 LABEL = 13  # width of the label column
 
@@ -118,12 +118,9 @@ def error_text(result: CheckResult, workspace: Path | None = None) -> Text:
         text.append(f"{error.line:>5} │ ", style="dim")
         text.append(error.source_line.rstrip() + "\n", style="bold")
     text.append(error.message)
-    if error.kind == "compile" and error.detail:
-        text.append("\n\ncompiler said:\n", style="dim")
-        text.append("\n".join(error.detail.splitlines()[-8:]))
-    if result.output.strip() and error.kind in ("crash", "timeout", "runtime", "import"):
-        text.append("\n\nlast output of your code:\n", style="dim")
-        text.append("\n".join(result.output.strip().splitlines()[-8:]))
+    for heading, excerpt in error_excerpts(result):
+        text.append(f"\n\n{heading}\n", style="dim")
+        text.append("\n".join(excerpt))
     return text
 
 
