@@ -74,7 +74,7 @@ def check_answer(question: Question, text: str, texts: QuizTexts | None = None) 
         return AnswerFeedback(status=RIGHT, message=_right_message(texts, question, reading, relative_error), **common)
     codes, slip = _match_slips(question, reading.value)
     if slip is None:
-        ratio = reading.value / answer if answer else float("inf")
+        ratio = 1 + relative_error  # given / answer
         slip_free = texts.messages["close" if 0.1 <= ratio <= 10 else "far"]
         message = f"{_wrong_message(texts, question, reading, relative_error)} {slip_free}"
     else:
