@@ -97,11 +97,16 @@ def longest_fitting_sequence(budget_bytes: int, b: int, matrices: int = 1) -> in
     return isqrt(budget_bytes // (b * matrices))
 
 
+def blocks_per_side(n: int, block: int) -> int:
+    """T = ceil(n / block): the tiles along each side of the n×n score matrix (the last may be ragged)."""
+    _check_positive(n=n, block=block)
+    return -(-n // block)
+
+
 def causal_block_count(n: int, block: int) -> tuple[int, int]:
     """(visited, total) (query block, key block) pairs of a causal tiled kernel
     with square ``block``×``block`` tiles that skips every block wholly in the future."""
-    _check_positive(n=n, block=block)
-    t = -(-n // block)  # ceil: the last block may be ragged
+    t = blocks_per_side(n, block)
     return t * (t + 1) // 2, t * t
 
 

@@ -379,7 +379,7 @@ def hbm_fit_question(texts: QuizTexts, budget: GpuBudget, batch: int, heads: int
 def causal_blocks_question(texts: QuizTexts, n: int, block: int) -> Question:
     parameters = {"N": n, "block": block}
     visited, total = f.causal_block_count(n, block)
-    t = math.isqrt(total)
+    t = f.blocks_per_side(n, block)
     answer = f.causal_visited_fraction(n, block)
     slips = [
         ("exactly-half", Fraction(1, 2)),
