@@ -88,3 +88,24 @@ def test_slip_codes_collect_over_a_sitting(questions):
         session.answer(right_answer(session.current()))
     session.answer("1,082,130,432 bytes")  # elements, not bytes
     assert "forgot-dtype-bytes" in session.slip_codes
+
+
+def test_a_slip_unlocks_the_paper_drills_hint_that_names_it(tmp_path):
+    """Quiz answers count towards drill 03's hints as checks do for a kernel drill."""
+    from tutor.catalog import get_drill
+    from tutor.hints import earned_unlocks
+    from tutor.progress import ProgressStore
+    from tutor.quiz import QuizSession, build_questions
+
+    store = ProgressStore(tmp_path)
+    session = QuizSession(build_questions(), store)
+    question = session.current()
+    slip = next(s for s in question.slips if s.code in {c for h in get_drill("03").hints for c in h.unlock_codes})
+    feedback = session.answer(str(slip.value))
+    assert slip.code in feedback.slip_codes
+    opened = {h.title for h in session.newly_unlocked}
+    expected = {get_drill("03").hints[i].title for i in earned_unlocks(get_drill("03"), 1, feedback.slip_codes)}
+    assert opened == expected and opened
+    assert set(ProgressStore(tmp_path).unlocked_hints("03")) >= {
+        i for i, h in enumerate(get_drill("03").hints) if h.title in opened
+    }

@@ -27,7 +27,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -240,7 +240,16 @@ class ProgressStore:
 
         self._update(change)
 
-    def record_quiz_answer(self, question_id: str, answer: str, correct: bool) -> None:
+    def record_quiz_answer(
+        self, question_id: str, answer: str, correct: bool, drill: Drill | None = None, codes: Iterable[str] = ()
+    ) -> list[int]:
+        """Store the latest answer to a quiz question.  With the paper ``drill``, the
+        answer also counts towards its hints, as a check does for a kernel drill: a
+        slip code opens the hints naming it, and every answer counts as an attempt.
+        Returns the hints (indices) this answer unlocked."""
+        slips = list(codes)
+        newly: list[int] = []
+
         def change(state: _State) -> None:
             previous = state.quiz.get(question_id)
             state.quiz[question_id] = {
@@ -249,8 +258,15 @@ class ProgressStore:
                 "at": time.time(),
                 "attempts": (previous["attempts"] if previous else 0) + 1,
             }
+            if drill is not None:
+                progress = state.drills.setdefault(drill.id, DrillProgress())
+                answers = sum(entry["attempts"] for entry in state.quiz.values())
+                earned = earned_unlocks(drill, answers, slips)
+                newly[:] = sorted(earned - set(progress.unlocked_hints))
+                progress.unlocked_hints = sorted(set(progress.unlocked_hints) | earned)
 
         self._update(change)
+        return newly
 
     # -- the file ------------------------------------------------------------------
     def _update(self, change: Callable[[_State], object]) -> _State:

@@ -117,6 +117,8 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
                 return EXIT_FAILED
             feedback = session.answer(text)
             print(_render_feedback(feedback))
+            for hint in session.newly_unlocked:
+                print(f"hint unlocked: {hint.title} (`flashtutor hint {DRILL_ID}`)")
             if feedback.counts:
                 break
         print()

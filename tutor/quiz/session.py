@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tutor.catalog import Hint, get_drill
 from tutor.progress import FAILING, PASSED, ProgressStore
 from tutor.quiz.checking import AnswerFeedback, check_answer
-from tutor.quiz.questions import Question, QuizTexts, load_texts
+from tutor.quiz.questions import DRILL_ID, Question, QuizTexts, load_texts
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class QuizSession:
         self._pending: list[Question] = [q for q in self.questions if q.id not in skip]
         self._skipped = len(self.questions) - len(self._pending)
         self.history: list[AnswerFeedback] = []
+        self.newly_unlocked: list[Hint] = []  # hints drill 03 earned with the latest answer
 
     def current(self) -> Question | None:
         """The question to ask now; None when the quiz is done."""
@@ -108,10 +110,14 @@ class QuizSession:
         if question is None:
             raise RuntimeError("the quiz is done: there is no question to answer")
         feedback = check_answer(question, text, self.texts)
+        self.newly_unlocked = []
         if not feedback.counts:
             return feedback
         if self.store is not None:
-            self.store.record_quiz_answer(question.id, text.strip(), feedback.right)
+            unlocked = self.store.record_quiz_answer(
+                question.id, text.strip(), feedback.right, get_drill(DRILL_ID), feedback.slip_codes
+            )
+            self.newly_unlocked = [get_drill(DRILL_ID).hints[i] for i in unlocked]
         self.history.append(feedback)
         self._pending.pop(0)
         return feedback
