@@ -61,6 +61,8 @@ class Drill:
     modes: tuple[str, ...]  # launches the harness checks: "full", "causal"
     hints: tuple[Hint, ...]
     diagnoses: dict[str, DiagnosisText] = field(default_factory=dict)
+    # what a kernel drill computes: a module of tutor.harness.problems ("attention", ...)
+    problem: str = "attention"
 
     @property
     def name(self) -> str:
@@ -101,6 +103,7 @@ def _parse(path: Path) -> Drill:
         modes=tuple(data.get("modes", ())),
         hints=hints,
         diagnoses=diagnoses,
+        problem=data.get("problem", "attention"),
     )
 
 

@@ -99,6 +99,9 @@ class VisitMap:
     heads: int
     counts: list[list[int]]
     ideal: list[list[bool]]
+    # what the map is of, for problems with more than one loop ("dK/dV loop over query
+    # blocks"); rows and columns are the loop's outer and inner blocks
+    label: str = ""
 
     @property
     def total_blocks(self) -> int:
@@ -131,6 +134,7 @@ class CheckResult:
     sdpa_causal_ms: float | None = None
     sdpa_from_earlier_check: bool = False  # SDPA's times were measured by this session's first timed check
     visits: VisitMap | None = None  # from the causal launch (or the full one for full-only drills)
+    extra_visits: list[VisitMap] = field(default_factory=list)  # a problem's other loops (drill 04's dQ loop)
     diagnosis: list[Diagnosis] = field(default_factory=list)
     error: CheckError | None = None
     output: str = ""  # what the student's code printed (tail)
@@ -206,6 +210,7 @@ class CheckResult:
             sdpa_causal_ms=data.get("sdpa_causal_ms"),
             sdpa_from_earlier_check=data.get("sdpa_from_earlier_check", False),
             visits=None if visits is None else VisitMap(**visits),
+            extra_visits=[VisitMap(**m) for m in data.get("extra_visits", [])],
             diagnosis=[Diagnosis(**d) for d in data.get("diagnosis", [])],
             error=None if error is None else CheckError(**error),
             output=data.get("output", ""),

@@ -1,0 +1,67 @@
+"""What a kernel drill computes, and how the harness checks and times it.
+
+Each kernel drill names a *problem* in its TOML (``problem = "attention"``, the
+default).  A problem is a module here that knows that computation's launcher
+contract, inputs, float64 reference, shapes, visit maps and mistakes; the rest
+of the harness (loading the student's file, the worker, the result, the
+report) is shared.  A new drill of an existing problem needs only data and a
+kernel; a new kind of computation needs one module here and a line in
+:data:`PROBLEMS`.
+
+A problem module provides:
+
+``check_correctness(drill, module, interpreter, device, generator, shape=None) -> Correctness``
+    launch the student's kernel on every correctness case (fresh random
+    inputs, poisoned outputs), compare with the float64 reference, record the
+    visit maps and diagnose.  ``shape`` overrides the default case's shape
+    (problems that do not support it may ignore it).  Raises whatever the
+    student's launcher raises; the caller turns it into a report.
+
+``timing_launches(drill, module, interpreter, device, generator) -> TimedLaunches``
+    the zero-argument callables to time (keyed ``"full"``/``"causal"`` or the
+    problem's own names), the same for torch's baseline where one exists, and
+    the shape they run on.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from tutor.harness.result import CaseResult, Diagnosis, VisitMap
+
+# problem name -> module that implements it (imported when first needed)
+PROBLEMS: dict[str, str] = {
+    "attention": "tutor.harness.problems.attention",
+}
+
+
+@dataclass
+class Correctness:
+    """What the correctness launches measured."""
+
+    cases: list[CaseResult]
+    shape: list[int]  # the default case's shape, as reported
+    visits: list[VisitMap] = field(default_factory=list)  # the first one is headlined
+    diagnosis: list[Diagnosis] = field(default_factory=list)
+
+
+@dataclass
+class TimedLaunches:
+    shape: list[int]
+    student: dict[str, Callable[[], object]]  # mode -> one launch of the student's kernel
+    baseline: dict[str, Callable[[], object]] = field(default_factory=dict)  # mode -> torch's own (GPU)
+
+
+class UnknownProblem(LookupError):
+    pass
+
+
+def problem_module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(PROBLEMS[name])
+    except KeyError:
+        known = ", ".join(sorted(PROBLEMS))
+        raise UnknownProblem(f"unknown problem {name!r} (known: {known})") from None
