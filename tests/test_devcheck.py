@@ -173,7 +173,8 @@ def test_a_shipped_file_that_passes_and_a_fixture_that_lies_are_red(tmp_path):
     assert not shipped.ok
     shipped_line = line_containing(root / "drills" / "02_online_rescale.toml", "[shipped]")
     assert shipped.where == f"drills/02_online_rescale.toml:{shipped_line}"
-    assert shipped.detail.startswith("the shipped file PASSES: a drill ships with its lesson's TODO open")
+    assert shipped.detail.startswith("the shipped file drills/02_online_rescale.py PASSES: a drill ships with its "
+                                     "lesson's step cut out (a TODO), so it must FAIL")
     lie = rows["fixture sum_not_rescaled"]
     assert not lie.ok and lie.where == "solutions/02_online_rescale.mistakes.toml:6"
     assert "documented: FAILED with acc-not-rescaled; measured: FAILED with sum-not-rescaled" in lie.detail

@@ -173,6 +173,9 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
     if len(rows) == problems_before:
         rows.append(Row(drill.id, "data", True, f"{toml.name} parses; its files exist"))
 
+    # placeholders left by `flashtutor dev new`
+    rows += _placeholder_rows(drill, toml, root)
+
     # codes the hints unlock on
     known = set(drill.diagnoses) if drill.kind == "kernel" else _quiz_codes(drill, root, rows)
     where_known = f"[diagnoses] of {toml.name}" if drill.kind == "kernel" else f"the slip codes of {drill.name}.quiz.toml"
@@ -203,6 +206,24 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
                                  drill.shipped.codes, _at(toml, root, shipped_line)))
     fixtures += _mistake_fixtures(drill, root, rows)
     return rows, fixtures
+
+
+def _placeholder_rows(drill: Drill, toml: Path, root: Path) -> list[Row]:
+    """One FAIL row per ``AUTHOR:`` marker (``dev new`` leaves them where something is to be written)."""
+    from tutor.devnew import MARKER
+
+    files = [toml, root / "drills" / drill.file, root / "solutions" / drill.solution,
+             mistakes_mod.mistakes_path(drill, root)]
+    rows = []
+    for path in files:
+        if not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if MARKER in line:
+                todo = line.split(MARKER, 1)[1].strip().rstrip('"').strip()
+                rows.append(Row(drill.id, "placeholders", False, f"write this, then delete the {MARKER} marker: {todo}",
+                                _at(path, root, number)))
+    return rows
 
 
 def _quiz_codes(drill: Drill, root: Path, rows: list[Row]) -> set[str]:
@@ -394,8 +415,8 @@ def _kernel_rows(drill: Drill, toml: Path, root: Path, fixtures: list[_Fixture],
             continue
         detail = f"documented: {_expected(fixture.passes, fixture.codes)}; measured: {_said(result)}"
         if fixture.label == "shipped" and result.error is None and result.passed and not fixture.passes:
-            detail = ("the shipped file PASSES: a drill ships with its lesson's TODO open, so it must FAIL "
-                      f"(documented: {_expected(fixture.passes, fixture.codes)})")
+            detail = (f"the shipped file drills/{drill.file} PASSES: a drill ships with its lesson's step cut out "
+                      f"(a TODO), so it must FAIL (documented: {_expected(fixture.passes, fixture.codes)})")
         elif fixture.label == "shipped":
             detail += f" - fix drills/{drill.file}, or write what it says into [shipped]"
         else:
