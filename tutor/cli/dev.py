@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tutor.catalog import UnknownDrill
 from tutor.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from tutor.harness.device import DEVICE_CHOICES
 from tutor.paths import CONTENT_ROOT_ENV
 
 
@@ -37,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("--drill", metavar="ID", help="only this drill (id, slug or name)")
     check.add_argument("--quick", action="store_true", help="data checks only: run no kernel")
     check.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    check.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+    check.add_argument("--device", default="auto", choices=DEVICE_CHOICES,
                        help="where the kernels run (default: a GPU when there is one)")
     _root_option(check)
     check.set_defaults(func=run_check_command)
