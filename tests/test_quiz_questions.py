@@ -293,3 +293,12 @@ def test_detect_gpu_reports_the_machines_gpu_or_none():
     assert budget == GpuBudget(props.name, props.L2_cache_size, props.total_memory, detected=True)
     l2 = by_kind(build_questions(gpu=budget))["l2-fit"][0]
     assert props.name in l2.text and l2.answer == math.isqrt(props.L2_cache_size // 2)
+
+
+def test_the_decode_questions_models_share_their_kv_heads():
+    """Their words say GQA: every model drawn has fewer K/V heads than query heads, evenly grouped."""
+    for seed in SEEDS:
+        for question in build_questions(seed=seed):
+            if question.kind in ("decode-bytes", "decode-intensity", "kv-cache", "gqa-saving"):
+                heads, kv_heads = question.parameters["heads"], question.parameters["kv_heads"]
+                assert kv_heads < heads and heads % kv_heads == 0, question.id
