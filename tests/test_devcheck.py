@@ -180,3 +180,26 @@ def test_a_shipped_file_that_passes_and_a_fixture_that_lies_are_red(tmp_path):
     assert "documented: FAILED with acc-not-rescaled; measured: FAILED with sum-not-rescaled" in lie.detail
     uncovered = {r.detail.split("]")[0] for r in report.failed if r.check == "code fixtures"}
     assert "[diagnoses.never-rescaled" in uncovered and "[diagnoses.sum-not-rescaled" in uncovered
+
+
+@pytest.mark.slow
+def test_a_drill_without_shipped_data_is_told_what_to_write(tmp_path):
+    """A drill added by a merge without a [shipped] table: its shipped file still runs,
+    and the row says the table to write (here a copy of 02 under a slug with no fingerprints)."""
+    root = content_copy(tmp_path)
+    text = (root / "drills" / "02_online_rescale.toml").read_text(encoding="utf-8")
+    start = text.index("[shipped]")
+    text = text[:start] + text[text.index("[[hints]]", start):]
+    text = text.replace('id = "02"', 'id = "09"').replace('slug = "online_rescale"', 'slug = "rescale_copy"')
+    text = text.replace('"02_online_rescale', '"09_rescale_copy')
+    (root / "drills" / "09_rescale_copy.toml").write_text(text, encoding="utf-8")
+    shutil.copy(root / "drills" / "02_online_rescale.py", root / "drills" / "09_rescale_copy.py")
+    shutil.copy(root / "solutions" / "02_online_rescale_solution.py", root / "solutions" / "09_rescale_copy_solution.py")
+
+    report = devcheck.run(root=root, drill="09")
+
+    rows = {r.check: r for r in report.rows}
+    assert rows["data"].detail.startswith("no [shipped] table")
+    assert rows["solution"].ok
+    assert rows["shipped"].detail == ('undocumented; it says FAILED with wrong-output: '
+                                      'write [shipped] passes = false, codes = ["wrong-output"]')

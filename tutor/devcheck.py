@@ -128,7 +128,7 @@ class _Fixture:
 
     label: str  # "shipped" or "fixture NAME"
     file: Path | None  # what to check (None: the entry does not apply)
-    passes: bool
+    passes: bool | None  # None: the shipped file of a drill with no [shipped] table
     codes: tuple[str, ...]
     where: str
     mistake: mistakes_mod.Mistake | None = None  # a mistakes entry whose edits apply
@@ -204,6 +204,8 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
             fail("shipped codes", f"[shipped] codes {unknown} have no [diagnoses.CODE] words", shipped_line)
         fixtures.append(_Fixture("shipped", root / "drills" / drill.file, drill.shipped.passes,
                                  drill.shipped.codes, _at(toml, root, shipped_line)))
+    else:  # still run it: its row then says what to write into [shipped]
+        fixtures.append(_Fixture("shipped", root / "drills" / drill.file, None, (), _rel(toml, root)))
     fixtures += _mistake_fixtures(drill, root, rows)
     return rows, fixtures
 
@@ -409,6 +411,14 @@ def _kernel_rows(drill: Drill, toml: Path, root: Path, fixtures: list[_Fixture],
 
     verified = set()
     for fixture, result in zip(runnable, results[1:], strict=True):
+        if fixture.passes is None:
+            said = [d.code for d in result.diagnosis]
+            detail = f"undocumented; it says {_said(result)}"
+            if result.error is None:
+                codes = ", ".join(f'"{c}"' for c in said)
+                detail += f": write [shipped] passes = {str(result.passed).lower()}, codes = [{codes}]"
+            rows.append(Row(drill.id, fixture.label, False, detail, fixture.where))
+            continue
         if matches(result, fixture.passes, fixture.codes):
             verified.add(fixture.label)
             rows.append(Row(drill.id, fixture.label, True, _said(result), fixture.where))
