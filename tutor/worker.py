@@ -6,7 +6,10 @@ Protocol (one JSON object per line):
    imported), imports torch, triton and the harness, and writes
    ``{"ready": true, "device": {...}}`` — it is now *warm*;
 2. it reads one job (a :class:`~tutor.harness.job.CheckJob` as a dict) from
-   stdin, runs it, writes ``{"result": {...}}`` and exits.
+   stdin, runs its verdict phase and writes ``{"result": {...}}`` at once;
+3. when that result's ``performance.status`` is ``"pending"`` it runs the
+   performance phase (timed launches, SDPA, roofline) and writes
+   ``{"performance": {...}}`` (:meth:`CheckResult.performance_dict`); then it exits.
 
 One check per worker: a crash, a hang or a sticky CUDA error dies with it.
 The protocol travels on a private copy of the original stdout; file
@@ -44,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         from tutor.harness.device import select_device
 
         device = select_device(args.device)
-        from tutor.harness.check import run_check
+        from tutor.harness.check import run_performance, run_verdict
         if not device.interpreter:
             # create the CUDA context now, while the worker waits, not during the check
             import torch
@@ -63,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # the parent closed us without a job: a warm spare that was not needed
     try:
         job = CheckJob(**json.loads(line))
-        result = run_check(job, device)
+        result, state = run_verdict(job, device)
         send({"result": result.to_dict()})
+        if result.performance.status == "pending":
+            run_performance(job, device, result, state)
+            send({"performance": result.performance_dict()})
     except Exception:  # noqa: BLE001 - a bug in the tutor, not the student: say so
         send({"internal_error": traceback.format_exc()})
         return 1

@@ -28,15 +28,19 @@ from tutor.engine import (
     DeviceReady,
     EngineError,
     EngineWarning,
+    PerformanceFinished,
     TutorEngine,
     WatcherStatus,
 )
 from tutor.hints import hint_states
 from tutor.paths import default_workspace
 from tutor.progress import PASSED, ProgressStore
-from tutor.report import render, verdict
+from tutor.report import performance_lines, verdict, verdict_lines
 
 KEYS = "Enter or r: re-run · h: hints · n: next drill · q: quit"
+
+# watch's colour of a verdict, from the result's one outcome
+OUTCOME_STYLES = {"solved": "green", "passed-with-finding": "yellow", "failed": "red", "not-run": "red"}
 
 
 @dataclass(frozen=True)
@@ -128,9 +132,14 @@ class WatchSession:
         elif isinstance(event, CheckFinished):
             self.stop_spinner()
             self.on_finished(event)
+            if event.result.performance.status == "pending" and event.drill == self.drill.id:
+                self.start_spinner(event.drill, "timing")
+        elif isinstance(event, PerformanceFinished):
+            self.stop_spinner()
+            self.on_performance(event)
 
-    def start_spinner(self, drill_id: str) -> None:
-        message = f"checking {drill_id}…"
+    def start_spinner(self, drill_id: str, doing: str = "checking") -> None:
+        message = f"{doing} {drill_id}…"
         if not self.console.is_terminal:
             self.say(message)
             return
@@ -150,9 +159,8 @@ class WatchSession:
             return
         if self.console.is_terminal:
             self.console.clear()
-        style = "green" if event.result.solved else ("red" if event.result.error or not event.result.passed else "yellow")
-        report = render(event.result, title=f"{drill.id} {drill.title} ({drill.file})")
-        self.say(report)
+        style = OUTCOME_STYLES[event.result.outcome]
+        self.say("\n".join(verdict_lines(event.result, title=f"{drill.id} {drill.title} ({drill.file})")))
         self.say(f"attempt {event.record.attempts}", style=style)
         for hint in event.newly_unlocked:
             number = drill.hints.index(hint) + 1
@@ -161,6 +169,14 @@ class WatchSession:
             self.offer_next(drill)
         else:
             self.say(f"\n{KEYS}")
+
+    def on_performance(self, event: PerformanceFinished) -> None:
+        """The second phase of the check whose verdict is on screen: printed below it."""
+        if event.drill != self.drill.id or event.result.performance.status == "cancelled":
+            return  # another drill's timing, or a newer save's check follows
+        lines = performance_lines(event.result)
+        if lines:
+            self.say("\n" + "\n".join(lines), style="dim" if event.result.performance.status != "done" else None)
 
     def offer_next(self, drill: Drill) -> None:
         upcoming = next_drill(drill)
