@@ -131,8 +131,10 @@ def performance_lines(result: CheckResult) -> list[str]:
     perf = result.performance
     if perf.status == "pending":
         return [_line("performance", "timing…")]
-    if perf.status != "done":
-        return [_line("performance", f"{perf.status}: {perf.reason}")] if perf.reason else []
+    if perf.status in ("failed", "cancelled"):
+        return [_line("performance", f"{perf.status}: {perf.reason}")]
+    if result.full_ms is None:
+        return []  # not timed (--no-timing)
     interpreter = result.device is not None and result.device.interpreter
     lines: list[str] = []
     if result.timing_shape and result.timing_shape != result.shape:
