@@ -99,3 +99,23 @@ def test_peaks_come_from_the_table_or_a_cached_measurement_in_the_user_cache(tmp
     assert (tmp_path / "flashtutor" / "peaks.json").is_file()
     got = device_peaks("NVIDIA H100 80GB HBM3", "2.11", measure=False)
     assert got["tflops"] == 700.0 and got["datasheet_tflops"] == 989.0
+
+
+@pytest.mark.slow
+def test_the_roofline_at_a_timing_shape_unlike_the_verdicts_counts_there(tmp_path):
+    """The verdict ran at another shape: the causal map is counted at the timing shape
+    by a launch of its own; the full one, which passed, visited every tile."""
+    from tutor.harness.check import run_performance, run_verdict
+    from tutor.harness.device import select_device
+    from tutor.harness.job import CheckJob
+    from tutor.catalog import get_drill, solution_path
+
+    job = CheckJob(drill="01", file=str(solution_path(get_drill("01"))), seed=0, shape=(1, 1, 130, 64))
+    dev = select_device("cpu")
+    result, state = run_verdict(job, dev)
+    assert result.outcome == "solved" and result.visits.seq == 130
+    run_performance(job, dev, result, state)
+    assert result.performance.status == "done", result.performance.reason
+    assert result.timing_shape == [1, 2, 200, 64]
+    tiles = {launch["mode"]: launch["visited_tiles"] for launch in result.roofline["launches"]}
+    assert tiles == {"full": 32, "causal": 20}  # 2 heads x 16 tiles; 2 heads x 10 needed
