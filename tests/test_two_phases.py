@@ -118,3 +118,31 @@ def test_check_json_holds_both_phases_and_the_text_prints_the_verdict_first(tmp_
     text = run_cli("check", file, "--drill", "01", "--device", "cpu", "--seed", "0", cwd=tmp_path).stdout
     assert text.index("result        : PASSED") < text.index("wall clock") < text.index("\n  causal      : ")
     assert "x vs full" not in text  # no wall-clock ratio on the interpreter
+
+
+def test_flashtutor_watch_prints_the_verdict_then_the_performance(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    workspace = make_workspace(tmp_path)
+    env = {**os.environ, "FLASHTUTOR_WORKSPACE": str(workspace), "NO_COLOR": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "tutor", "watch", "01", "--device", "cpu"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
+    lines = EventLog()
+    threading.Thread(target=lambda: [lines(line) for line in proc.stdout], daemon=True).start()
+    try:
+        verdict = lines.wait_for(lambda line: "result        : FAILED" in line)
+        timing = lines.wait_for(lambda line: line.startswith("timing 01"))  # not a terminal: said once
+        performance = lines.wait_for(lambda line: line.startswith("wall clock    : full "))
+        roof = lines.wait_for(lambda line: line.startswith("  causal      : "))
+        order = [lines.events.index(x) for x in (verdict, timing, performance, roof)]
+        assert order == sorted(order)
+        proc.stdin.write("q\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
