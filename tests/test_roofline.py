@@ -105,10 +105,10 @@ def test_peaks_come_from_the_table_or_a_cached_measurement_in_the_user_cache(tmp
 def test_the_roofline_at_a_timing_shape_unlike_the_verdicts_counts_there(tmp_path):
     """The verdict ran at another shape: the causal map is counted at the timing shape
     by a launch of its own; the full one, which passed, visited every tile."""
+    from tutor.catalog import get_drill, solution_path
     from tutor.harness.check import run_performance, run_verdict
     from tutor.harness.device import select_device
     from tutor.harness.job import CheckJob
-    from tutor.catalog import get_drill, solution_path
 
     job = CheckJob(drill="01", file=str(solution_path(get_drill("01"))), seed=0, shape=(1, 1, 130, 64))
     dev = select_device("cpu")

@@ -19,7 +19,12 @@ from helpers_loop import (
     solution,
 )
 
-from tutor.engine import CheckCancelled, CheckFinished, CheckStarted, PerformanceFinished
+from tutor.engine import (
+    CheckCancelled,
+    CheckFinished,
+    CheckStarted,
+    PerformanceFinished,
+)
 from tutor.harness.result import CheckResult
 from tutor.runner import CheckRunner
 

@@ -15,7 +15,6 @@ from tutor.report import performance_lines, verdict_lines
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.targets import Target, TargetError, resolve, workspace_file
 
-
 EXIT_CODES = {"solved": EXIT_OK, "passed-with-finding": EXIT_FAILED, "failed": EXIT_FAILED, "not-run": EXIT_NOT_RUN}
 
 
@@ -80,7 +79,8 @@ def run_check_command(args: argparse.Namespace) -> int:
             title = f"{target.drill.id} {target.drill.title} ({target.file})"
             shown: list[CheckResult] = []
 
-            def on_verdict(verdict: CheckResult, target: Target = target, title: str = title) -> None:
+            def on_verdict(verdict: CheckResult, target: Target = target, title: str = title,
+                           shown: list[CheckResult] = shown) -> None:
                 """The verdict is printed (and recorded) as soon as it is known."""
                 shown.append(verdict)
                 _show_verdict(args, target, verdict, title)
