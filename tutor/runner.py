@@ -67,6 +67,7 @@ class Worker:
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True, name=f"worker-{self.proc.pid}-reader").start()
         self.device: Device | None = None
+        self.startup: dict[str, float] = {}  # the worker's own start-up timings (seconds)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -102,6 +103,7 @@ class Worker:
             reason = message.get("error") if isinstance(message, dict) else self.output_tail() or "no output"
             raise WorkerStartError(f"the check worker could not start: {reason}")
         self.device = Device(**message["device"])
+        self.startup = message.get("startup", {})
         return self.device
 
     def run(self, job: dict, timeout_s: float, cancel: threading.Event | None = None,

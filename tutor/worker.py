@@ -43,24 +43,34 @@ def main(argv: list[str] | None = None) -> int:
         channel.write(json.dumps(message) + "\n")
         channel.flush()
 
+    import time
+
+    clock = time.perf_counter()
+    startup: dict[str, float] = {}  # where a cold start's seconds go (bench/cold_check.py prints it)
     try:
         from tutor.harness.device import select_device
 
-        device = select_device(args.device)
+        device = select_device(args.device)  # imports torch (and probes the device)
+        startup["device_s"] = time.perf_counter() - clock
         from tutor.harness.check import run_performance, run_verdict
+
+        startup["harness_imports_s"] = time.perf_counter() - clock - startup["device_s"]
         if not device.interpreter:
             # create the CUDA context now, while the worker waits, not during the check
             import torch
             import triton.testing  # noqa: F401 - the timed launches need it
 
+            before = time.perf_counter()
             torch.zeros(1, device="cuda")
+            startup["cuda_context_s"] = time.perf_counter() - before
         from tutor.harness.job import CheckJob
     except Exception as exc:  # noqa: BLE001 - tell the parent why this worker cannot start
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     from dataclasses import asdict
 
-    send({"ready": True, "device": asdict(device), "pid": os.getpid()})
+    startup["total_s"] = time.perf_counter() - clock
+    send({"ready": True, "device": asdict(device), "pid": os.getpid(), "startup": startup})
     line = sys.stdin.readline()
     if not line:
         return 0  # the parent closed us without a job: a warm spare that was not needed
