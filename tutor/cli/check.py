@@ -94,6 +94,8 @@ def run_check_command(args: argparse.Namespace) -> int:
             if not shown:  # no performance phase: the result is the verdict
                 _show_verdict(args, target, result, title)
             else:
+                if not args.json and sys.stderr.isatty():
+                    print("\033[K", end="", file=sys.stderr, flush=True)  # erase the indicator
                 _record_performance(target, result)
             if args.json:
                 print(result.to_json())  # one object: both phases (or performance marked skipped)
@@ -115,6 +117,8 @@ def _show_verdict(args: argparse.Namespace, target: Target, verdict: CheckResult
         print(f"\nhint unlocked: {hint.title} (`flashtutor hint {target.drill.id}`)")
     if verdict.performance.status == "pending":
         print()
+        if sys.stderr.isatty():  # an indicator while the timed launches run; erased when they are in
+            print(f"timing {target.drill.id}… (the verdict above is in)", end="\r", file=sys.stderr, flush=True)
     sys.stdout.flush()
 
 

@@ -1,9 +1,11 @@
 """``flashtutor watch [DRILL]``: the save-to-recheck loop in a plain terminal.
 
 It drives the same :class:`~tutor.engine.TutorEngine` as the app: every save
-of the drill is checked and the report printed; a spinner runs while a check
-does; new hints are printed as they unlock; once the drill is solved it asks
-before moving on to the next one.  Input is read a line at a time from stdin
+of the drill is checked and the report printed: the verdict at once, the
+performance phase (timings, roofline) below it when it arrives; a spinner runs
+while a check does and while its performance is timed; new hints are printed
+as they unlock; once the drill is solved it asks before moving on to the next
+one.  Input is read a line at a time from stdin
 (Enter re-runs), so it can be scripted.
 """
 
@@ -126,6 +128,7 @@ class WatchSession:
             self.stop_spinner()
             self.say(f"error: {event.message}", style="red")
         elif isinstance(event, CheckStarted):
+            self.stop_spinner()  # a "timing" spinner of the previous content gives way
             self.start_spinner(event.drill)
         elif isinstance(event, CheckCancelled):
             pass  # the newer save's check follows at once
@@ -135,7 +138,8 @@ class WatchSession:
             if event.result.performance.status == "pending" and event.drill == self.drill.id:
                 self.start_spinner(event.drill, "timing")
         elif isinstance(event, PerformanceFinished):
-            self.stop_spinner()
+            if event.result.performance.status != "cancelled":  # else a newer check's spinner runs
+                self.stop_spinner()
             self.on_performance(event)
 
     def start_spinner(self, drill_id: str, doing: str = "checking") -> None:
