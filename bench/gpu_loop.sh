@@ -13,3 +13,6 @@ python3 bench/cold_check.py --device gpu --runs 2 2>&1 | tee "$OUT/cold_check.lo
 python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 2 --json "$OUT/save_to_verdict.json" 2>&1 \
     | tee "$OUT/save_to_verdict.log" | tail -5
 python3 -m pytest -q -s tests/test_roofline_gpu.py 2>&1 | tee "$OUT/roofline_gpu.log" | tail -6
+# the same warm saves with the performance phase's compiles run concurrently (opt-in until measured)
+FLASHTUTOR_PARALLEL_COMPILE=1 python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 0 \
+    --json "$OUT/save_to_verdict_parallel.json" 2>&1 | tee "$OUT/save_to_verdict_parallel.log" | tail -4

@@ -30,6 +30,9 @@ from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.problems import problem_module
 from tutor.harness.result import CheckResult, Device, Performance, VisitMap
 
+# "1": compile the performance phase's variants concurrently (GPU; see _compile_concurrently)
+PARALLEL_COMPILE_ENV = "FLASHTUTOR_PARALLEL_COMPILE"
+
 
 @dataclass
 class VerdictState:
@@ -130,6 +133,9 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
         assert problem is not None and module is not None
         device = launching.torch_device_name(dev)
         timed = problem.timing_launches(drill, module, dev.interpreter, device, state.generator)
+        maps = None
+        if not dev.interpreter and os.environ.get(PARALLEL_COMPILE_ENV) == "1":
+            maps = _compile_concurrently(state, result, timed, device)
         result.timing_shape = list(timed.shape)
         result.timing_method = timing.method_label(dev.interpreter)
         result.full_ms = timing.time_ms(timed.student["full"], dev.interpreter)
@@ -140,7 +146,7 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
             if "causal" in timed.baseline:
                 result.sdpa_causal_ms = timing.time_ms(timed.baseline["causal"], interpreter=False)
         if problem.__name__.endswith(".attention"):
-            result.roofline = _roofline(state, dev, result, device)
+            result.roofline = _roofline(state, dev, result, device, maps)
         result.performance = Performance("done")
     except Exception as exc:  # noqa: BLE001 - the verdict is already out; say why no timing
         error = from_exception(exc, job.file, state.module, during="runtime")
@@ -150,10 +156,30 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
     return result
 
 
-def _roofline(state: VerdictState, dev: Device, result: CheckResult, device: str) -> dict | None:
+def _compile_concurrently(state: VerdictState, result: CheckResult, timed, device: str) -> dict[str, VisitMap]:
+    """Opt-in (``FLASHTUTOR_PARALLEL_COMPILE=1``, GPU): run one launch of each timed
+    variant and the roofline's counting launch from threads at once, so their
+    Triton compiles (ptxas runs outside the GIL) overlap instead of queueing in
+    front of each timed launch.  Returns the roofline's counted maps.  Off by
+    default until measured on a GPU (``bench/gpu_loop.sh`` runs both ways)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(timed.student) + 1, thread_name_prefix="compile") as pool:
+        warm = [pool.submit(launch) for launch in timed.student.values()]
+        counted = pool.submit(_timing_maps, state, result, list(timed.shape), device)
+        for future in warm:
+            future.result()
+        maps = counted.result()
+    torch.cuda.synchronize()
+    return maps
+
+
+def _roofline(state: VerdictState, dev: Device, result: CheckResult, device: str,
+              maps: dict[str, VisitMap] | None = None) -> dict | None:
     from tutor import roofline
 
-    maps = _timing_maps(state, result, result.timing_shape, device)
+    if maps is None:
+        maps = _timing_maps(state, result, result.timing_shape, device)
     if not maps:
         return None
     ms = sdpa = peaks = None
