@@ -180,8 +180,8 @@ def _roofline(state: VerdictState, dev: Device, result: CheckResult, device: str
 
     if maps is None:
         maps = _timing_maps(state, result, result.timing_shape, device)
-    if not maps:
-        return None
+    if not maps or not any(m.visited_blocks for m in maps.values()):
+        return None  # no visit map recorded (the diagnosis says so): nothing to count
     ms = sdpa = peaks = None
     if not dev.interpreter:  # the interpreter's milliseconds are not a device's rate
         ms = {"full": result.full_ms, "causal": result.causal_ms}
