@@ -227,6 +227,24 @@ class ProgressStore:
         state = self._update(change)
         return CheckRecord(drill=meta.id, progress=_copy(state.drills[meta.id]), newly_unlocked=list(newly))
 
+    def record_performance(self, result: CheckResult) -> DrillProgress:
+        """The performance phase of the check just recorded by :meth:`record_check`
+        completed: its speed-up goes into that attempt and the drill's best.  Not
+        an attempt of its own."""
+        speedup = _finite(result.headline_speedup) if result.error is None else None
+
+        def change(state: _State) -> None:
+            progress = state.drills.get(result.drill)
+            if progress is None or not progress.history or speedup is None:
+                return
+            progress.history[-1].speedup = speedup
+            if progress.history[-1].passed:
+                best = progress.best_speedup
+                progress.best_speedup = speedup if best is None else max(best, speedup)
+
+        state = self._update(change)
+        return _copy(state.drills.get(result.drill, DrillProgress()))
+
     def set_status(self, drill_id: str, status: str) -> None:
         """Set a drill's status directly (a paper drill's quiz decides it)."""
         if status not in STATUSES:
