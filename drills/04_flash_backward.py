@@ -26,7 +26,7 @@ paper, section 3.1.2):
     dQ = dS K / sqrt(d)  dK = dS^T Q / sqrt(d)
 
 The launchers the tutor calls are documented at the end of the file.  The
-tutor runs *your* ``attention_forward`` to get O and lse (it checks them too:
+tutor runs *your* ``attention_forward`` to get O and lse (it checks O too:
 leave the forward as it is) and compares dQ, dK and dV with torch autograd in
 float64.  Check your work with ``flashtutor check 04`` or by saving the file
 while ``flashtutor launch`` runs; as shipped it prints FAILED.
