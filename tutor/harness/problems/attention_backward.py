@@ -313,10 +313,16 @@ def _one_query_block(contrib: torch.Tensor, student: torch.Tensor, kv_visits: to
     last = torch.where(visited, index, torch.full_like(index, -1)).amax(-1).clamp(min=0)  # (bh, key blocks)
     first = torch.where(visited, index, torch.full_like(index, n_i)).amin(-1).clamp(max=n_i - 1)
     key_block = torch.arange(seq, device=visited.device) // block_n
+    # only key blocks whose loop visited several query blocks can tell one share from the sum
+    several = (visited.sum(-1) >= 2)[:, key_block]  # (bh, N)
+    if not bool(several.any()):
+        return None
+    summed = (contrib * visited.permute(2, 0, 1)[:, :, key_block, None]).sum(0)  # over the visited blocks
+    mine = _bh(student).to(torch.float64)[several]
     for which, pick in (("last", last), ("first", first)):
         chosen = pick[:, key_block]  # (bh, N)
         gathered = contrib.gather(0, chosen[None, :, :, None].expand(1, -1, -1, contrib.shape[-1]))[0]
-        if _fits(_bh(student), gathered, tolerance) and not _fits(contrib.sum(0), gathered, tolerance):
+        if _fits(mine, gathered[several], tolerance) and not _fits(summed[several], gathered[several], tolerance):
             return which
     return None
 
