@@ -218,11 +218,12 @@ def test_json_of_a_file_that_cannot_run_has_the_error():
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """A workspace whose drill 01 is solved and drill 02 is as shipped."""
+    """A workspace whose drill 01 is solved and drills 02 and 04 are as shipped."""
     drills = tmp_path / "drills"
     drills.mkdir()
     shutil.copyfile(shipped_solution("01"), drills / get_drill("01").file)
     shutil.copyfile(shipped_drill("02"), drills / get_drill("02").file)
+    shutil.copyfile(shipped_drill("04"), drills / get_drill("04").file)
     return tmp_path
 
 
@@ -231,12 +232,12 @@ def test_all_checks_every_drill(workspace: Path):
     env = {"FLASHTUTOR_WORKSPACE": str(workspace)}
     report = run_cli("check", "--all", "--no-timing", env=env)
     assert report.returncode == EXIT_FAILED, output(report)  # the worst of the drills: 02 fails
-    assert re.findall(r"^result        : (\w+)$", report.stdout, re.M) == ["PASSED", "FAILED"]
+    assert re.findall(r"^result        : (\w+)$", report.stdout, re.M) == ["PASSED", "FAILED", "FAILED"]
     assert f"01 Causal masking ({workspace / 'drills' / get_drill('01').file})" in report.stdout
     assert "03 " + get_drill("03").title + ": a paper drill" in report.stdout
     as_json = run_cli("check", "--all", "--no-timing", "--json", env=env)
     objects = [json.loads(line) for line in as_json.stdout.splitlines() if line.strip()]
-    assert [(o["drill"], o["passed"]) for o in objects] == [("01", True), ("02", False)]
+    assert [(o["drill"], o["passed"]) for o in objects] == [("01", True), ("02", False), ("04", False)]
     for run in (report, as_json):
         assert_clean(run)
 
