@@ -474,16 +474,20 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
         codes.update(generic)
 
     failing = any(not x.case.passed for x in launches)
+    per_loop: dict[str, list[str]] = {}  # code -> what each loop's map says
     for m in maps:
+        what = m.label.split(":")[0]
         if m.visited_blocks == 0:
-            say("no-visits-recorded", f" ({m.label.split(':')[0]}.)")
+            per_loop.setdefault("no-visits-recorded", []).append(what)
         elif "causal" in drill.modes and m.ideal_blocks < m.total_blocks:
-            what = m.label.split(":")[0]
             if m.visited_blocks == m.total_blocks:
-                say("all-blocks-visited" if failing else "causal-bound-open",
-                    f" ({what}: {m.visited_blocks}/{m.total_blocks} blocks visited; a causal kernel needs {m.ideal_blocks}.)")
+                per_loop.setdefault("all-blocks-visited" if failing else "causal-bound-open", []).append(
+                    f"{what}: {m.visited_blocks}/{m.total_blocks} blocks visited; a causal kernel needs {m.ideal_blocks}")
             elif m.visited_blocks > m.ideal_blocks:
-                say("extra-blocks", f" ({what}: {m.visited_blocks - m.ideal_blocks} blocks more than the {m.ideal_blocks} needed.)")
+                per_loop.setdefault("extra-blocks", []).append(
+                    f"{what}: {m.visited_blocks - m.ideal_blocks} blocks more than the {m.ideal_blocks} needed")
+    for code, details in per_loop.items():
+        say(code, f" ({'; '.join(details)}.)")
 
     found = []
     for code, detail in codes.items():
