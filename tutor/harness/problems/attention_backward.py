@@ -399,6 +399,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                 p = torch.where(visited, torch.exp(ref.s - ref.lse[..., None]), torch.zeros((), dtype=torch.float64))
                 if _fits(launch.grads["dv"], p.transpose(-1, -2) @ launch.do.to(torch.float64), tolerance):
                     return "causal-mask-missing", " (dV includes the keys after each row in the blocks the loop visited.)"
+        if not bad["dq"] and not bad["dk"]:
+            return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.)"
         return "dv-wrong", f" ({errs}.)"
 
     # dV is right, so P is: what remains is dS, D and the scales
