@@ -27,6 +27,8 @@ FILES = [
     ("01", "solutions/01_causal_mask_fast.py"),
     ("02", "drills/02_online_rescale.py"),
     ("02", "solutions/02_online_rescale_solution.py"),
+    ("04", "drills/04_flash_backward.py"),
+    ("04", "solutions/04_flash_backward_solution.py"),
 ]
 
 

@@ -26,9 +26,9 @@ async def test_the_list_shows_every_drill_with_a_status_mark_and_filters(tmp_pat
     app = offline_app(make_workspace(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         text = screen_text(app)
-        for line in ("· not started  01  Causal masking", "· not started  02", "· not started  03"):
+        for line in ("· not started  01  Causal masking", "· not started  02", "· not started  03", "· not started  04"):
             assert line in text
-        assert "0/3 drills passed" in text
+        assert "0/4 drills passed" in text
         table = app.screen.query_one(DrillTable)
         await pilot.press("j", "j")
         assert app.screen.selected_drill().id == "03"
@@ -37,7 +37,7 @@ async def test_the_list_shows_every_drill_with_a_status_mark_and_filters(tmp_pat
         await pilot.press("slash", *"causal", "enter")
         assert table.row_count == 1 and app.screen.selected_drill().id == "01"
         await pilot.press("escape")
-        assert table.row_count == 3
+        assert table.row_count == 4
 
 
 async def test_enter_opens_the_drill_and_a_result_shows_with_the_device(tmp_path):

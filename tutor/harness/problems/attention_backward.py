@@ -1,0 +1,561 @@
+"""Attention's backward pass (drill 04).
+
+The launcher contract (documented in ``drills/04_flash_backward.py`` and its TOML):
+
+* ``attention_forward(q, k, v, causal=False) -> (o, lse)`` — o fp16 like q;
+  lse fp32 (batch, heads, seq), the natural log of sum_j exp(q_i . k_j / sqrt(d));
+* ``attention_backward(q, k, v, o, lse, do, causal=False, dq=, dk=, dv=,
+  dkdv_visits=, dq_visits=) -> (dq, dk, dv)`` — writes into the given fp16
+  outputs (or returns its own); the visit tensors (int32, zeroed) get a 1 for
+  every block pair each loop visits: ``dkdv_visits[bh, key block, query block]``
+  and ``dq_visits[bh, query block, key block]``.
+
+Each correctness case runs the *student's* forward on fresh standard-normal
+fp16 q, k, v (so the pair is checked as a student would use it), checks its O
+against float64 (a changed forward is said, not blamed on the backward; lse goes
+from the student's forward to their backward as it is), then runs the backward with a fresh random dO into poisoned dQ, dK,
+dV buffers (with guard regions) and compares each gradient with torch autograd
+in float64.  The case's error is the largest of the three.
+
+The diagnosis is derived from what the gradients measurably are:
+
+* which of dQ, dK, dV are wrong, in which mode (full / causal);
+* dV = Pᵀ dO depends on nothing but P: dV right means P (its recomputation and
+  its mask) is right; dV wrong is explained only by a P that reproduces it
+  (from a tile maximum instead of lse, with a mixed-up scale, with the causal
+  mask missing on the pairs the recorded visits say were computed);
+* with dV right, the dQ error is fitted row by row as ``-δ_i · (P K)_i / √d``,
+  which is exactly what a wrong D_i does (dS = P ∘ (dP − D)): when the fit is
+  exact, the student's D is D + δ, and its value says whether D is zero or a
+  rowsum of the wrong tensors;
+* a gradient that is a constant multiple of the right one: the ratio says
+  whether it is the missing 1/√d;
+* dK or dV equal to the contribution of a single query block: not summed over
+  the dK/dV loop.
+
+Anything these do not explain is reported as which gradient is wrong, and
+where to look.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+
+from tutor.catalog import Drill
+from tutor.harness import launch as launching
+from tutor.harness.diagnose import matches
+from tutor.harness.problems import Correctness, TimedLaunches
+from tutor.harness.result import CaseResult, Diagnosis, VisitMap
+from tutor.harness.shapes import plan_for
+
+FORWARD = "attention_forward"
+BACKWARD = "attention_backward"
+GRADS = ("dq", "dk", "dv")
+LN2 = math.log(2.0)
+LOG2E = 1.0 / LN2
+
+
+# ------------------------------------------------------------------------------------
+# the float64 reference
+# ------------------------------------------------------------------------------------
+@dataclass
+class Reference:
+    s: torch.Tensor  # scaled scores, unmasked (bh..., N, N)
+    allowed: torch.Tensor  # (N, N) bool: may row r see key c
+    lse: torch.Tensor
+    p: torch.Tensor  # probabilities, 0 where not allowed
+    o: torch.Tensor
+    grads: dict[str, torch.Tensor]  # dq, dk, dv
+    ds: torch.Tensor
+
+
+def reference(q, k, v, do, causal: bool) -> Reference:
+    """O, lse, P and the gradients of O = softmax(q kᵀ/√d) v for upstream ``do``, in float64 autograd."""
+    q64, k64, v64 = (t.detach().to(torch.float64).requires_grad_() for t in (q, k, v))
+    seq, head_dim = q.shape[-2], q.shape[-1]
+    idx = torch.arange(seq, device=q.device)
+    allowed = (idx[:, None] >= idx[None, :]) if causal else torch.ones(seq, seq, dtype=torch.bool, device=q.device)
+    s = (q64 @ k64.transpose(-1, -2)) * head_dim**-0.5
+    masked = s.masked_fill(~allowed, float("-inf"))
+    lse = torch.logsumexp(masked, dim=-1)
+    p = torch.exp(masked - lse[..., None])
+    o = p @ v64
+    dq, dk, dv = torch.autograd.grad(o, (q64, k64, v64), do.to(torch.float64))
+    p, s = p.detach(), s.detach()
+    o = o.detach()
+    dp = do.to(torch.float64) @ v64.detach().transpose(-1, -2)
+    ds = p * (dp - (do.to(torch.float64) * o).sum(-1, keepdim=True))
+    return Reference(s=s, allowed=allowed, lse=lse.detach(), p=p, o=o, grads={"dq": dq, "dk": dk, "dv": dv}, ds=ds)
+
+
+# ------------------------------------------------------------------------------------
+# one launch
+# ------------------------------------------------------------------------------------
+@dataclass
+class BackwardLaunch:
+    case: CaseResult
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    do: torch.Tensor
+    o: torch.Tensor  # the student's forward output
+    lse: torch.Tensor
+    grads: dict[str, torch.Tensor]  # the student's dq, dk, dv (fp16)
+    ref: Reference
+    forward_ok: bool
+    forward_detail: str
+    per_grad_err: dict[str, float | None]
+    unwritten: dict[str, int]
+    nonfinite: dict[str, int]
+    out_of_bounds: dict[str, bool]
+    dkdv_visits: torch.Tensor
+    dq_visits: torch.Tensor
+
+
+def _check_tensor(name: str, value, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise launching.BadOutput(f"{name} is {type(value).__name__}, not a tensor")
+    if tuple(value.shape) != tuple(shape):
+        raise launching.BadOutput(f"{name} has shape {tuple(value.shape)}, expected {tuple(shape)}")
+    if value.dtype != dtype:
+        raise launching.BadOutput(f"{name} has dtype {value.dtype}, expected {dtype}")
+    return value
+
+
+def run_forward(module, q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    returned = getattr(module, FORWARD)(q, k, v, causal=causal)
+    if not isinstance(returned, (tuple, list)) or len(returned) != 2:
+        raise launching.BadOutput(f"{FORWARD}() must return (o, lse), not {type(returned).__name__}")
+    o = _check_tensor(f"{FORWARD}()'s o", returned[0], tuple(q.shape), torch.float16)
+    lse = _check_tensor(f"{FORWARD}()'s lse", returned[1], tuple(q.shape[:-1]), torch.float32)
+    return o, lse
+
+
+def run_backward(module, q, k, v, o, lse, do, causal: bool, block_m: int, block_n: int):
+    batch, heads, seq, _ = q.shape
+    device = str(q.device)
+    outs, guards = {}, {}
+    for name in GRADS:
+        outs[name], guards[name] = launching.poisoned_output(tuple(q.shape), device)
+    n_m, n_n = launching.visit_grid(seq, block_m, block_n)
+    dkdv_visits = torch.zeros((batch * heads, n_n, n_m), dtype=torch.int32, device=q.device)
+    dq_visits = torch.zeros((batch * heads, n_m, n_n), dtype=torch.int32, device=q.device)
+    returned = getattr(module, BACKWARD)(
+        q, k, v, o, lse, do, causal=causal, dq=outs["dq"], dk=outs["dk"], dv=outs["dv"],
+        dkdv_visits=dkdv_visits, dq_visits=dq_visits,
+    )
+    if q.is_cuda:
+        torch.cuda.synchronize()  # surface asynchronous faults here, inside the student's launch
+    if returned is not None:
+        if not isinstance(returned, (tuple, list)) or len(returned) != 3:
+            raise launching.BadOutput(f"{BACKWARD}() must return (dq, dk, dv) or None, not {type(returned).__name__}")
+        for name, value in zip(GRADS, returned, strict=True):
+            value = _check_tensor(f"{BACKWARD}()'s {name}", value, tuple(q.shape), torch.float16)
+            if value.data_ptr() != outs[name].data_ptr():
+                outs[name] = value  # the launcher made its own: checked without the poison guarantees
+    return outs, guards, dkdv_visits, dq_visits
+
+
+def launch_case(name, causal, module, q, k, v, do, tolerance, block_m, block_n) -> BackwardLaunch:
+    o, lse = run_forward(module, q, k, v, causal)
+    ref = reference(q, k, v, do, causal)
+    # O is checked; lse passes from the student's forward to their backward as it is (its
+    # convention is theirs: a consistent log2 lse is right too)
+    o_err = float((o.to(torch.float64) - ref.o).abs().nan_to_num(nan=float("inf")).max())
+    forward_ok = o_err <= tolerance
+    forward_detail = f" (O is off by up to {o_err:.3g})"
+    grads, guards, dkdv_visits, dq_visits = run_backward(module, q, k, v, o, lse, do, causal, block_m, block_n)
+    per_err, unwritten, nonfinite, oob = {}, {}, {}, {}
+    worst_row, worst = None, -1.0
+    for g in GRADS:
+        out = grads[g]
+        poisoned = out.view(torch.int16) == launching.POISON_BITS
+        unwritten[g] = int(poisoned.sum())
+        as64 = out.to(torch.float64)
+        nonfinite[g] = int((~torch.isfinite(as64) & ~poisoned).sum())
+        oob[g] = bool((guards[g] != launching.POISON_BITS).any()) if g in guards else False
+        error = (as64 - ref.grads[g]).abs().nan_to_num(nan=float("inf"))
+        per_err[g] = None if unwritten[g] or nonfinite[g] else float(error.max())
+        top = float(error.max())
+        if top > worst:
+            worst = top
+            worst_row = (int(error.argmax()) // out.shape[-1]) % out.shape[-2]
+    errors = list(per_err.values())
+    max_err = None if None in errors else max(errors)
+    case = CaseResult(
+        name=name,
+        causal=causal,
+        shape=list(q.shape),
+        max_abs_err=max_err,
+        passed=forward_ok and max_err is not None and max_err <= tolerance and not any(oob.values()),
+        nonfinite=sum(nonfinite.values()),
+        unwritten=sum(unwritten.values()),
+        wrote_out_of_bounds=any(oob.values()),
+        worst_row=worst_row,
+    )
+    return BackwardLaunch(
+        case=case, q=q, k=k, v=v, do=do, o=o, lse=lse, grads=grads, ref=ref,
+        forward_ok=forward_ok, forward_detail=forward_detail, per_grad_err=per_err,
+        unwritten=unwritten, nonfinite=nonfinite, out_of_bounds=oob,
+        dkdv_visits=dkdv_visits, dq_visits=dq_visits,
+    )
+
+
+# ------------------------------------------------------------------------------------
+# visit maps
+# ------------------------------------------------------------------------------------
+def needed(seq: int, block_m: int, block_n: int, i: int, j: int) -> bool:
+    """Does query block i hold a row that may see a key of key block j (causal)?"""
+    return j * block_n <= min((i + 1) * block_m, seq) - 1
+
+
+def visit_maps(launch: BackwardLaunch, seq: int, block_m: int, block_n: int, causal: bool) -> list[VisitMap]:
+    n_m, n_n = launching.visit_grid(seq, block_m, block_n)
+    dq_ideal = [[not causal or needed(seq, block_m, block_n, i, j) for j in range(n_n)] for i in range(n_m)]
+    kv_ideal = [[not causal or needed(seq, block_m, block_n, i, j) for i in range(n_m)] for j in range(n_n)]
+    return [
+        VisitMap(
+            block_m=block_m, block_n=block_n, seq=seq, heads=launch.dq_visits.shape[0],
+            counts=(launch.dq_visits != 0).sum(dim=0).cpu().tolist(), ideal=dq_ideal,
+            label="dQ loop: rows are query blocks, columns the key blocks each one visited",
+        ),
+        VisitMap(
+            block_m=block_n, block_n=block_m, seq=seq, heads=launch.dkdv_visits.shape[0],
+            counts=(launch.dkdv_visits != 0).sum(dim=0).cpu().tolist(), ideal=kv_ideal,
+            label="dK/dV loop: rows are key blocks, columns the query blocks each one visited",
+        ),
+    ]
+
+
+# ------------------------------------------------------------------------------------
+# diagnosis: what the gradients measurably are
+# ------------------------------------------------------------------------------------
+def _bh(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(-1, *t.shape[-2:])
+
+
+def _candidate_p(launch: BackwardLaunch, block_m: int, block_n: int) -> dict[str, torch.Tensor]:
+    """P as a kernel computes it with each known mistake in its recomputation, keyed by code/variant."""
+    ref = launch.ref
+    s, allowed, lse = ref.s, ref.allowed, ref.lse
+    seq = s.shape[-1]
+    lse_ = lse[..., None]
+
+    def keep(p, rule=allowed):
+        return torch.where(rule, p, torch.zeros((), dtype=p.dtype, device=p.device))
+
+    pad = -seq % block_n
+    # the maximum of each (row, key tile): over the tile as loaded (padded keys score 0,
+    # nothing masked yet), or over the pairs the row may see
+    raw = torch.cat([s, s.new_zeros(*s.shape[:-1], pad)], dim=-1) if pad else s
+    tiles = raw.shape[-1] // block_n
+    tile_max_raw = raw.unflatten(-1, (tiles, block_n)).amax(-1).repeat_interleave(block_n, -1)[..., :seq]
+    masked = s.masked_fill(~allowed, float("-inf"))
+    masked_pad = torch.cat([masked, masked.new_full((*s.shape[:-1], pad), float("-inf"))], -1) if pad else masked
+    tile_max_ok = masked_pad.unflatten(-1, (tiles, block_n)).amax(-1).repeat_interleave(block_n, -1)[..., :seq]
+    tile_max_ok = torch.where(torch.isfinite(tile_max_ok), tile_max_ok, torch.zeros_like(tile_max_ok))
+    row_max = masked.amax(-1, keepdim=True)
+    found: dict[str, torch.Tensor] = {}
+    for mask_name, rule in (("", allowed), ("/unmasked", torch.ones_like(allowed))):
+        if mask_name and not bool((~allowed).any()):
+            continue
+        for variant, tmax in (("tile-max", tile_max_raw), ("tile-max-valid", tile_max_ok)):
+            p = keep(torch.exp(s - tmax), rule)
+            found[f"p-not-from-lse/{variant}{mask_name}"] = p
+            tile_sum = torch.cat([p, p.new_zeros(*p.shape[:-1], pad)], -1) if pad else p
+            tile_sum = tile_sum.unflatten(-1, (tiles, block_n)).sum(-1).repeat_interleave(block_n, -1)[..., :seq]
+            found[f"p-not-from-lse/{variant}-softmax{mask_name}"] = torch.where(tile_sum > 0, p / tile_sum, p)
+        found[f"p-not-from-lse/row-max{mask_name}"] = keep(torch.exp(s - row_max), rule)
+        found[f"p-wrong-scale/exp2{mask_name}"] = keep(torch.exp2(s - lse_), rule)
+        found[f"p-wrong-scale/log2-units{mask_name}"] = keep(torch.exp(s - lse_ * LN2), rule)
+        found[f"p-wrong-scale/lse-log2{mask_name}"] = keep(torch.exp(s - lse_ * LOG2E), rule)
+        head_dim = launch.q.shape[-1]
+        found[f"p-wrong-scale/scale-twice{mask_name}"] = keep(torch.exp(s * head_dim**-0.5 - lse_), rule)
+        found[f"p-wrong-scale/unscaled{mask_name}"] = keep(torch.exp(s * head_dim**0.5 - lse_), rule)
+    return found
+
+
+def _visited_pairs(visits: torch.Tensor, seq: int, row_block: int, col_block: int) -> torch.Tensor:
+    """(bh, N, N) bool over (query row, key) from a visit record: was the pair's tile visited?
+    ``visits`` is indexed [bh, query block, key block]."""
+    rows = torch.arange(seq, device=visits.device) // row_block
+    cols = torch.arange(seq, device=visits.device) // col_block
+    return (visits != 0)[:, rows][:, :, cols]
+
+
+def _fits(student: torch.Tensor, candidate: torch.Tensor, tolerance: float) -> bool:
+    return matches(student.reshape(candidate.shape), candidate, tolerance)
+
+
+def _scale_ratio(student: torch.Tensor, expected: torch.Tensor, tolerance: float) -> float | None:
+    """c when ``student`` is c times ``expected`` (to within the tolerance), else None."""
+    s, e = student.to(torch.float64).flatten(), expected.flatten()
+    norm = float(e @ e)
+    if norm == 0.0:
+        return None
+    c = float(s @ e) / norm
+    return c if _fits(student, c * expected, tolerance) else None
+
+
+def _one_query_block(contrib: torch.Tensor, student: torch.Tensor, kv_visits: torch.Tensor, seq: int,
+                     block_m: int, block_n: int, tolerance: float) -> str | None:
+    """Is ``student`` (dK or dV) the contribution of a single query block to each key block:
+    the first or the last one its loop visited?  ``contrib``: (query blocks, bh, N, d)."""
+    visited = kv_visits != 0  # (bh, key blocks, query blocks)
+    if not bool(visited.any()):
+        return None
+    n_i = visited.shape[-1]
+    index = torch.arange(n_i, device=visited.device)
+    last = torch.where(visited, index, torch.full_like(index, -1)).amax(-1).clamp(min=0)  # (bh, key blocks)
+    first = torch.where(visited, index, torch.full_like(index, n_i)).amin(-1).clamp(max=n_i - 1)
+    key_block = torch.arange(seq, device=visited.device) // block_n
+    # only key blocks whose loop visited several query blocks can tell one share from the sum
+    several = (visited.sum(-1) >= 2)[:, key_block]  # (bh, N)
+    if not bool(several.any()):
+        return None
+    summed = (contrib * visited.permute(2, 0, 1)[:, :, key_block, None]).sum(0)  # over the visited blocks
+    mine = _bh(student).to(torch.float64)[several]
+    for which, pick in (("last", last), ("first", first)):
+        chosen = pick[:, key_block]  # (bh, N)
+        gathered = contrib.gather(0, chosen[None, :, :, None].expand(1, -1, -1, contrib.shape[-1]))[0]
+        if _fits(mine, gathered[several], tolerance) and not _fits(summed[several], gathered[several], tolerance):
+            return which
+    return None
+
+
+def _contributions(a: torch.Tensor, x: torch.Tensor, block_m: int) -> torch.Tensor:
+    """(query blocks, bh, N, d): each query block's share of aᵀ x (a: (bh, N_q, N_k), x: (bh, N_q, d))."""
+    seq = a.shape[-2]
+    parts = []
+    for start in range(0, seq, block_m):
+        parts.append(a[:, start : start + block_m].transpose(-1, -2) @ x[:, start : start + block_m])
+    return torch.stack(parts)
+
+
+D_CANDIDATES = {
+    "zero (missing)": lambda o, do: torch.zeros_like(o[..., 0]),
+    "rowsum(dO * dO)": lambda o, do: (do * do).sum(-1),
+    "rowsum(O * O)": lambda o, do: (o * o).sum(-1),
+    "rowsum(dO)": lambda o, do: do.sum(-1),
+    "rowsum(O)": lambda o, do: o.sum(-1),
+}
+
+
+def _fitted_d(launch: BackwardLaunch, tolerance: float) -> torch.Tensor | None:
+    """The D_i the student's dQ implies, when its error is exactly what a wrong D does.
+
+    dS = P ∘ (dP − D'), so dQ' − dQ = −(D' − D)_i · (P K)_i / √d row by row.  Fit
+    δ_i per row by least squares; when the fit leaves nothing beyond the tolerance,
+    the student's D is D + δ."""
+    ref = launch.ref
+    head_dim = launch.q.shape[-1]
+    g = (ref.p @ launch.k.to(torch.float64)) * head_dim**-0.5  # what one unit of D moves dQ by
+    err = launch.grads["dq"].to(torch.float64) - ref.grads["dq"]
+    norm = (g * g).sum(-1)
+    delta = -(err * g).sum(-1) / norm.clamp(min=1e-12)
+    if not _fits(launch.grads["dq"], ref.grads["dq"] - delta[..., None] * g, tolerance):
+        return None
+    d_ref = (launch.do.to(torch.float64) * ref.o).sum(-1)
+    return d_ref + delta
+
+
+def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int) -> tuple[str, str] | None:
+    """(code, detail) for a launch whose gradients are finite and written but wrong;
+    None when nothing specific is measured."""
+    ref, seq = launch.ref, launch.q.shape[-2]
+    bad = {g: (launch.per_grad_err[g] or 0.0) > tolerance for g in GRADS}
+    errs = "; ".join(f"{g[0]}{g[1].upper()} off by up to {launch.per_grad_err[g]:.3g}" for g in GRADS if bad[g])
+    do64 = _bh(launch.do.to(torch.float64))
+    q64 = _bh(launch.q.to(torch.float64))
+    head_dim = launch.q.shape[-1]
+
+    # dK/dV summed over the wrong loop: each key block holds a single query block's share
+    for g, a, x, scale in (("dv", ref.p, do64, 1.0), ("dk", ref.ds, q64, head_dim**-0.5)):
+        if bad[g]:
+            contrib = _contributions(_bh(a), x, block_m) * scale
+            which = _one_query_block(contrib, launch.grads[g], launch.dkdv_visits, seq, block_m, block_n, tolerance)
+            if which is not None:
+                return "dkdv-not-summed", f" ({g[0]}{g[1].upper()} of each key block is the share of the {which} query block its loop visited.)"
+
+    if bad["dv"]:
+        # dV = Pᵀ dO: only a different P explains it
+        for name, p in _candidate_p(launch, block_m, block_n).items():
+            if _fits(launch.grads["dv"], p.transpose(-1, -2) @ launch.do.to(torch.float64), tolerance):
+                variant = name.split("/", 1)[1]
+                return name.split("/")[0], f" (dV matches P computed as {variant}.)"
+        if launch.case.causal and bool(launch.dkdv_visits.any()):
+            # the causal mask missing: P = exp(s - lse) on every pair the dK/dV loop visited
+            visited = _visited_pairs(launch.dkdv_visits.transpose(-1, -2), seq, block_m, block_n)
+            visited = visited.reshape(*ref.s.shape[:-2], seq, seq)
+            missed = int((~visited & ref.allowed).sum())
+            if missed:
+                # the loop skipped pairs a row must see: a bound that cuts too early
+                return "dv-wrong", f" (the dK/dV loop skipped {missed} (row, key) pairs that a causal row must see: its bound cuts into the blocks it needs.)"
+            if bool((visited & ~ref.allowed).any()):
+                p = torch.where(visited, torch.exp(ref.s - ref.lse[..., None]), torch.zeros((), dtype=torch.float64))
+                if _fits(launch.grads["dv"], p.transpose(-1, -2) @ launch.do.to(torch.float64), tolerance):
+                    return "causal-mask-missing", " (dV includes the keys after each row in the blocks the loop visited.)"
+        if not bad["dq"] and not bad["dk"]:
+            return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.)"
+        return "dv-wrong", f" ({errs}.)"
+
+    # dV is right, so P is: what remains is dS, D and the scales
+    for g, code in (("dq", "dq-scale-missing"), ("dk", "dk-scale-missing")):
+        other = "dk" if g == "dq" else "dq"
+        if bad[g] and not bad[other]:
+            c = _scale_ratio(launch.grads[g], ref.grads[g], tolerance)
+            if c is not None:
+                if abs(c * head_dim**-0.5 - 1) < 0.02:
+                    return code, f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one: sqrt(head_dim) = {head_dim**0.5:.3g}.)"
+                return f"{g}-wrong", f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one.)"
+    if bad["dq"] and bad["dk"]:
+        d_student = _fitted_d(launch, tolerance)
+        if d_student is not None:
+            o64, dof = launch.o.to(torch.float64), launch.do.to(torch.float64)
+            for name, make in D_CANDIDATES.items():
+                cand = make(o64, dof)
+                if bool(((d_student - cand).abs() <= 0.05 + 0.02 * cand.abs()).all()):
+                    code = "d-missing" if name.startswith("zero") else "d-wrong-tensors"
+                    return code, f" (measured from dQ: your D is {name}, not rowsum(dO * O).)"
+            return "d-wrong", " (dQ's error is, row by row, exactly what a wrong D_i gives.)"
+        return "ds-wrong", f" ({errs}; dV is right.)"
+    if bad["dq"]:
+        return "dq-wrong", f" ({errs}; dK and dV are right.)"
+    if bad["dk"]:
+        return "dk-wrong", f" ({errs}; dQ and dV are right.)"
+    return None
+
+
+GENERIC = {"dv-wrong", "dq-wrong", "dk-wrong", "ds-wrong"}
+
+
+def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int, block_n: int) -> list[Diagnosis]:
+    codes: dict[str, str] = {}
+    generic: dict[str, str] = {}
+
+    def say(code: str, detail: str = "") -> None:
+        (generic if code in GENERIC else codes).setdefault(code, detail)
+
+    tolerance = drill.tolerance
+    passed_modes = {(x.case.name, x.case.causal) for x in launches if x.case.passed}
+    for launch in launches:
+        case = launch.case
+        if case.passed:
+            continue
+        where = f" (seen on the {case.name} shape, seq={case.shape[2]}, {'causal' if case.causal else 'full'})"
+        if not launch.forward_ok:
+            say("forward-changed", launch.forward_detail + where + ".")
+            continue
+        if case.unwritten:
+            which = ", ".join(f"{g}: {n}" for g, n in launch.unwritten.items() if n)
+            say("unwritten-output", f" ({which} elements never written){where}.")
+        if case.wrote_out_of_bounds:
+            which = ", ".join(g for g, o in launch.out_of_bounds.items() if o)
+            say("store-out-of-bounds", f" ({which}){where}.")
+        if case.nonfinite:
+            which = ", ".join(f"{g}: {n}" for g, n in launch.nonfinite.items() if n)
+            say("nan-in-output", f" ({which} elements){where}.")
+        if case.unwritten or case.nonfinite or case.wrote_out_of_bounds:
+            continue
+        found = explain(launch, tolerance, block_m, block_n)
+        if found is None:
+            continue
+        code, detail = found
+        if code in GENERIC:
+            other_mode = (case.name, not case.causal)
+            if case.causal and other_mode in passed_modes:
+                code, detail = "causal-only-wrong", detail
+            elif not case.causal and other_mode in passed_modes:
+                code = "full-broken"
+        say(code, detail + where)
+    if not codes:
+        codes.update(generic)
+
+    failing = any(not x.case.passed for x in launches)
+    per_loop: dict[str, list[str]] = {}  # code -> what each loop's map says
+    for m in maps:
+        what = m.label.split(":")[0]
+        if m.visited_blocks == 0:
+            per_loop.setdefault("no-visits-recorded", []).append(what)
+        elif "causal" in drill.modes and m.ideal_blocks < m.total_blocks:
+            if m.visited_blocks == m.total_blocks:
+                per_loop.setdefault("all-blocks-visited" if failing else "causal-bound-open", []).append(
+                    f"{what}: {m.visited_blocks}/{m.total_blocks} blocks visited; a causal kernel needs {m.ideal_blocks}")
+            elif m.visited_blocks > m.ideal_blocks:
+                per_loop.setdefault("extra-blocks", []).append(
+                    f"{what}: {m.visited_blocks - m.ideal_blocks} blocks more than the {m.ideal_blocks} needed")
+    for code, details in per_loop.items():
+        say(code, f" ({'; '.join(details)}.)")
+
+    found = []
+    for code, detail in codes.items():
+        text = drill.diagnosis_text(code)
+        found.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
+    order = {"error": 0, "finding": 1, "info": 2}
+    return sorted(found, key=lambda d: order.get(d.severity, 3))
+
+
+# ------------------------------------------------------------------------------------
+# the problem interface
+# ------------------------------------------------------------------------------------
+def random_case(shape, device: str, generator: torch.Generator):
+    """Fresh standard-normal fp16 q, k, v and dO."""
+    return tuple(torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16) for _ in range(4))
+
+
+def check_correctness(
+    drill: Drill,
+    module,
+    interpreter: bool,
+    device: str,
+    generator: torch.Generator,
+    shape: tuple[int, int, int, int] | None = None,
+) -> Correctness:
+    for name in (FORWARD, BACKWARD):
+        if not callable(getattr(module, name, None)):
+            raise launching.BadOutput(f"the drill file defines no {name}() launcher for the tutor to call")
+    plan = plan_for(interpreter)
+    if shape is not None:
+        plan = dataclasses.replace(plan, default=tuple(shape))
+    block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
+    modes = [mode == "causal" for mode in drill.modes] or [False]
+    launches: list[BackwardLaunch] = []
+    maps: list[VisitMap] = []
+    for name, case_shape in plan.cases():
+        q, k, v, do = random_case(case_shape, device, generator)
+        for causal in modes:
+            launch = launch_case(name, causal, module, q, k, v, do, drill.tolerance, block_m, block_n)
+            launches.append(launch)
+            # the maps come from the default shape's causal launch (or its only launch)
+            if name == "default" and (causal or len(modes) == 1):
+                maps = visit_maps(launch, case_shape[2], block_m, block_n, causal)
+    return Correctness(
+        cases=[x.case for x in launches],
+        shape=list(plan.default),
+        visits=maps,
+        diagnosis=diagnose(drill, launches, maps, block_m, block_n),
+    )
+
+
+def timing_launches(drill: Drill, module, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
+    """The backward alone (the forward's O and lse computed once, outside the timed call),
+    against torch's SDPA backward on the same inputs."""
+    shape = plan_for(interpreter).timing
+    q, k, v, do = random_case(shape, device, generator)
+    outs = [torch.empty_like(q) for _ in GRADS]
+    student, baseline = {}, {}
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    for mode in drill.modes or ("full",):
+        causal = mode == "causal"
+        o, lse = run_forward(module, q, k, v, causal)
+        student[mode] = lambda o=o, lse=lse, causal=causal: getattr(module, BACKWARD)(
+            q, k, v, o, lse, do, causal=causal, dq=outs[0], dk=outs[1], dv=outs[2])
+        if not interpreter:
+            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+            out = sdpa(*leaves, is_causal=causal)
+            baseline[mode] = lambda out=out, leaves=leaves: torch.autograd.grad(out, leaves, do, retain_graph=True)
+    return TimedLaunches(shape=list(shape), student=student, baseline=baseline)
