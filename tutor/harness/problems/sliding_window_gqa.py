@@ -300,7 +300,8 @@ def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m
             if width == seq + window:  # no far-side mask at all
                 binds = (floor > 0) & (floor < (torch.arange(seq, device=weights.device) - window + 1))
                 code = "far-block-unmasked" if binds.any() else "window-unmasked"
-                h, r = map(int, too_old.any(dim=-1).nonzero()[0])
+                example = too_old.any(dim=-1) & (binds if binds.any() else True)
+                h, r = map(int, example.nonzero()[0])
                 findings.append(WindowFinding(code, f" Row {r} sees keys {int(first_seen[h, r])}..{r}; "
                                               f"its window is keys {r - window + 1}..{r}."))
             else:
@@ -375,7 +376,7 @@ def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: s
                          f"(past the last one), not {_head(should, case, kv=True)}")
     more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
     return (f" Measured by changing one K/V head at a time: {'; '.join(parts)}{more}"
-            f" ({case.heads} query heads, {case.heads_kv} K/V heads; {where[2:-1]}).")
+            f" ({case.heads} query heads, {case.heads_kv} K/V head{'s' if case.heads_kv > 1 else ''}; {where[2:-1]}).")
 
 
 def diagnose(
