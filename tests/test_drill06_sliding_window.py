@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_harness import check_one, shipped_drill, shipped_solution
+from helpers_harness import shipped_drill, shipped_solution
 
 from tutor import mistakes
 from tutor.catalog import get_drill
@@ -121,9 +121,22 @@ def test_every_code_the_module_can_say_has_words_and_every_hint_code_exists():
 
 # -- the real harness, in worker processes ------------------------------------------------------
 
+# The shipped drill and the solution go through run_check (the harness's whole
+# check, as the worker runs it) in this process: tests/test_drills.py checks
+# the solution in a worker too, so the worker start-up is paid once.
+
+@pytest.fixture(scope="module")
+def device():
+    return select_device("auto")
+
+
+def check_here(path: Path, device, seed: int):
+    return run_check(CheckJob(drill="06", file=str(path), timing=False, seed=seed), device)
+
+
 @pytest.mark.slow
-def test_shipped_drill_06_fails_with_its_todos_and_finite_plausible_numbers():
-    result = check_one(shipped_drill("06"), "06", seed=1)
+def test_shipped_drill_06_fails_with_its_todos_and_finite_plausible_numbers(device):
+    result = check_here(shipped_drill("06"), device, seed=1)
     assert result.error is None and not result.passed
     # TODO 1 (wrong K/V head), TODO 3 (no far side) and TODO 2 (both bounds open)
     assert result.codes == ["wrong-kv-head", "window-unmasked", "lower-bound-open", "upper-bound-open"]
@@ -140,8 +153,8 @@ def test_shipped_drill_06_fails_with_its_todos_and_finite_plausible_numbers():
 
 
 @pytest.mark.slow
-def test_the_solution_passes_and_visits_exactly_the_window_blocks():
-    result = check_one(shipped_solution("06"), "06", seed=2)
+def test_the_solution_passes_and_visits_exactly_the_window_blocks(device):
+    result = check_here(shipped_solution("06"), device, seed=2)
     assert result.error is None and result.passed and result.solved, result.codes
     assert result.diagnosis == []
     assert {c.name for c in result.cases} == {c.name for c in swa.CPU_CASES}
@@ -160,17 +173,12 @@ def test_the_solution_passes_and_visits_exactly_the_window_blocks():
 
 # -- every student-like kernel, through run_check in this process --------------------------------
 
-@pytest.fixture(scope="module")
-def device():
-    return select_device("auto")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
 def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
     path = tmp_path / f"{entry.stem}.py"
     path.write_text(entry.text(DRILL), encoding="utf-8")
-    result = run_check(CheckJob(drill="06", file=str(path), timing=False, seed=3), device)
+    result = check_here(path, device, seed=3)
     assert result.error is None, result.error
     assert result.passed == entry.passes, (entry.name, result.codes, [(c.name, c.max_abs_err) for c in result.cases])
     assert tuple(d.code for d in result.diagnosis if d.severity in ("error", "finding")) == entry.codes
