@@ -300,10 +300,15 @@ def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m
             if width == seq + window:  # no far-side mask at all
                 binds = (floor > 0) & (floor < (torch.arange(seq, device=weights.device) - window + 1))
                 code = "far-block-unmasked" if binds.any() else "window-unmasked"
-                example = too_old.any(dim=-1) & (binds if binds.any() else True)
-                h, r = map(int, example.nonzero()[0])
-                findings.append(WindowFinding(code, f" Row {r} sees keys {int(first_seen[h, r])}..{r}; "
-                                              f"its window is keys {r - window + 1}..{r}."))
+                # the row that puts the most weight before its window is the example
+                outside = torch.where(too_old, weights, 0.0).sum(dim=-1)
+                if binds.any():
+                    outside = torch.where(binds, outside, -1.0)
+                h, r = divmod(int(outside.argmax()), seq)
+                findings.append(WindowFinding(code, f" Row {r} sees keys {int(first_seen[h, r])}..{r} and puts "
+                                              f"{float(outside[h, r]):.2f} of its weight on keys "
+                                              f"{int(first_seen[h, r])}..{r - window}, before its window "
+                                              f"(keys {r - window + 1}..{r})."))
             else:
                 ref_lo = (torch.arange(seq, device=weights.device) - window + 1).clamp(min=0)
                 h, r = map(int, (usable & (first_seen != ref_lo)).nonzero()[0])
@@ -514,8 +519,11 @@ def timing_launches(drill: Drill, module, interpreter: bool, device: str, genera
     out = torch.empty_like(q)
     mask = window_mask(case.seq, case.window, q.device)
     sdpa = torch.nn.functional.scaled_dot_product_attention
+    # SDPA's fused kernels take a dense mask only without GQA: give it K/V
+    # expanded to every query head once, outside the timing
+    k_all, v_all = (t.repeat_interleave(case.group, dim=1) for t in (k, v))
     return TimedLaunches(
         shape=[case.batch, case.heads, case.seq, case.head_dim],
         student={"full": lambda: module.attention(q, k, v, case.window, out=out)},
-        baseline={"full": lambda: sdpa(q, k, v, attn_mask=mask, enable_gqa=True)},
+        baseline={"full": lambda: sdpa(q, k_all, v_all, attn_mask=mask)},
     )
