@@ -113,7 +113,10 @@ def test_the_mistake_entries_apply_and_name_codes_the_drill_has_words_for(tmp_pa
 def test_every_code_the_module_can_say_has_words_and_every_hint_code_exists():
     source = Path(swa.__file__).read_text(encoding="utf-8")
     said = set(re.findall(r'say\("([a-z0-9-]+)"', source)) | set(re.findall(r'WindowFinding\("([a-z0-9-]+)"', source))
-    said |= set(re.findall(r'findings\["([a-z0-9-]+)"\]', source)) | set(re.findall(r'"(far-block-unmasked|window-unmasked)"', source))
+    said |= set(re.findall(r'findings\["([a-z0-9-]+)"\]', source))
+    for pair in re.findall(r'code = "([a-z0-9-]+)" if .* else "([a-z0-9-]+)"', source):
+        said |= set(pair)
+    assert {"far-block-unmasked", "window-unmasked", "window-off-by-one", "window-size-wrong"} <= said
     assert said <= set(DRILL.diagnoses), said - set(DRILL.diagnoses)
     for hint in DRILL.hints:
         assert set(hint.unlock_codes) <= set(DRILL.diagnoses), hint.title

@@ -224,6 +224,9 @@ def weight_readout(module, case: Case, device: str, generator: torch.Generator) 
     (1, n_m, n_n) of the last read-out launch."""
     case = plain = dataclasses.replace(case, q_scale=1.0, batch=1, heads=1, heads_kv=1)
     q, k, _ = random_inputs(plain, device, generator)
+    # small scores (std ~0.1): every key the kernel lets in gets a weight far
+    # from fp16's underflow, even under a wrong softmax temperature
+    q = (q.float() * 0.1).half()
     d, seq = case.head_dim, case.seq
     weights = torch.zeros((case.batch * case.heads, seq, seq), dtype=torch.float64, device=device)
     visits = None
@@ -291,14 +294,18 @@ def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m
     too_old = seen & ~allowed & (cols <= rows)
     missed = ~seen & allowed & finite[..., None]
     if too_old.any() or missed.any():
-        names = {window + 1: "wider", window - 1: "narrower"}
-        # hypotheses: no far-side mask at all; a window one key wider; one narrower
-        for width in (seq + window, window + 1, window - 1):
-            plausible = bool(too_old.any()) if width > window else not bool(too_old.any())
-            if width < 1 or not plausible or bool(holes.any()) or not bool((first_seen == predicted(width))[usable].all()):
+        # hypotheses: no far-side mask at all, or the window the rows measure
+        candidates = [seq + window] if too_old.any() else []
+        arange = torch.arange(seq, device=weights.device)
+        measurable = usable & (first_seen > floor) & (first_seen > 0)
+        widths = (arange - first_seen + 1)[measurable].unique().tolist()
+        if len(widths) == 1 and widths[0] != window:
+            candidates.append(int(widths[0]))
+        for width in candidates:
+            if bool(holes.any()) or not bool((first_seen == predicted(width))[usable].all()):
                 continue
             if width == seq + window:  # no far-side mask at all
-                binds = (floor > 0) & (floor < (torch.arange(seq, device=weights.device) - window + 1))
+                binds = (floor > 0) & (floor < (arange - window + 1))
                 code = "far-block-unmasked" if binds.any() else "window-unmasked"
                 # the row that puts the most weight before its window is the example
                 outside = torch.where(too_old, weights, 0.0).sum(dim=-1)
@@ -310,15 +317,16 @@ def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m
                                               f"{int(first_seen[h, r])}..{r - window}, before its window "
                                               f"(keys {r - window + 1}..{r})."))
             else:
-                ref_lo = (torch.arange(seq, device=weights.device) - window + 1).clamp(min=0)
-                h, r = map(int, (usable & (first_seen != ref_lo)).nonzero()[0])
-                findings.append(WindowFinding("window-off-by-one", f" The measured window is {width} keys, one "
-                                              f"{names[width]} than WINDOW = {window}: row {r} sees "
-                                              f"keys {int(first_seen[h, r])}..{r}, not {r - window + 1}..{r}."))
+                h, r = map(int, (measurable & (first_seen == arange - width + 1)).nonzero()[-1])
+                code = "window-off-by-one" if abs(width - window) == 1 else "window-size-wrong"
+                what = f"one {'wider' if width > window else 'narrower'} than" if code == "window-off-by-one" else "not"
+                findings.append(WindowFinding(code, f" The measured window is {width} keys, {what} WINDOW = "
+                                              f"{window}: row {r} sees keys {int(first_seen[h, r])}..{r}, not "
+                                              f"{r - window + 1}..{r}."))
             break
         else:
             if too_old.any():
-                h, r = map(int, too_old.any(dim=-1).nonzero()[0])
+                h, r = divmod(int(torch.where(too_old, weights, 0.0).sum(dim=-1).argmax()), seq)
                 keys = too_old[h, r].nonzero().flatten().tolist()
                 findings.append(WindowFinding("weight-outside-window", f" Row {r} puts "
                                               f"{float(weights[h, r, keys].sum()):.2f} of its weight on {_span(keys)}, "
@@ -333,16 +341,27 @@ def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m
                 own = " - its own key among them" if r in keys else ""
                 findings.append(WindowFinding("window-keys-missed", f" Row {r} gives no weight to "
                                               f"{_span(keys)} of its window{own}{why}."))
+    nan_rows = (~finite).any(dim=0).nonzero().flatten().tolist()
+    if findings and nan_rows:
+        rows = f"row {nan_rows[0]} keeps" if len(nan_rows) == 1 else f"rows {nan_rows[0]}..{nan_rows[-1]} keep"
+        findings[0].detail = findings[0].detail[:-1] + f"; {rows} no key at all and so come out NaN (0/0)."
     return findings
 
 
-def empty_block_rows(visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> torch.Tensor:
-    """(batch*H, seq) bool: rows that see no key of the first K/V block visited for
-    their query block."""
-    first = first_visited_key(visits, block_m, block_n, case.seq)
-    rows = torch.arange(case.seq, device=visits.device)
-    first_key_of_row = (rows - case.window + 1).clamp(min=0)
-    return (first_key_of_row >= first + block_n) | (rows < first)
+def window_hits(visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two (batch*H, seq) bools from the visit map: does the first K/V block visited
+    for each row's query block hold a key of the row's window; does any visited one?"""
+    seq, window = case.seq, case.window
+    rows = torch.arange(seq, device=visits.device)
+    starts = torch.arange(visits.shape[-1], device=visits.device) * block_n
+    ends = (starts + block_n).clamp(max=seq) - 1
+    visited = visits[:, rows // block_m, :] != 0  # (heads, seq, n_n)
+    holds = (starts[None, :] <= rows[:, None]) & (ends[None, :] >= (rows - window + 1).clamp(min=0)[:, None])
+    hit = visited & holds[None]
+    index = torch.arange(visits.shape[-1], device=visits.device).expand_as(visited)
+    first = torch.where(visited, index, visits.shape[-1]).min(dim=-1).values  # (heads, seq)
+    first_hit = torch.gather(hit, -1, first.clamp(max=visits.shape[-1] - 1)[..., None])[..., 0] & visited.any(-1)
+    return first_hit, hit.any(dim=-1)
 
 
 # -- the diagnosis ---------------------------------------------------------------------------
@@ -424,8 +443,23 @@ def diagnose(
         rest = [one] if wrong else written
         rest = [x for x in rest if not (x is one and bad_heads <= set(wrong))]
 
-        # 2. NaN rows: the rows that see no key of their first visited block?
+        # 3. which keys does each row weigh?  Read out once, on the first case left
+        # unexplained: what it finds is a property of the kernel, said once
         readout: list[WindowFinding] | None = None
+        readout_nan: set[int] = set()
+
+        def read_out(one: Checked) -> list[WindowFinding]:
+            nonlocal readout, readout_nan
+            if readout is None:
+                weights, read_visits = weight_readout(module, one.case, device, generator)
+                readout = read_window(weights, read_visits, one.case, block_m, block_n)
+                readout_nan = set((~torch.isfinite(weights).all(dim=-1)).any(dim=0).nonzero().flatten().tolist())
+                for found in readout:
+                    say(found.code, found.detail[:-1] + _where(one) + ".")
+            return readout
+
+        # 2. NaN rows: the rows that see no key of their first visited block, or none at all?
+        unexplained_nan: list[tuple[Checked, torch.Tensor]] = []
         for one in rest:
             res, case = one.result, one.case
             nan_rows = ~torch.isfinite(one.launch.out.to(torch.float32)).all(dim=-1).flatten(0, 1)
@@ -435,26 +469,30 @@ def diagnose(
                 keep = torch.ones(nan_rows.shape[0], dtype=torch.bool, device=nan_rows.device)
             nan_rows = nan_rows[keep]  # NaN in a head that reads the wrong K/V head is said already
             if bool(nan_rows.any()):
-                predicted = empty_block_rows(one.launch.visits, case, block_m, block_n)[keep]
-                if bool((nan_rows == predicted).all()):
-                    r = int(predicted.any(dim=0).nonzero()[0])
+                first_hit, any_hit = (t[keep] for t in window_hits(one.launch.visits, case, block_m, block_n))
+                empty_first, no_key = any_hit & ~first_hit, ~any_hit
+                guard_missing = bool(empty_first.any()) and bool((nan_rows == (empty_first | no_key)).all())
+                if guard_missing:
+                    r = int(empty_first.any(dim=0).nonzero()[0])
                     say("nan-empty-block", f" Row {r} is the first such row: its window starts at key "
                         f"{max(r - case.window + 1, 0)}, after the first block visited for it{_where(one)}.")
-                else:
-                    rows = nan_rows.any(dim=0).nonzero().flatten().tolist()
-                    say("nan-in-output", f" {int(nan_rows.sum())} rows, between rows {rows[0]} and {rows[-1]}"
+                if bool(no_key.any()) and (guard_missing or bool((nan_rows == no_key).all())):
+                    h, r = map(int, no_key.nonzero()[0])
+                    say("window-keys-missed", f" Row {r} sees no key at all, so its output is 0/0 = NaN: the loop "
+                        f"visits no K/V block that holds a key of its window (keys {max(r - case.window + 1, 0)}..{r})"
                         f"{_where(one)}.")
-                continue
-            # 3. which keys does each row weigh?  Read out once, on the first case
-            # left unexplained with a finite output: what it finds is the kernel's
-            if readout is None:
-                weights, read_visits = weight_readout(module, case, device, generator)
-                readout = read_window(weights, read_visits, case, block_m, block_n)
-                for found in readout:
-                    say(found.code, found.detail[:-1] + _where(one) + ".")
-            if not readout and not wrong:
+                    continue
+                if guard_missing:
+                    continue
+                unexplained_nan.append((one, nan_rows))
+            if not read_out(one) and not wrong and not bool(nan_rows.any()):
                 worst = "" if res.worst_row is None else f" The largest error is at row {res.worst_row}"
                 say("wrong-output", f"{worst}{_where(one)}.")
+        for one, nan_rows in unexplained_nan:
+            rows = nan_rows.any(dim=0).nonzero().flatten().tolist()
+            if readout and set(rows) <= readout_nan:
+                continue  # the read-out's finding leaves these rows no key: said there
+            say("nan-in-output", f" {int(nan_rows.sum())} rows, between rows {rows[0]} and {rows[-1]}{_where(one)}.")
 
     findings: dict[str, str] = {}
     if visits is not None and visits.visited_blocks == 0:
