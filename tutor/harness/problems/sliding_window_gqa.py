@@ -305,12 +305,11 @@ def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m
             if bool(holes.any()) or not bool((first_seen == predicted(width))[usable].all()):
                 continue
             if width == seq + window:  # no far-side mask at all
-                binds = (floor > 0) & (floor < (arange - window + 1))
+                binds = usable & (floor > 0) & (floor < (arange - window + 1))
                 code = "far-block-unmasked" if binds.any() else "window-unmasked"
                 # the row that puts the most weight before its window is the example
                 outside = torch.where(too_old, weights, 0.0).sum(dim=-1)
-                if binds.any():
-                    outside = torch.where(binds, outside, -1.0)
+                outside = torch.where(binds if binds.any() else usable, outside, -1.0)
                 h, r = divmod(int(outside.argmax()), seq)
                 findings.append(WindowFinding(code, f" Row {r} sees keys {int(first_seen[h, r])}..{r} and puts "
                                               f"{float(outside[h, r]):.2f} of its weight on keys "
@@ -343,8 +342,8 @@ def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m
                                               f"{_span(keys)} of its window{own}{why}."))
     nan_rows = (~finite).any(dim=0).nonzero().flatten().tolist()
     if findings and nan_rows:
-        rows = f"row {nan_rows[0]} keeps" if len(nan_rows) == 1 else f"rows {nan_rows[0]}..{nan_rows[-1]} keep"
-        findings[0].detail = findings[0].detail[:-1] + f"; {rows} no key at all and so come out NaN (0/0)."
+        rows = f"row {nan_rows[0]}" if len(nan_rows) == 1 else f"rows {nan_rows[0]}..{nan_rows[-1]}"
+        findings[0].detail = findings[0].detail[:-1] + f"; {rows} come out NaN."
     return findings
 
 
