@@ -10,6 +10,7 @@ Every file the tests write goes under tmp_path.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -94,7 +95,15 @@ def test_the_cases_cover_what_the_issue_asks():
         assert any(c.seq % 64 == 1 for c in cases)  # a ragged last block of one row
         assert any(c.window >= c.seq for c in cases)  # the window covers everything
         assert any(c.window % 64 for c in cases)  # a window that is not a multiple of the block
-        assert any(c.q_scale * 8 > 88 for c in cases)  # scores of std ~q_scale: exp overflows fp32 unmasked
+        # hostile: some visible score is past log(FLT_MAX) ~ 88.7, so exp overflows fp32
+        # unless the running maximum is subtracted
+        hostile = [c for c in cases if c.q_scale > 1]
+        assert hostile
+        for case in hostile:
+            q, k, _ = swa.random_inputs(dataclasses.replace(case, batch=1), "cpu", torch.Generator().manual_seed(0))
+            group = case.heads // case.heads_kv
+            scores = (q.double() @ k.double().repeat_interleave(group, 1).transpose(-1, -2)) / math.sqrt(case.head_dim)
+            assert float(scores.masked_fill(~swa.window_mask(case.seq, case.window), 0).max()) > 89
         assert all(c.heads % c.heads_kv == 0 for c in cases)
         # every wrong head mapping a student writes differs somewhere from the right one
         for wrong in (lambda h, c: h % c.heads_kv, lambda h, c: h // c.heads_kv, lambda h, c: h):
