@@ -106,7 +106,9 @@ def main() -> int:
           f"{'wall clock, 1 run after a warm-up' if interpreter else 'triton.testing.do_bench median'}")
     rows = []
     gen = torch.Generator().manual_seed(0)
-    for batch, seq, window, dim in shapes:
+
+    def measure(batch: int, seq: int, window: int, dim: int):
+        """Time the three on one shape; one (shape, visited, ideal, times, flops) row."""
         q = torch.randn(batch, heads, seq, dim, generator=gen).to(device, torch.float16)
         k, v = (torch.randn(batch, heads_kv, seq, dim, generator=gen).to(device, torch.float16) for _ in range(2))
         out = torch.empty_like(q)
@@ -129,7 +131,7 @@ def main() -> int:
                     return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
 
                 block_mask = create_block_mask(in_window, None, None, seq, seq, device=device)
-                flex = lambda: flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True)  # noqa: E731
+                flex = lambda: flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True)
                 diffs["flex"] = float((flex().float() - out.float()).abs().max())
                 times["flex"] = bench(flex)
             except Exception as exc:  # noqa: BLE001 - say why, keep going
@@ -143,10 +145,9 @@ def main() -> int:
             mask = (cols_i <= rows_i) & (cols_i > rows_i - window)
             group = heads // heads_kv
             k_rep, v_rep = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-            sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q, k_rep, v_rep, attn_mask=mask)  # noqa: E731
+            sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q, k_rep, v_rep, attn_mask=mask)
             diffs["sdpa"] = float((sdpa().float() - out.float()).abs().max())
             times["sdpa"] = bench(sdpa)
-            del k_rep, v_rep, mask
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory at 16k
             notes.append(f"sdpa skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
             if not interpreter:
@@ -158,7 +159,12 @@ def main() -> int:
                           for name, ms in times.items()))
         for note in notes:
             print("  " + note)
-        rows.append((shape, visited, ideal, times, useful))
+        return shape, visited, ideal, times, useful
+
+    for batch, seq, window, dim in shapes:
+        rows.append(measure(batch, seq, window, dim))
+        if not interpreter:
+            torch.cuda.empty_cache()
 
     harness_lines = []
     if not args.no_harness:

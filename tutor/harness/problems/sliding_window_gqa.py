@@ -476,7 +476,7 @@ def diagnose(
                     say("nan-empty-block", f" Row {r} is the first such row: its window starts at key "
                         f"{max(r - case.window + 1, 0)}, after the first block visited for it{_where(one)}.")
                 if bool(no_key.any()) and (guard_missing or bool((nan_rows == no_key).all())):
-                    h, r = map(int, no_key.nonzero()[0])
+                    _, r = map(int, no_key.nonzero()[0])
                     say("window-keys-missed", f" Row {r} sees no key at all, so its output is 0/0 = NaN: the loop "
                         f"visits no K/V block that holds a key of its window (keys {max(r - case.window + 1, 0)}..{r})"
                         f"{_where(one)}.")
