@@ -116,12 +116,26 @@ def guarded(t: torch.Tensor, margin: int) -> torch.Tensor:
     return view
 
 
-def run(module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> launching.Launch:
-    """One launch of the student's launcher into a poisoned output, visits recorded."""
+@dataclass
+class WindowLaunch(launching.Launch):
+    # visits recorded outside the visit map: at a block index below 0 (the loop
+    # started before key 0), or past the map's end (it ran past the sequence)
+    visits_before: bool = False
+    visits_after: bool = False
+
+
+def run(module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> WindowLaunch:
+    """One launch of the student's launcher into a poisoned output, visits recorded
+    into a map with zeroed margins on both sides (a loop that starts before key 0
+    records a visit at a negative index: it lands in the margin, not in memory
+    that is not the map's)."""
     batch, heads, seq, _ = q.shape
     out, guard = launching.poisoned_output(tuple(q.shape), str(q.device))
     n_m, n_n = launching.visit_grid(seq, module.BLOCK_M, module.BLOCK_N)
-    visits = torch.zeros((batch * heads, n_m, n_n), dtype=torch.int32, device=q.device)
+    size = batch * heads * n_m * n_n
+    margin = size + 1024
+    buffer = torch.zeros(margin + size + margin, dtype=torch.int32, device=q.device)
+    visits = buffer[margin:margin + size].view(batch * heads, n_m, n_n)
     returned = getattr(module, LAUNCHER)(q, k, v, window, out=out, visits=visits)
     if q.is_cuda:
         torch.cuda.synchronize()  # surface asynchronous faults here, inside the student's launch
@@ -134,7 +148,8 @@ def run(module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) 
         raise launching.BadOutput(f"{LAUNCHER}() returned dtype {result.dtype}, expected torch.float16")
     if result.data_ptr() != out.data_ptr():
         out = result
-    return launching.Launch(q=q, k=k, v=v, out=out, guard=guard, visits=visits)
+    return WindowLaunch(q=q, k=k, v=v, out=out, guard=guard, visits=visits,
+                        visits_before=bool(buffer[:margin].any()), visits_after=bool(buffer[margin + size:].any()))
 
 
 def window_mask(seq: int, window: int, device=None) -> torch.Tensor:
@@ -427,6 +442,18 @@ def diagnose(
             say("store-out-of-bounds", where + ".")
         if not (res.unwritten or res.wrote_out_of_bounds):
             written.append(one)  # the rest of an unwritten output is not worth reading
+
+    # 0. a loop that runs outside the sequence, read from the visit map's margins
+    strays = [c for c in checked if c.launch.visits_before or c.launch.visits_after]
+    for one in strays:
+        if one.launch.visits_before:
+            say("loop-before-key-0", f" A visit was recorded at a K/V block index below 0{_where(one)}.")
+        if one.launch.visits_after:
+            say("loop-past-the-end", f" A visit was recorded past the last K/V block{_where(one)}.")
+    if strays:
+        # what such a kernel outputs follows from loading keys that do not exist
+        # (NaN from the tutor's margins, or another head's keys): said above
+        written = []
 
     if written:
         # 1. which K/V head does each query head read?  Measured on the first failing case.
