@@ -102,6 +102,9 @@ def main() -> int:
 
     gpu = "CPU (Triton interpreter: relative only)" if interpreter else torch.cuda.get_device_name()
     print(f"device: {gpu}; torch {torch.__version__}; triton {triton.__version__}; python {platform.python_version()}")
+    if flex_attention is not None:
+        print("flex_attention: " + ("eager (not compiled) on the CPU: relative only" if interpreter
+                                    else "torch.compile(flex_attention, dynamic=False), block mask built untimed"))
     print(f"heads: {heads} query, {heads_kv} K/V; fp16; timing: "
           f"{'wall clock, 1 run after a warm-up' if interpreter else 'triton.testing.do_bench median'}")
     rows = []

@@ -25,7 +25,9 @@ The diagnosis is measured, never guessed:
 * NaN rows against the rows that see no key of the first block the kernel
   visited for them (an online-softmax update without the empty-row guard);
 * the visit map against the blocks the window needs: blocks wholly before a
-  query block's window or wholly after its last row were visited for nothing.
+  query block's window or wholly after its last row were visited for nothing;
+  the map has zeroed margins, so a loop that starts before key 0 (or runs past
+  the end) shows as a visit outside it.
 """
 
 from __future__ import annotations
