@@ -36,6 +36,7 @@ from tutor.harness.result import CaseResult, Diagnosis, VisitMap
 PROBLEMS: dict[str, str] = {
     "attention": "tutor.harness.problems.attention",
     "attention_backward": "tutor.harness.problems.attention_backward",
+    "sliding_window_gqa": "tutor.harness.problems.sliding_window_gqa",
 }
 
 

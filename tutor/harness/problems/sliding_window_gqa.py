@@ -1,0 +1,595 @@
+"""Sliding-window causal attention with grouped K/V heads (drill 06).
+
+The launcher contract: ``attention(q, k, v, window, out=None, visits=None)``
+with q of shape (batch, H, seq, head_dim) and k, v of shape (batch, H_KV, seq,
+head_dim), H a multiple of H_KV.  Row r of query head h sees keys
+``r - window + 1 .. r`` of K/V head ``h // (H // H_KV)``.
+
+Correctness runs five cases (:data:`CPU_CASES` / :data:`GPU_CASES`): a default
+one (GQA, a window that is not a multiple of the block, a ragged last block),
+a ragged one with one K/V head for all query heads, one shorter than a block,
+one whose window is longer than the sequence (plain causal attention) and a
+hostile one whose scores are large enough that exp overflows fp32 unless the
+running maximum is subtracted.  Inputs are fresh standard-normal fp16; the
+output is poisoned; k and v sit between NaN margins, so a kernel that reads a
+K/V head past the last one reads NaN instead of faulting.
+
+The diagnosis is measured, never guessed:
+
+* which K/V head each query head reads: re-run with one K/V head replaced by
+  fresh values and see which query heads' outputs move;
+* which keys each row gives weight to: re-run with one-hot values (key j's
+  value is the unit vector e_(j mod head_dim), one launch per head_dim keys),
+  so the output *is* the kernel's weight matrix; from it the effective window
+  (the first key each row sees) and weight after the row or keys missed;
+* NaN rows against the rows that see no key of the first block the kernel
+  visited for them (an online-softmax update without the empty-row guard);
+* the visit map against the blocks the window needs: blocks wholly before a
+  query block's window or wholly after its last row were visited for nothing;
+  the map has zeroed margins, so a loop that starts before key 0 (or runs past
+  the end) shows as a visit outside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from tutor.catalog import Drill
+from tutor.harness import launch as launching
+from tutor.harness.loader import LAUNCHER
+from tutor.harness.problems import Correctness, TimedLaunches
+from tutor.harness.problems.attention import evaluate
+from tutor.harness.result import CaseResult, Diagnosis, VisitMap
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    batch: int
+    heads: int
+    heads_kv: int
+    seq: int
+    head_dim: int
+    window: int
+    q_scale: float = 1.0  # > 1: hostile scores (q is scaled up)
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.heads_kv
+
+
+# Any wrong head mapping shows on some case: 4 query heads on 2 K/V heads
+# (h % 2 differs from h // 2 there), 6 on 3 (h // 3, h % 3 and h // 2 all
+# differ), and one K/V head for all (anything but 0 is past the last head).
+# Window 48 on 64-blocks: the last query block can skip a whole K/V block
+# before its window, and its first visited block is a boundary block with keys
+# too old for some of its rows.  CPU shapes are small: the interpreter is slow.
+CPU_CASES = (
+    Case("default", 1, 4, 2, 140, 64, 48),
+    Case("ragged", 1, 2, 1, 129, 64, 70),  # one K/V head for all (MQA); a last block of one row
+    Case("short", 1, 6, 3, 37, 64, 16),  # shorter than one block
+    Case("wide-window", 1, 2, 2, 100, 64, 128),  # window >= seq: plain causal attention
+    Case("hostile", 1, 2, 1, 150, 64, 80, q_scale=40.0),  # scores ~ +-100: exp overflows fp32 unless max is subtracted
+)
+GPU_CASES = (
+    Case("default", 2, 8, 2, 1000, 64, 300),
+    Case("ragged", 1, 2, 1, 129, 64, 70),
+    Case("short", 1, 6, 3, 37, 64, 16),
+    Case("wide-window", 1, 2, 2, 100, 64, 128),
+    Case("hostile", 1, 4, 2, 300, 64, 100, q_scale=40.0),
+)
+# timed: the window is a quarter of the sequence, 8 query heads per K/V head
+GPU_TIMING = Case("timing", 4, 32, 4, 4096, 64, 1024)
+
+
+def cases_for(interpreter: bool, shape: tuple[int, int, int, int] | None = None) -> tuple[Case, ...]:
+    cases = CPU_CASES if interpreter else GPU_CASES
+    if shape is None:
+        return cases
+    batch, heads, seq, head_dim = shape
+    base = cases[0]
+    heads_kv = base.heads_kv if heads % base.heads_kv == 0 else 1
+    default = dataclasses.replace(base, batch=batch, heads=heads, heads_kv=heads_kv, seq=seq, head_dim=head_dim)
+    return (default, *cases[1:])
+
+
+# -- inputs, launches, reference --------------------------------------------------------------
+
+def random_inputs(case: Case, device: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Fresh standard-normal fp16 q (scaled by the case's q_scale) and k, v; k and v
+    are views into buffers with NaN margins of q's size on both sides."""
+    def normal(*shape: int) -> torch.Tensor:
+        return torch.randn(shape, generator=generator, dtype=torch.float32)
+
+    q = (normal(case.batch, case.heads, case.seq, case.head_dim) * case.q_scale).to(device, torch.float16)
+    kv_shape = (case.batch, case.heads_kv, case.seq, case.head_dim)
+    return q, guarded(normal(*kv_shape).to(device, torch.float16), q.numel()), guarded(
+        normal(*kv_shape).to(device, torch.float16), q.numel())
+
+
+def guarded(t: torch.Tensor, margin: int) -> torch.Tensor:
+    """``t`` copied into the middle of a NaN-filled buffer ``margin`` elements wider on each side."""
+    buffer = torch.full((margin + t.numel() + margin,), float("nan"), dtype=t.dtype, device=t.device)
+    view = buffer[margin:margin + t.numel()].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+@dataclass
+class WindowLaunch(launching.Launch):
+    # visits recorded outside the visit map: at a block index below 0 (the loop
+    # started before key 0), or past the map's end (it ran past the sequence)
+    visits_before: bool = False
+    visits_after: bool = False
+
+
+def run(module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> WindowLaunch:
+    """One launch of the student's launcher into a poisoned output, visits recorded
+    into a map with zeroed margins on both sides (a loop that starts before key 0
+    records a visit at a negative index: it lands in the margin, not in memory
+    that is not the map's)."""
+    batch, heads, seq, _ = q.shape
+    out, guard = launching.poisoned_output(tuple(q.shape), str(q.device))
+    n_m, n_n = launching.visit_grid(seq, module.BLOCK_M, module.BLOCK_N)
+    size = batch * heads * n_m * n_n
+    margin = size + 1024
+    buffer = torch.zeros(margin + size + margin, dtype=torch.int32, device=q.device)
+    visits = buffer[margin:margin + size].view(batch * heads, n_m, n_n)
+    returned = getattr(module, LAUNCHER)(q, k, v, window, out=out, visits=visits)
+    if q.is_cuda:
+        torch.cuda.synchronize()  # surface asynchronous faults here, inside the student's launch
+    result = out if returned is None else returned
+    if not isinstance(result, torch.Tensor):
+        raise launching.BadOutput(f"{LAUNCHER}() returned {type(result).__name__}, not a tensor")
+    if tuple(result.shape) != tuple(q.shape):
+        raise launching.BadOutput(f"{LAUNCHER}() returned shape {tuple(result.shape)}, expected {tuple(q.shape)}")
+    if result.dtype != torch.float16:
+        raise launching.BadOutput(f"{LAUNCHER}() returned dtype {result.dtype}, expected torch.float16")
+    if result.data_ptr() != out.data_ptr():
+        out = result
+    return WindowLaunch(q=q, k=k, v=v, out=out, guard=guard, visits=visits,
+                        visits_before=bool(buffer[:margin].any()), visits_after=bool(buffer[margin + size:].any()))
+
+
+def window_mask(seq: int, window: int, device=None) -> torch.Tensor:
+    """(seq, seq) bool: may row r see key c?  r - window < c <= r."""
+    rows = torch.arange(seq, device=device)[:, None]
+    cols = torch.arange(seq, device=device)[None, :]
+    return (cols <= rows) & (cols > rows - window)
+
+
+def window_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
+    """Sliding-window causal GQA attention in float64."""
+    group = q.shape[1] // k.shape[1]
+    q, k, v = q.double(), k.double().repeat_interleave(group, dim=1), v.double().repeat_interleave(group, dim=1)
+    scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    scores = scores.masked_fill(~window_mask(q.shape[-2], window, q.device), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+# -- the visit map -----------------------------------------------------------------------------
+
+def needed_blocks(seq: int, window: int, block_m: int, block_n: int) -> list[tuple[int, int]]:
+    """For each query block, the first and last key block holding a key some row of
+    it may see.  The rows first..last see keys first - window + 1 .. last."""
+    spans = []
+    for first in range(0, seq, block_m):
+        last = min(first + block_m, seq) - 1
+        spans.append((max(first - window + 1, 0) // block_n, last // block_n))
+    return spans
+
+
+def ideal_visits(seq: int, window: int, block_m: int, block_n: int) -> list[list[bool]]:
+    n_n = launching.visit_grid(seq, block_m, block_n)[1]
+    return [[lo <= j <= hi for j in range(n_n)] for lo, hi in needed_blocks(seq, window, block_m, block_n)]
+
+
+def visit_map(visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> VisitMap:
+    return VisitMap(
+        block_m=block_m,
+        block_n=block_n,
+        seq=case.seq,
+        heads=visits.shape[0],
+        counts=(visits != 0).sum(dim=0).cpu().tolist(),
+        ideal=ideal_visits(case.seq, case.window, block_m, block_n),
+        label=f"sliding window of {case.window} keys",
+    )
+
+
+# -- measurements ----------------------------------------------------------------------------
+
+@dataclass
+class Checked:
+    case: Case
+    result: CaseResult
+    launch: launching.Launch
+    expected: torch.Tensor
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise: equal, NaN counting as equal to NaN."""
+    return (a == b) | (torch.isnan(a) & torch.isnan(b))
+
+
+def kv_heads_read(module, checked: Checked, generator: torch.Generator) -> list[set[int]]:
+    """For each query head (flattened batch*H), the K/V heads (flattened batch*H_KV)
+    its output depends on: one launch per K/V head with that head's k and v
+    replaced by fresh values."""
+    case, base = checked.case, checked.launch
+    q, k, v = base.q, base.k, base.v
+    out0 = base.out.to(torch.float32)
+    depends: list[set[int]] = [set() for _ in range(case.batch * case.heads)]
+    for flat in range(case.batch * case.heads_kv):
+        b, g = divmod(flat, case.heads_kv)
+        k2, v2 = guarded(k.clone(), q.numel()), guarded(v.clone(), q.numel())
+        fresh = torch.randn((2, case.seq, case.head_dim), generator=generator).to(q.device, torch.float16)
+        k2[b, g], v2[b, g] = fresh[0], fresh[1]
+        out = run(module, q, k2, v2, case.window).out.to(torch.float32)
+        moved = ~_same(out, out0).flatten(2).all(dim=-1)  # (batch, H)
+        for qflat in moved.flatten().nonzero().flatten().tolist():
+            depends[qflat].add(flat)
+    return depends
+
+
+def weight_readout(module, case: Case, device: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's attention weights, (1, seq, seq) in float64, read out through
+    one-hot values on fresh standard-normal q, k of one head (the window is the
+    same in every head; one head keeps the read-out cheap); and the visits
+    (1, n_m, n_n) of the last read-out launch."""
+    case = plain = dataclasses.replace(case, q_scale=1.0, batch=1, heads=1, heads_kv=1)
+    q, k, _ = random_inputs(plain, device, generator)
+    # small scores (std ~0.1): every key the kernel lets in gets a weight far
+    # from fp16's underflow, even under a wrong softmax temperature
+    q = (q.float() * 0.1).half()
+    d, seq = case.head_dim, case.seq
+    weights = torch.zeros((case.batch * case.heads, seq, seq), dtype=torch.float64, device=device)
+    visits = None
+    for first in range(0, seq, d):
+        keys = torch.arange(first, min(first + d, seq), device=device)
+        values = torch.zeros((seq, d), dtype=torch.float16, device=device)
+        values[keys, keys - first] = 1.0
+        v = guarded(values.expand(case.batch, case.heads_kv, seq, d).contiguous(), q.numel())
+        launched = run(module, q, k, v, case.window)
+        out = launched.out.to(torch.float64).reshape(case.batch * case.heads, seq, d)
+        weights[:, :, keys] = out[:, :, : len(keys)]
+        visits = launched.visits
+    assert visits is not None
+    return weights, visits
+
+
+def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int) -> torch.Tensor:
+    """(batch*H, seq): the first key of the first K/V block visited for each row's
+    query block (seq when none was)."""
+    heads, n_m, n_n = visits.shape
+    index = torch.arange(n_n, device=visits.device).expand(heads, n_m, n_n)
+    first_block = torch.where(visits != 0, index, n_n).min(dim=-1).values  # (heads, n_m)
+    rows = torch.arange(seq, device=visits.device) // block_m
+    return (first_block[:, rows] * block_n).clamp(max=seq)
+
+
+def _span(keys: list[int]) -> str:
+    return f"key {keys[0]}" if len(keys) == 1 else f"keys {keys[0]}..{keys[-1]}"
+
+
+@dataclass
+class WindowFinding:
+    code: str
+    detail: str
+
+
+def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> list[WindowFinding]:
+    """What the weight matrix says about the kernel's window, one finding per fact."""
+    seq, window = case.seq, case.window
+    finite = torch.isfinite(weights).all(dim=-1)  # (heads, seq): rows the read-out can speak for
+    seen = (weights > 0) & finite[..., None]
+    rows = torch.arange(seq, device=weights.device)[:, None]
+    cols = torch.arange(seq, device=weights.device)[None, :]
+    allowed = window_mask(seq, window, weights.device)
+    findings: list[WindowFinding] = []
+
+    future = seen & (cols > rows)
+    if future.any():
+        h, r = map(int, future.any(dim=-1).nonzero()[0])
+        keys = future[h, r].nonzero().flatten().tolist()
+        share = float(weights[h, r, keys].sum())
+        findings.append(WindowFinding("future-keys-seen", f" Row {r} puts {share:.2f} of its weight on "
+                                      f"{_span(keys)}, after it."))
+
+    # the effective window: the first key each row sees, against what the window
+    # would give with the kernel's own first visited block as a floor
+    floor = first_visited_key(visits, block_m, block_n, seq)  # (heads, seq)
+    first_seen = torch.where(seen & (cols <= rows), cols.expand_as(seen), seq).min(dim=-1).values
+    holes = (~seen & allowed & (cols >= first_seen[..., None])).any(dim=-1) & finite
+
+    def predicted(width: int) -> torch.Tensor:
+        return torch.maximum((torch.arange(seq, device=weights.device) - width + 1).clamp(min=0), floor)
+
+    usable = finite & ~holes
+    too_old = seen & ~allowed & (cols <= rows)
+    missed = ~seen & allowed & finite[..., None]
+    if too_old.any() or missed.any():
+        # hypotheses: no far-side mask at all, or the window the rows measure
+        candidates = [seq + window] if too_old.any() else []
+        arange = torch.arange(seq, device=weights.device)
+        measurable = usable & (first_seen > floor) & (first_seen > 0)
+        widths = (arange - first_seen + 1)[measurable].unique().tolist()
+        if len(widths) == 1 and widths[0] != window:
+            candidates.append(int(widths[0]))
+        for width in candidates:
+            if bool(holes.any()) or not bool((first_seen == predicted(width))[usable].all()):
+                continue
+            if width == seq + window:  # no far-side mask at all
+                binds = usable & (floor > 0) & (floor < (arange - window + 1))
+                code = "far-block-unmasked" if binds.any() else "window-unmasked"
+                # the row that puts the most weight before its window is the example
+                outside = torch.where(too_old, weights, 0.0).sum(dim=-1)
+                outside = torch.where(binds if binds.any() else usable, outside, -1.0)
+                h, r = divmod(int(outside.argmax()), seq)
+                findings.append(WindowFinding(code, f" Row {r} sees keys {int(first_seen[h, r])}..{r} and puts "
+                                              f"{float(outside[h, r]):.2f} of its weight on keys "
+                                              f"{int(first_seen[h, r])}..{r - window}, before its window "
+                                              f"(keys {r - window + 1}..{r})."))
+            else:
+                h, r = map(int, (measurable & (first_seen == arange - width + 1)).nonzero()[-1])
+                code = "window-off-by-one" if abs(width - window) == 1 else "window-size-wrong"
+                what = f"one {'wider' if width > window else 'narrower'} than" if code == "window-off-by-one" else "not"
+                findings.append(WindowFinding(code, f" The measured window is {width} keys, {what} WINDOW = "
+                                              f"{window}: row {r} sees keys {int(first_seen[h, r])}..{r}, not "
+                                              f"{r - window + 1}..{r}."))
+            break
+        else:
+            if too_old.any():
+                h, r = divmod(int(torch.where(too_old, weights, 0.0).sum(dim=-1).argmax()), seq)
+                keys = too_old[h, r].nonzero().flatten().tolist()
+                findings.append(WindowFinding("weight-outside-window", f" Row {r} puts "
+                                              f"{float(weights[h, r, keys].sum()):.2f} of its weight on {_span(keys)}, "
+                                              f"before its window (keys {r - window + 1}..{r})."))
+            if missed.any():
+                h, r = map(int, missed.any(dim=-1).nonzero()[0])
+                keys = missed[h, r].nonzero().flatten().tolist()
+                blocks = sorted({c // block_n for c in keys})
+                skipped = [j for j in blocks if int(visits[h, r // block_m, j]) == 0]
+                why = (f" (K/V block{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} "
+                       f"{'were' if len(skipped) > 1 else 'was'} not visited)") if skipped else ""
+                own = " - its own key among them" if r in keys else ""
+                findings.append(WindowFinding("window-keys-missed", f" Row {r} gives no weight to "
+                                              f"{_span(keys)} of its window{own}{why}."))
+    nan_rows = (~finite).any(dim=0).nonzero().flatten().tolist()
+    if findings and nan_rows:
+        rows = f"row {nan_rows[0]}" if len(nan_rows) == 1 else f"rows {nan_rows[0]}..{nan_rows[-1]}"
+        findings[0].detail = findings[0].detail[:-1] + f"; {rows} come out NaN."
+    return findings
+
+
+def window_hits(visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two (batch*H, seq) bools from the visit map: does the first K/V block visited
+    for each row's query block hold a key of the row's window; does any visited one?"""
+    seq, window = case.seq, case.window
+    rows = torch.arange(seq, device=visits.device)
+    starts = torch.arange(visits.shape[-1], device=visits.device) * block_n
+    ends = (starts + block_n).clamp(max=seq) - 1
+    visited = visits[:, rows // block_m, :] != 0  # (heads, seq, n_n)
+    holds = (starts[None, :] <= rows[:, None]) & (ends[None, :] >= (rows - window + 1).clamp(min=0)[:, None])
+    hit = visited & holds[None]
+    index = torch.arange(visits.shape[-1], device=visits.device).expand_as(visited)
+    first = torch.where(visited, index, visits.shape[-1]).min(dim=-1).values  # (heads, seq)
+    first_hit = torch.gather(hit, -1, first.clamp(max=visits.shape[-1] - 1)[..., None])[..., 0] & visited.any(-1)
+    return first_hit, hit.any(dim=-1)
+
+
+# -- the diagnosis ---------------------------------------------------------------------------
+
+def _head(flat: int, case: Case, kv: bool = False) -> str:
+    per = case.heads_kv if kv else case.heads
+    b, h = divmod(flat, per)
+    return f"{h}" if case.batch == 1 else f"{h} of sequence {b}"
+
+
+def _where(one: Checked) -> str:
+    case = one.case
+    return f" (seen on the {one.result.name} case, seq={case.seq}, window={case.window})"
+
+
+def wrong_kv_heads(depends: list[set[int]], case: Case) -> dict[int, tuple[set[int], int]]:
+    """Query heads (flattened) whose output depends on other K/V heads than the
+    one their group shares: {query head: (K/V heads it depends on, the right one)}."""
+    wrong = {}
+    for qflat, deps in enumerate(depends):
+        b, h = divmod(qflat, case.heads)
+        should = b * case.heads_kv + h // case.group
+        if deps != {should}:
+            wrong[qflat] = (deps, should)
+    return wrong
+
+
+def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: str) -> str:
+    parts = []
+    for qflat, (deps, should) in list(wrong.items())[:3]:
+        if deps:
+            read = ", ".join(_head(g, case, kv=True) for g in sorted(deps))
+            parts.append(f"query head {_head(qflat, case)} reads K/V head {read}, not {_head(should, case, kv=True)}")
+        else:
+            parts.append(f"query head {_head(qflat, case)} reads none of the K/V heads "
+                         f"(past the last one), not {_head(should, case, kv=True)}")
+    more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+    return (f" Measured by changing one K/V head at a time: {'; '.join(parts)}{more}"
+            f" ({case.heads} query heads, {case.heads_kv} K/V head{'s' if case.heads_kv > 1 else ''}; {where[2:-1]}).")
+
+
+def diagnose(
+    drill: Drill,
+    module,
+    checked: list[Checked],
+    visits: VisitMap | None,
+    device: str,
+    generator: torch.Generator,
+) -> list[Diagnosis]:
+    block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
+    codes: dict[str, str] = {}
+
+    def say(code: str, detail: str = "") -> None:
+        codes.setdefault(code, detail)
+
+    failing = [c for c in checked if not c.result.passed]
+    written = []
+    for one in failing:
+        res, case = one.result, one.case
+        where = _where(one)
+        if res.unwritten:
+            say("unwritten-output", f" {res.unwritten} elements were never written{where}.")
+        if res.wrote_out_of_bounds:
+            say("store-out-of-bounds", where + ".")
+        if not (res.unwritten or res.wrote_out_of_bounds):
+            written.append(one)  # the rest of an unwritten output is not worth reading
+
+    # 0. a loop that runs outside the sequence, read from the visit map's margins
+    strays = [c for c in checked if c.launch.visits_before or c.launch.visits_after]
+    for one in strays:
+        if one.launch.visits_before:
+            say("loop-before-key-0", f" A visit was recorded at a K/V block index below 0{_where(one)}.")
+        if one.launch.visits_after:
+            say("loop-past-the-end", f" A visit was recorded past the last K/V block{_where(one)}.")
+    if strays:
+        # what such a kernel outputs follows from loading keys that do not exist
+        # (NaN from the tutor's margins, or another head's keys): said above
+        written = []
+
+    if written:
+        # 1. which K/V head does each query head read?  Measured on the first failing case.
+        one, case = written[0], written[0].case
+        wrong = wrong_kv_heads(kv_heads_read(module, one, generator), case)
+        if wrong:
+            say("wrong-kv-head", _describe_heads(wrong, case, _where(one)))
+        out = one.launch.out.to(torch.float64).flatten(0, 1)
+        error = (out - one.expected.flatten(0, 1)).abs().nan_to_num(nan=float("inf"))
+        bad_heads = {i for i in range(out.shape[0]) if float(error[i].max()) > drill.tolerance}
+        # what the head mapping explains needs nothing more; other cases may read
+        # the wrong heads too, so with a wrong mapping only the measured case is read on
+        rest = [one] if wrong else written
+        rest = [x for x in rest if not (x is one and bad_heads <= set(wrong))]
+
+        # 3. which keys does each row weigh?  Read out once, on the first case left
+        # unexplained: what it finds is a property of the kernel, said once
+        readout: list[WindowFinding] | None = None
+        readout_nan: set[int] = set()
+
+        def read_out(one: Checked) -> list[WindowFinding]:
+            nonlocal readout, readout_nan
+            if readout is None:
+                weights, read_visits = weight_readout(module, one.case, device, generator)
+                readout = read_window(weights, read_visits, one.case, block_m, block_n)
+                readout_nan = set((~torch.isfinite(weights).all(dim=-1)).any(dim=0).nonzero().flatten().tolist())
+                for found in readout:
+                    say(found.code, found.detail[:-1] + _where(one) + ".")
+            return readout
+
+        # 2. NaN rows: the rows that see no key of their first visited block, or none at all?
+        unexplained_nan: list[tuple[Checked, torch.Tensor]] = []
+        for one in rest:
+            res, case = one.result, one.case
+            nan_rows = ~torch.isfinite(one.launch.out.to(torch.float32)).all(dim=-1).flatten(0, 1)
+            if one is written[0]:
+                keep = torch.tensor([i not in wrong for i in range(nan_rows.shape[0])], device=nan_rows.device)
+            else:
+                keep = torch.ones(nan_rows.shape[0], dtype=torch.bool, device=nan_rows.device)
+            nan_rows = nan_rows[keep]  # NaN in a head that reads the wrong K/V head is said already
+            if bool(nan_rows.any()):
+                first_hit, any_hit = (t[keep] for t in window_hits(one.launch.visits, case, block_m, block_n))
+                empty_first, no_key = any_hit & ~first_hit, ~any_hit
+                guard_missing = bool(empty_first.any()) and bool((nan_rows == (empty_first | no_key)).all())
+                if guard_missing:
+                    r = int(empty_first.any(dim=0).nonzero()[0])
+                    say("nan-empty-block", f" Row {r} is the first such row: its window starts at key "
+                        f"{max(r - case.window + 1, 0)}, after the first block visited for it{_where(one)}.")
+                if bool(no_key.any()) and (guard_missing or bool((nan_rows == no_key).all())):
+                    _, r = map(int, no_key.nonzero()[0])
+                    say("window-keys-missed", f" Row {r} sees no key at all, so its output is 0/0 = NaN: the loop "
+                        f"visits no K/V block that holds a key of its window (keys {max(r - case.window + 1, 0)}..{r})"
+                        f"{_where(one)}.")
+                    continue
+                if guard_missing:
+                    continue
+                unexplained_nan.append((one, nan_rows))
+            if not read_out(one) and not wrong and not bool(nan_rows.any()):
+                worst = "" if res.worst_row is None else f" The largest error is at row {res.worst_row}"
+                say("wrong-output", f"{worst}{_where(one)}.")
+        for one, nan_rows in unexplained_nan:
+            rows = nan_rows.any(dim=0).nonzero().flatten().tolist()
+            if readout and set(rows) <= readout_nan:
+                continue  # the read-out's finding leaves these rows no key: said there
+            say("nan-in-output", f" {int(nan_rows.sum())} rows, between rows {rows[0]} and {rows[-1]}{_where(one)}.")
+
+    findings: dict[str, str] = {}
+    if visits is not None and visits.visited_blocks == 0:
+        findings["no-visits-recorded"] = ""
+    elif visits is not None:
+        before = after = 0
+        for counts, ideal in zip(visits.counts, visits.ideal, strict=True):
+            needed = [j for j, want in enumerate(ideal) if want]
+            lo, hi = (needed[0], needed[-1]) if needed else (len(ideal), -1)
+            before += sum(n for j, n in enumerate(counts) if j < lo)
+            after += sum(n for j, n in enumerate(counts) if j > hi)
+        summary = (f" ({visits.visited_blocks}/{visits.total_blocks} blocks visited; the window needs "
+                   f"{visits.ideal_blocks}, a fraction of {visits.ideal_blocks / visits.total_blocks:.3f}.)")
+        if before:
+            findings["lower-bound-open"] = f" {before} visits were to blocks wholly before the window.{summary}"
+        if after:
+            findings["upper-bound-open"] = f" {after} visits were to blocks wholly after the query block.{summary}"
+    for code, detail in findings.items():
+        say(code, detail)
+
+    found = []
+    for code, detail in codes.items():
+        text = drill.diagnosis_text(code)
+        found.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
+    order = {"error": 0, "finding": 1, "info": 2}
+    return sorted(found, key=lambda d: order.get(d.severity, 3))
+
+
+# -- the problem interface ---------------------------------------------------------------------
+
+def check_correctness(
+    drill: Drill,
+    module,
+    interpreter: bool,
+    device: str,
+    generator: torch.Generator,
+    shape: tuple[int, int, int, int] | None = None,
+) -> Correctness:
+    block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
+    checked: list[Checked] = []
+    maps: list[VisitMap] = []
+    cases = cases_for(interpreter, shape)
+    for case in cases:
+        q, k, v = random_inputs(case, device, generator)
+        launched = run(module, q, k, v, case.window)
+        expected = window_reference(q, k, v, case.window)
+        result = evaluate(case.name, True, launched, expected, drill.tolerance)
+        checked.append(Checked(case=case, result=result, launch=launched, expected=expected))
+        if case.name == "default":
+            maps.append(visit_map(launched.visits, case, block_m, block_n))
+    return Correctness(
+        cases=[c.result for c in checked],
+        shape=[cases[0].batch, cases[0].heads, cases[0].seq, cases[0].head_dim],
+        visits=maps,
+        diagnosis=diagnose(drill, module, checked, maps[0] if maps else None, device, generator),
+    )
+
+
+def timing_launches(drill: Drill, module, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
+    case = CPU_CASES[0] if interpreter else GPU_TIMING
+    q, k, v = random_inputs(case, device, generator)
+    out = torch.empty_like(q)
+    mask = window_mask(case.seq, case.window, q.device)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    # SDPA's fused kernels take a dense mask only without GQA: give it K/V
+    # expanded to every query head once, outside the timing
+    k_all, v_all = (t.repeat_interleave(case.group, dim=1) for t in (k, v))
+    return TimedLaunches(
+        shape=[case.batch, case.heads, case.seq, case.head_dim],
+        student={"full": lambda: module.attention(q, k, v, case.window, out=out)},
+        baseline={"full": lambda: sdpa(q, k_all, v_all, attn_mask=mask)},
+    )
