@@ -35,6 +35,7 @@ from tutor.harness.result import CaseResult, Diagnosis, VisitMap
 # problem name -> module that implements it (imported when first needed)
 PROBLEMS: dict[str, str] = {
     "attention": "tutor.harness.problems.attention",
+    "split_kv_decode": "tutor.harness.problems.split_kv_decode",
 }
 
 
