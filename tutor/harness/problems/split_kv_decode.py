@@ -259,7 +259,7 @@ def visit_map(run_: Launch, block_n: int) -> VisitMap:
 class Slicing:
     """How the kernel measurably cut each sequence's cache (from the visits)."""
 
-    used: list[int]  # per sequence: how many slices read some of its cache (max over heads)
+    used: list[int]  # per sequence: how many slices read some of its positions (max over heads)
     slices: int  # how many slices a (sequence, head) has: the launcher's split count
 
     def has_empty(self, b: int) -> bool:
@@ -267,9 +267,11 @@ class Slicing:
 
 
 def slicing(run_: Launch, module) -> Slicing:
+    """A slice that read nothing, or only blocks wholly past the length, is empty."""
     b, h, _, _ = run_.case.shape
     visits = run_.visits.cpu().reshape(b, h, -1)
-    used = [max(len(set(visits[i, j].tolist()) - {0}) for j in range(h)) for i in range(b)]
+    needed = blocks_needed(run_.lengths.cpu(), int(module.BLOCK_N))
+    used = [max(len(set(visits[i, j, : needed[i]].tolist()) - {0}) for j in range(h)) for i in range(b)]
     declared = getattr(module, "NUM_SPLITS", 0)
     declared = declared if isinstance(declared, int) else 0
     return Slicing(used=used, slices=max(declared, int(visits.max()) if visits.numel() else 0))
@@ -323,12 +325,15 @@ def fingerprint(run_: Launch, block_n: int, tolerance: float) -> list[str]:
 
 
 def nan_structure(run_: Launch, sl: Slicing) -> str | None:
-    """'empty-slice-nan' when the non-finite rows are exactly the sequences with an
-    empty slice (every head of them) and the rest is finite."""
+    """'empty-slice-nan' when the non-finite rows are whole sequences (every head),
+    each of them one with an empty slice, and the rest is finite.  (Not "every
+    sequence with an empty slice": a kernel may skip slices that start past the
+    cache's end and NaN only on those inside it.)"""
     b, h = run_.case.batch, run_.case.heads
     bad = (~torch.isfinite(run_.out.double().cpu())).any(dim=-1)  # (batch, heads)
     with_empty = torch.tensor([sl.has_empty(i) for i in range(b)])
-    if bad.any() and bool((bad == with_empty[:, None].expand(b, h)).all()):
+    whole = bool((bad.all(dim=1) == bad.any(dim=1)).all())
+    if bad.any() and whole and not bool((bad.any(dim=1) & ~with_empty).any()):
         return "empty-slice-nan"
     return None
 
@@ -354,6 +359,14 @@ def diagnose(drill: Drill, launches: list[Launch], module, tolerance: float, vis
             per_case.append([code] if code else [])
         else:
             per_case.append(fingerprint(launch, block_n, tolerance))
+    # NaN in the pattern of the empty slices is said only if every case with NaN shows
+    # that pattern, and some case shows it with finite sequences beside it (where every
+    # sequence has an empty slice, "all NaN" fits the pattern vacuously)
+    nan_cases = [(found, x) for found, x in zip(per_case, failing, strict=True) if x.result.nonfinite]
+    fits = [bool(found) for found, _ in nan_cases]
+    telling = any(found and bool(torch.isfinite(x.out.double().cpu()).all(dim=-1).any()) for found, x in nan_cases)
+    if not (fits and all(fits) and telling):
+        per_case = [[c for c in found if c != "empty-slice-nan"] for found in per_case]
     support: dict[str, int] = {}
     for found in per_case:
         for code in found:
@@ -370,9 +383,10 @@ def diagnose(drill: Drill, launches: list[Launch], module, tolerance: float, vis
         if found:
             code = max(found, key=lambda c: support[c])
             if code == "empty-slice-nan":
-                nan_seqs = [i for i in range(len(lengths)) if sl.has_empty(i)]
+                out = launch.out.double().cpu()
+                nan_seqs = (~torch.isfinite(out)).flatten(1).any(dim=1).nonzero().flatten().tolist()
                 say(code, f" NaN in every head of sequence{'s' if len(nan_seqs) > 1 else ''} "
-                          f"{_seqs(nan_seqs, lengths, sl)} of {sl.slices} slices each{where}.")
+                          f"{_seqs(nan_seqs, lengths, sl)}, of {sl.slices} slices each{where}.")
             else:
                 say(code, where + ".")
         elif case.nonfinite:
@@ -390,7 +404,8 @@ def diagnose(drill: Drill, launches: list[Launch], module, tolerance: float, vis
         needed = [[bool(x) for x in row] for row in visits.ideal]
         extra = sum(c for row, ideal in zip(visits.counts, needed) for c, i in zip(row, ideal) if not i)
         if extra:
-            detail = f" ({extra} blocks past the sequences' lengths were read, over all heads; they hold {visits.ideal_blocks}.)"
+            detail = (f" ({extra} blocks past the sequences' lengths were read, counted over all heads;"
+                      f" the sequences hold {visits.ideal_blocks}.)")
             if "reads-past-length" in codes:
                 codes["reads-past-length"] += detail
             else:
