@@ -21,9 +21,9 @@ import triton
 import triton.language as tl
 
 # Each split program walks its slice of the cache BLOCK_N positions at a time.
-# A decode step reads each K/V row once and does two dot products with it: it
-# is bound by memory, not by the tensor cores, so the block is sized for the
-# loads (32 rows x head_dim fp16) rather than for tl.dot.
+# A decode step reads each K/V element once and does one multiply-add with it
+# (q.k, then p*v): it is bound by memory, not by the tensor cores, so the block
+# is sized for the loads (32 rows x head_dim fp16) rather than for tl.dot.
 BLOCK_N = 32
 # How many programs share one (sequence, head)'s cache.  The launcher takes
 # another count (num_splits=) too; benchmark it on your GPU (bench/decode_speed.py).

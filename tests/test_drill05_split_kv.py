@@ -196,3 +196,15 @@ def test_the_visit_map_counts_exactly_the_blocks_each_sequence_holds(checked, na
     assert visits.counts == [[heads] * n + [0] * (n_blocks - n) for n in held]
     assert visits.visited_blocks == visits.ideal_blocks == heads * sum(held)
     assert visits.total_blocks == batch * heads * n_blocks
+
+
+@pytest.mark.slow
+def test_the_diagnoses_carry_what_was_measured(checked):
+    """The NaN of an overflowing merge is placed on the hostile case; the NaN of an
+    empty slice names the sequences (each of them one with an empty slice)."""
+    overflow = checked["merge_without_max"]
+    assert [c.name for c in overflow.cases if c.nonfinite] == ["hostile"]
+    assert "Only the hostile case (scores of standard deviation 100) has them" in overflow.diagnosis[0].message
+    empty = checked["empty_slice_nan"]
+    assert "NaN in every head of sequence" in empty.diagnosis[0].message
+    assert all(c.nonfinite < c.shape[0] * c.shape[1] * c.shape[3] for c in empty.cases if c.name == "default")

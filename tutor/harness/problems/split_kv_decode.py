@@ -398,6 +398,11 @@ def diagnose(drill: Drill, launches: list[Launch], module, tolerance: float, vis
         else:
             say("wrong-output", describe_wrong(launch, sl, tolerance) + where[:-1] + ").")
 
+    nan_cases = {x.result.name for x in failing if x.result.nonfinite}
+    if "nan-in-output" in codes and nan_cases == {"hostile"}:
+        codes["nan-in-output"] += (" Only the hostile case (scores of standard deviation 100) has them: an"
+                                   " exp overflowed fp32 there. Subtract a maximum before every exp/exp2.")
+
     if visits is not None and visits.visited_blocks == 0:
         say("no-visits-recorded")
     elif visits is not None:
