@@ -201,10 +201,16 @@ def test_the_visit_map_counts_exactly_the_blocks_each_sequence_holds(checked, na
 @pytest.mark.slow
 def test_the_diagnoses_carry_what_was_measured(checked):
     """The NaN of an overflowing merge is placed on the hostile case; the NaN of an
-    empty slice names the sequences (each of them one with an empty slice)."""
+    empty slice names the sequences (each of them one with an empty slice); a missing
+    division is measured as one factor per (sequence, head); the shipped averaging
+    names the sequences it got wrong, with the slices each spans."""
     overflow = checked["merge_without_max"]
     assert [c.name for c in overflow.cases if c.nonfinite] == ["hostile"]
     assert "Only the hostile case (scores of standard deviation 100) has them" in overflow.diagnosis[0].message
+    undivided = checked["no_final_division"].diagnosis[0].message
+    assert "On each (sequence, head) the output is the reference times one factor, from " in undivided
+    averaged = checked["shipped"].diagnosis[0].message
+    assert "Wrong on sequence" in averaged and "slices)" in averaged
     empty = checked["empty_slice_nan"]
     assert "NaN in every head of sequence" in empty.diagnosis[0].message
     assert all(c.nonfinite < c.shape[0] * c.shape[1] * c.shape[3] for c in empty.cases if c.name == "default")

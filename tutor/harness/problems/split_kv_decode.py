@@ -296,13 +296,16 @@ def describe_wrong(run_: Launch, sl: Slicing, tolerance: float) -> str:
         text += " Exactly the sequences whose cache spans more than one slice are wrong: look at the merge."
     elif good and set(bad) == {i for i in range(len(lengths)) if lengths[i] < max(lengths)}:
         text += " Exactly the sequences shorter than the cache are wrong: look at the lengths."
-    ratio = (out / run_.expected).reshape(len(lengths), -1)
-    rel = float(((out - run_.expected).abs() / run_.expected.abs().clamp_min(1e-3)).max())
-    if torch.isfinite(ratio).all() and bool(((ratio.amax(1) - ratio.amin(1)) < 1e-2 * ratio.abs().amax(1)).all()):
-        text += " On each (sequence, head) the output is the reference times one factor (up to " \
-                f"{float(ratio.abs().max()):.3g})."
+    # is each (sequence, head) the reference times one factor? (least squares, then the residual)
+    ref = run_.expected
+    factor = (out * ref).sum(-1) / (ref * ref).sum(-1).clamp_min(1e-30)
+    residual = (out - factor[..., None] * ref).abs().amax(-1)
+    if bool(torch.isfinite(out).all()) and bool((residual <= 0.02 * out.abs().amax(-1).clamp_min(1e-6)).all()):
+        text += (" On each (sequence, head) the output is the reference times one factor, from"
+                 f" {float(factor.min()):.3g} to {float(factor.max()):.3g}.")
     else:
-        text += f" Largest relative error {rel:.3g}."
+        text += (f" Largest error {float((out - ref).abs().nan_to_num(nan=float('inf')).max()):.3g}, where the"
+                 f" reference's values are at most {float(ref.abs().max()):.3g}.")
     return text
 
 
@@ -387,8 +390,8 @@ def diagnose(drill: Drill, launches: list[Launch], module, tolerance: float, vis
                 nan_seqs = (~torch.isfinite(out)).flatten(1).any(dim=1).nonzero().flatten().tolist()
                 say(code, f" NaN in every head of sequence{'s' if len(nan_seqs) > 1 else ''} "
                           f"{_seqs(nan_seqs, lengths, sl)}, of {sl.slices} slices each{where}.")
-            else:
-                say(code, where + ".")
+            else:  # a fingerprint: add which sequences it measurably affects
+                say(code, describe_wrong(launch, sl, tolerance) + where[:-1] + ").")
         elif case.nonfinite:
             bad = (~torch.isfinite(launch.out.double().cpu())).any(dim=-1).any(dim=-1).nonzero().flatten().tolist()
             say("nan-in-output", f" {case.nonfinite} elements, in sequence{'s' if len(bad) > 1 else ''} "
