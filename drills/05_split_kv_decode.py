@@ -109,7 +109,7 @@ def _decode_combine(
     MidM, MidL, MidO, Out,  # the slices' states (above); out: (batch*heads, head_dim) fp16
     HEAD_DIM: tl.constexpr,
     NUM_SPLITS: tl.constexpr,
-    SPLITS_POW2: tl.constexpr,  # NUM_SPLITS rounded up to a power of two (tl.arange needs one)
+    SPLITS_POW2: tl.constexpr,  # NUM_SPLITS rounded up to a power of two >= 2 (tl.arange's sizes)
 ):
     off_bh = tl.program_id(0)
     offs_s = tl.arange(0, SPLITS_POW2)
@@ -164,7 +164,7 @@ def attention(q, k_cache, v_cache, lengths, out=None, visits=None, num_splits=No
     # one program per (sequence, head) merges its slices
     _decode_combine[(batch * heads,)](
         mid_m, mid_l, mid_o, out,
-        HEAD_DIM=head_dim, NUM_SPLITS=num_splits, SPLITS_POW2=triton.next_power_of_2(num_splits),
+        HEAD_DIM=head_dim, NUM_SPLITS=num_splits, SPLITS_POW2=max(2, triton.next_power_of_2(num_splits)),
     )
     return out
 

@@ -341,7 +341,9 @@ def nan_structure(run_: Launch, sl: Slicing) -> str | None:
     return None
 
 
-def diagnose(drill: Drill, launches: list[Launch], module, tolerance: float, visits: VisitMap | None) -> list[Diagnosis]:
+def diagnose(
+    drill: Drill, launches: list[Launch], module, tolerance: float, visits: VisitMap | None
+) -> list[Diagnosis]:
     block_n = int(module.BLOCK_N)
     codes: dict[str, str] = {}
 
@@ -461,7 +463,10 @@ def timing_launches(drill: Drill, module, interpreter: bool, device: str, genera
     does the same work as the student's kernel."""
     batch, heads, max_len, head_dim = plan_for(interpreter).timing
     q = torch.randn((batch, heads, head_dim), generator=generator).to(device, torch.float16)
-    k, v = (torch.randn((batch, heads, max_len, head_dim), generator=generator).to(device, torch.float16) for _ in range(2))
+    k, v = (
+        torch.randn((batch, heads, max_len, head_dim), generator=generator).to(device, torch.float16)
+        for _ in range(2)
+    )
     lengths = torch.full((batch,), max_len, dtype=torch.int32, device=device)
     out = torch.empty_like(q)
     launch = getattr(module, LAUNCHER)
