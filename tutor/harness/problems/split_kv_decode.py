@@ -7,12 +7,12 @@ cache (batch, heads, max_len, head_dim) of which sequence b uses its first
 a kernel that reads past a length gives a visibly wrong answer.
 
 Correctness runs four cases on fresh random inputs into a poisoned output,
-against a float64 reference: ``default`` (ragged lengths from the whole cache
-down to a few positions, scores of standard deviation 2), ``ragged`` (lengths
-that are no multiple of a block), ``short`` (a cache
-shorter than most slices: the later slices of every sequence are empty) and
-``hostile`` (scores of standard deviation 100: exp overflows fp32 unless the
-kernel subtracts a maximum).
+against a float64 reference: ``default`` (lengths from the whole cache down
+to fewer positions than a block, scores of standard deviation 2), ``ragged``
+(a cache of 161 or 1001 positions: every full sequence ends in a ragged
+block), ``short`` (a 37-position cache, shorter than most slices: the later
+slices of every sequence are empty) and ``hostile`` (scores of standard
+deviation 100: exp overflows fp32 unless the kernel subtracts a maximum).
 
 The visit map is the default case's: rows are sequences, columns cache blocks
 of ``BLOCK_N`` positions; a cell counts the heads whose programs read that
@@ -88,10 +88,10 @@ def plan_for(interpreter: bool) -> Plan:
 
 # -- inputs -----------------------------------------------------------------------------
 def ragged_lengths(batch: int, max_len: int, generator: torch.Generator) -> torch.Tensor:
-    """Lengths from the whole cache down to a few positions, in shuffled order: one
-    sequence fills the cache, one holds at least half of it, one about a sixth, and
-    the rest at most 20 positions (shorter than a block of 32).  Never a multiple
-    of 16 except by chance."""
+    """Lengths from the whole cache down to a few positions, in shuffled order (for a
+    batch of 3 or more): one sequence fills the cache, one holds at least half of it,
+    one an eighth to a quarter, and the rest at most 20 positions (shorter than a
+    block of 32).  A batch of 2 gets the first two."""
     def between(lo: int, hi: int) -> int:
         lo, hi = max(1, min(lo, max_len)), max(1, min(hi, max_len))
         return int(torch.randint(lo, hi + 1, (1,), generator=generator))
