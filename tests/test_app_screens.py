@@ -14,7 +14,7 @@ from tutor.app.screens.drill_view import DrillScreen
 from tutor.app.screens.hints import HintsScreen
 from tutor.app.screens.quiz import QuizScreen
 from tutor.app.screens.text_page import TextPage
-from tutor.catalog import get_drill, pristine_path
+from tutor.catalog import all_drills, get_drill, pristine_path
 from tutor.engine import CheckFinished, CheckStarted, DeviceReady, WatcherStatus
 from tutor.progress import DrillProgress
 from tutor.quiz import build_questions
@@ -28,7 +28,7 @@ async def test_the_list_shows_every_drill_with_a_status_mark_and_filters(tmp_pat
         text = screen_text(app)
         for line in ("· not started  01  Causal masking", "· not started  02", "· not started  03", "· not started  04"):
             assert line in text
-        assert "0/4 drills passed" in text
+        assert f"0/{len(all_drills())} drills passed" in text  # every drill, whatever their number
         table = app.screen.query_one(DrillTable)
         await pilot.press("j", "j")
         assert app.screen.selected_drill().id == "03"
@@ -37,7 +37,7 @@ async def test_the_list_shows_every_drill_with_a_status_mark_and_filters(tmp_pat
         await pilot.press("slash", *"causal", "enter")
         assert table.row_count == 1 and app.screen.selected_drill().id == "01"
         await pilot.press("escape")
-        assert table.row_count == 4
+        assert table.row_count == len(all_drills())
 
 
 async def test_enter_opens_the_drill_and_a_result_shows_with_the_device(tmp_path):

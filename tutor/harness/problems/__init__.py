@@ -37,6 +37,7 @@ PROBLEMS: dict[str, str] = {
     "attention": "tutor.harness.problems.attention",
     "attention_backward": "tutor.harness.problems.attention_backward",
     "sliding_window_gqa": "tutor.harness.problems.sliding_window_gqa",
+    "split_kv_decode": "tutor.harness.problems.split_kv_decode",
 }
 
 

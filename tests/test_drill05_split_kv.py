@@ -1,0 +1,216 @@
+"""Drill 05 (split-KV decoding): the shipped drill fails as documented, the
+solution passes, every student-like kernel in solutions/05_split_kv_decode.mistakes.toml
+gets exactly its diagnosis (and each correct one written differently passes), and
+the visit map counts exactly the cache blocks each sequence holds.
+
+The slow tests run the real harness on real files in worker processes (Triton's
+interpreter here); the files are written under tmp_path.  The fast ones check the
+drill's data and the float64 formulas the diagnosis stands on.
+"""
+
+from __future__ import annotations
+
+import math
+import pytest
+import torch
+from helpers_harness import check_jobs, job, shipped_drill, shipped_solution
+
+from tutor import mistakes
+from tutor.catalog import get_drill
+from tutor.harness.problems import PROBLEMS, problem_module
+from tutor.harness.problems import split_kv_decode as decode
+from tutor.harness.result import CheckResult
+from tutor.report import render
+
+DRILL = get_drill("05")
+ENTRIES = mistakes.load(DRILL)
+CASES = {"default", "ragged", "short", "hostile"}
+SHIPPED_CODES = ["partials-averaged"]
+VISIT_SHAPE = (3, 2, 200, 64)  # the default case's (batch, heads, max_len, head_dim) in the visit-map checks
+VISIT_SEED = 5
+
+
+# -- the drill's data ------------------------------------------------------------------------------
+def test_the_drill_names_its_problem_and_the_problem_is_registered():
+    assert DRILL.kind == "kernel" and DRILL.problem == "split_kv_decode" and "split_kv_decode" in PROBLEMS
+    assert problem_module(DRILL.problem) is decode
+
+
+def test_every_diagnosis_code_is_produced_by_a_kernel_and_every_produced_code_has_words():
+    produced = {code for entry in ENTRIES for code in entry.codes} | set(SHIPPED_CODES)
+    assert produced == set(DRILL.diagnoses)
+    for hint in DRILL.hints:
+        assert set(hint.unlock_codes) <= set(DRILL.diagnoses), hint.title
+
+
+def test_the_entries_apply_to_their_base_files():
+    names = [entry.name for entry in ENTRIES]
+    assert len(names) == len(set(names))
+    assert sum(entry.passes and not entry.codes for entry in ENTRIES) >= 2  # correct kernels written differently
+    for entry in ENTRIES:
+        text = entry.text(DRILL)  # raises if an edit does not occur exactly once
+        assert text.startswith("# Test fixture: solutions/05_split_kv_decode_solution.py with ")
+        compile(text, entry.stem, "exec")
+
+
+# -- the formulas under the diagnosis (float64, no kernel) -----------------------------------------
+def _inputs(seed: int = 0, batch=3, heads=2, max_len=70, head_dim=16, score_std=2.0):
+    case = decode.Case("t", batch, heads, max_len, head_dim, score_std)
+    return decode.random_inputs(case, "cpu", torch.Generator().manual_seed(seed))
+
+
+def _naive(q, k, v, lengths):
+    """Attention one (sequence, head) at a time, written out plainly."""
+    out = torch.empty(q.shape, dtype=torch.float64)
+    for b in range(q.shape[0]):
+        n = int(lengths[b])
+        for h in range(q.shape[1]):
+            s = k[b, h, :n].double() @ q[b, h].double() / math.sqrt(q.shape[-1])
+            p = torch.exp(s - s.max())
+            out[b, h] = p @ v[b, h, :n].double() / p.sum()
+    return out
+
+
+def test_the_reference_is_attention_over_each_sequence_s_own_length():
+    q, k, v, lengths = _inputs()
+    assert torch.allclose(decode.attend(q, k, v, lengths), _naive(q, k, v, lengths), atol=1e-12)
+
+
+def test_the_lengths_cover_a_full_cache_and_one_shorter_than_a_block():
+    for seed in range(20):
+        lengths = decode.ragged_lengths(4, 250, torch.Generator().manual_seed(seed)).tolist()
+        assert max(lengths) == 250 and min(lengths) <= 20 and all(1 <= n <= 250 for n in lengths)
+
+
+def test_the_cache_past_each_length_is_finite_garbage():
+    q, k, v, lengths = _inputs(score_std=100.0)
+    assert all(torch.isfinite(x.float()).all() for x in (q, k, v))
+    past = decode.whole_variants(q, k, v, lengths, block_n=32)["reads-past-length/cache"]
+    shorter = lengths < k.shape[2]
+    assert shorter.any()
+    assert (past - decode.attend(q, k, v, lengths))[shorter].abs().amax() > 0.5
+
+
+def test_one_slice_makes_the_merge_mistakes_vanish_and_several_slices_expose_them():
+    q, k, v, lengths = _inputs()
+    right = decode.attend(q, k, v, lengths)
+    n_blocks = -(-k.shape[2] // 8)
+    one = torch.zeros((q.shape[0] * q.shape[1], n_blocks), dtype=torch.int32)
+    for code, out in decode.slice_variants(q, k, v, lengths, one, block_n=8).items():
+        assert torch.allclose(out, right, atol=1e-12), code
+    several = (torch.arange(n_blocks) // 3).repeat(q.shape[0] * q.shape[1], 1)  # 3 blocks per slice
+    multi = lengths > 24
+    for code, out in decode.slice_variants(q, k, v, lengths, several, block_n=8).items():
+        assert (out - right)[multi].abs().amax() > 0.05, code
+
+
+def test_a_partition_with_an_unread_needed_block_predicts_nothing():
+    q, k, v, lengths = _inputs()
+    unread = torch.full((q.shape[0] * q.shape[1], -(-k.shape[2] // 8)), -1, dtype=torch.int32)
+    assert decode.slice_variants(q, k, v, lengths, unread, block_n=8) == {}
+
+
+def test_the_missing_division_is_the_answer_times_the_merged_sum():
+    q, k, v, lengths = _inputs()
+    s = torch.einsum("bhd,bhnd->bhn", q.double(), k.double()) / math.sqrt(q.shape[-1])
+    undivided = decode.whole_variants(q, k, v, lengths, block_n=8)["no-final-division"]
+    for b in range(q.shape[0]):
+        sb = s[b, :, : int(lengths[b])]
+        total = torch.exp(sb - sb.amax(-1, keepdim=True)).sum(-1)
+        assert torch.allclose(undivided[b], decode.attend(q, k, v, lengths)[b] * total[:, None], atol=1e-9)
+
+
+# -- the real harness --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory) -> dict[str, CheckResult]:
+    """Every entry, the shipped drill and the solution, checked once each (fresh inputs)."""
+    folder = tmp_path_factory.mktemp("drill05")
+    files = {}
+    for entry in ENTRIES:
+        files[entry.name] = folder / f"{entry.stem}.py"
+        files[entry.name].write_text(entry.text(DRILL), encoding="utf-8")
+    files["shipped"], files["solution"] = shipped_drill("05"), shipped_solution("05")
+    # the visit-map test reads the solution's and one entry's maps: their default case
+    # runs at a known shape and seed, so the test can redraw its lengths
+    at_known = {"solution", "three_splits_block16"}
+    results = check_jobs([
+        job(path, "05", **({"shape": VISIT_SHAPE, "seed": VISIT_SEED} if name in at_known else {}))
+        for name, path in files.items()
+    ])
+    return dict(zip(files, results, strict=True))
+
+
+@pytest.mark.slow
+def test_the_shipped_drill_fails_with_finite_plausible_numbers(checked):
+    result = checked["shipped"]
+    assert result.error is None and not result.passed
+    assert result.codes == SHIPPED_CODES
+    assert {c.name for c in result.cases} == CASES
+    assert all(c.nonfinite == 0 and c.unwritten == 0 for c in result.cases)
+    assert result.max_abs_err is not None and 5 * result.tolerance < result.max_abs_err < 10
+    assert render(result).count("Expected until the TODO is done") == 1
+
+
+@pytest.mark.slow
+def test_the_solution_passes_with_no_finding(checked):
+    result = checked["solution"]
+    assert result.error is None and result.passed and result.solved, result.codes
+    assert result.diagnosis == []
+    assert {c.name for c in result.cases} == CASES
+    assert all(c.passed and c.nonfinite == 0 and c.unwritten == 0 for c in result.cases)
+    visits = result.visits
+    assert visits is not None and visits.visited_blocks == visits.ideal_blocks < visits.total_blocks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_each_student_like_kernel_gets_exactly_its_diagnosis(checked, entry):
+    result = checked[entry.name]
+    assert result.error is None, result.error
+    assert result.passed is entry.passes, (result.codes, [(c.name, c.max_abs_err) for c in result.cases])
+    assert result.codes == list(entry.codes), [d.message for d in result.diagnosis]
+    assert result.solved is (entry.passes and not entry.codes)
+    for diagnosis in result.diagnosis:  # the words come from the drill's data, plus what was measured
+        assert diagnosis.message.startswith(DRILL.diagnosis_text(diagnosis.code).message)
+        assert diagnosis.severity == DRILL.diagnosis_text(diagnosis.code).severity
+
+
+def blocks_each_sequence_holds(lengths: list[int], block_n: int) -> list[int]:
+    """Counted position by position: the blocks that hold at least one position < length."""
+    return [len({pos // block_n for pos in range(n)}) for n in lengths]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "block_n"), [("solution", 32), ("three_splits_block16", 16)])
+def test_the_visit_map_counts_exactly_the_blocks_each_sequence_holds(checked, name: str, block_n: int):
+    result = checked[name]
+    assert result.error is None and result.solved, result.codes
+    batch, heads, max_len, _ = VISIT_SHAPE
+    assert result.shape == list(VISIT_SHAPE)
+    # the check draws the default case's lengths first from the seeded generator
+    lengths = decode.ragged_lengths(batch, max_len, torch.Generator().manual_seed(VISIT_SEED)).tolist()
+    held = blocks_each_sequence_holds(lengths, block_n)
+    visits = result.visits
+    assert visits is not None and (visits.block_n, visits.seq, visits.heads) == (block_n, max_len, heads)
+    n_blocks = -(-max_len // block_n)
+    assert visits.counts == [[heads] * n + [0] * (n_blocks - n) for n in held]
+    assert visits.visited_blocks == visits.ideal_blocks == heads * sum(held)
+    assert visits.total_blocks == batch * heads * n_blocks
+
+
+@pytest.mark.slow
+def test_the_diagnoses_carry_what_was_measured(checked):
+    """The NaN of an overflowing merge is placed on the hostile case; the NaN of an
+    empty slice names the sequences (each of them one with an empty slice); a missing
+    division is measured as one factor per (sequence, head); the shipped averaging
+    names the sequences it got wrong, with the slices each spans."""
+    overflow = checked["merge_without_max"]
+    assert [c.name for c in overflow.cases if c.nonfinite] == ["hostile"]
+    assert "Only the hostile case (scores of standard deviation 100) has them" in overflow.diagnosis[0].message
+    undivided = checked["no_final_division"].diagnosis[0].message
+    assert "On each (sequence, head) the output is the reference times one factor, from " in undivided
+    averaged = checked["shipped"].diagnosis[0].message
+    assert "Wrong on sequence" in averaged and "slices)" in averaged
+    empty = checked["empty_slice_nan"]
+    assert "NaN in every head of sequence" in empty.diagnosis[0].message
+    assert all(c.nonfinite < c.shape[0] * c.shape[1] * c.shape[3] for c in empty.cases if c.name == "default")

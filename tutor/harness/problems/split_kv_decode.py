@@ -1,0 +1,479 @@
+"""Split-KV decoding (drill 05): ``attention(q, k_cache, v_cache, lengths, out=, visits=)``.
+
+One new query token per sequence, ``q`` (batch, heads, head_dim), against a KV
+cache (batch, heads, max_len, head_dim) of which sequence b uses its first
+``lengths[b]`` positions.  The cache past each length holds finite garbage
+(stale keys and values, larger than the real ones), as a real cache does, so
+a kernel that reads past a length gives a visibly wrong answer.
+
+Correctness runs four cases on fresh random inputs into a poisoned output,
+against a float64 reference: ``default`` (lengths from the whole cache down
+to fewer positions than a block, scores of standard deviation 2), ``ragged``
+(a cache of 161 or 1001 positions: every full sequence ends in a ragged
+block), ``short`` (a 37-position cache, shorter than most slices: the later
+slices of every sequence are empty) and ``hostile`` (scores of standard
+deviation 100: exp overflows fp32 unless the kernel subtracts a maximum).
+
+The visit map is the default case's: rows are sequences, columns cache blocks
+of ``BLOCK_N`` positions; a cell counts the heads whose programs read that
+block, and the ideal is the ``ceil(length / BLOCK_N)`` blocks each sequence
+holds.  The kernel stores, per block, the number (from 1) of the slice that
+read it, so the harness also *measures* how the student's kernel cut each
+cache into slices; the diagnosis uses that partition (which sequences span
+several slices, which have empty ones) rather than assuming the solution's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from tutor.catalog import Drill
+from tutor.harness import launch as launching
+from tutor.harness.diagnose import matches
+from tutor.harness.loader import LAUNCHER
+from tutor.harness.problems import Correctness, TimedLaunches
+from tutor.harness.result import CaseResult, Diagnosis, VisitMap
+
+GARBAGE_K_SCALE = 3.0  # stale keys past a length: larger than real ones, so they would win the softmax
+GARBAGE_V_SHIFT = 3.0  # stale values past a length: shifted, so reading them moves the output
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    batch: int
+    heads: int
+    max_len: int
+    head_dim: int
+    score_std: float  # q is scaled so that q.k / sqrt(d) has about this standard deviation
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.heads, self.max_len, self.head_dim)
+
+
+@dataclass(frozen=True)
+class Plan:
+    cases: tuple[Case, ...]
+    timing: tuple[int, int, int, int]  # batch, heads, cache length (every sequence full), head_dim
+
+
+CPU_PLAN = Plan(
+    cases=(
+        Case("default", 4, 2, 250, 64, 2.0),  # ~1 s per launch in the interpreter
+        Case("ragged", 3, 1, 161, 64, 1.0),
+        Case("short", 2, 1, 37, 64, 1.0),
+        Case("hostile", 2, 1, 200, 64, 100.0),
+    ),
+    timing=(2, 2, 250, 64),
+)
+
+GPU_PLAN = Plan(
+    cases=(
+        Case("default", 6, 8, 2000, 128, 2.0),
+        Case("ragged", 3, 4, 1001, 64, 1.0),
+        Case("short", 2, 2, 37, 64, 1.0),
+        Case("hostile", 4, 4, 1500, 128, 100.0),
+    ),
+    timing=(16, 32, 4096, 128),
+)
+
+
+def plan_for(interpreter: bool) -> Plan:
+    return CPU_PLAN if interpreter else GPU_PLAN
+
+
+# -- inputs -----------------------------------------------------------------------------
+def ragged_lengths(batch: int, max_len: int, generator: torch.Generator) -> torch.Tensor:
+    """Lengths from the whole cache down to a few positions, in shuffled order (for a
+    batch of 3 or more): one sequence fills the cache, one holds at least half of it,
+    one an eighth to a quarter, and the rest at most 20 positions (shorter than a
+    block of 32).  A batch of 2 gets the first two."""
+    def between(lo: int, hi: int) -> int:
+        lo, hi = max(1, min(lo, max_len)), max(1, min(hi, max_len))
+        return int(torch.randint(lo, hi + 1, (1,), generator=generator))
+
+    pool = [max_len, between(max_len // 2, max_len - 1), between(max_len // 8, max_len // 4)]
+    while len(pool) < batch:
+        pool.append(between(1, 20))
+    order = torch.randperm(batch, generator=generator).tolist()
+    return torch.tensor([pool[i] for i in order[:batch]] if batch >= 3 else pool[:batch], dtype=torch.int32)
+
+
+def random_inputs(case: Case, device: str, generator: torch.Generator):
+    """q, k_cache, v_cache (fp16) and lengths (int32) for one case."""
+    b, h, n, d = case.shape
+    lengths = ragged_lengths(b, n, generator)
+    # q.k / sqrt(d) has standard deviation score_std when q ~ N(0, score_std^2) and k ~ N(0, 1)
+    q = torch.randn((b, h, d), generator=generator) * case.score_std
+    k = torch.randn((b, h, n, d), generator=generator)
+    v = torch.randn((b, h, n, d), generator=generator)
+    past = torch.arange(n)[None, :] >= lengths[:, None].long()  # (batch, max_len): stale cache
+    k = torch.where(past[:, None, :, None], k * GARBAGE_K_SCALE, k)
+    v = torch.where(past[:, None, :, None], v + GARBAGE_V_SHIFT, v)
+    half = lambda x: x.to(device=device, dtype=torch.float16)  # noqa: E731
+    return half(q), half(k), half(v), lengths.to(device)
+
+
+# -- the reference, and what each known mistake computes (float64) ------------------------
+def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """(batch, heads, max_len) natural-log-domain scores q.k / sqrt(d), float64."""
+    q64, k64 = q.double().cpu(), k.double().cpu()
+    return torch.einsum("bhd,bhnd->bhn", q64, k64) / q.shape[-1] ** 0.5
+
+
+def attend(q, k, v, lengths) -> torch.Tensor:
+    """softmax over each sequence's first lengths[b] positions, float64 (batch, heads, head_dim)."""
+    s = _scores(q, k)
+    keep = torch.arange(s.shape[-1])[None, :] < lengths.cpu().long()[:, None]
+    s = s.masked_fill(~keep[:, None, :], float("-inf"))
+    return torch.einsum("bhn,bhnd->bhd", torch.softmax(s, dim=-1), v.double().cpu())
+
+
+def slice_variants(q, k, v, lengths, slices: torch.Tensor, block_n: int) -> dict[str, torch.Tensor]:
+    """What a kernel outputs if it merges the slices it measurably used wrongly.
+
+    ``slices`` is (batch*heads, n_blocks): the slice (from 0) that read each cache
+    block, -1 where none did.  Returns {} when some needed block was read by no
+    slice (the partition is then unknown)."""
+    s, v64 = _scores(q, k), v.double().cpu()
+    batch, heads, _ = s.shape
+    averaged = torch.empty(batch, heads, q.shape[-1], dtype=torch.float64)
+    unscaled = torch.empty_like(averaged)
+    for b in range(batch):
+        n = int(lengths[b])
+        for h in range(heads):
+            owner = slices[b * heads + h].cpu().long().repeat_interleave(block_n)[:n]
+            if len(owner) < n or bool((owner < 0).any()):
+                return {}
+            outs, sums, raw = [], [], []
+            for g in owner.unique().tolist():
+                sg, vg = s[b, h, :n][owner == g], v64[b, h, :n][owner == g]
+                p = torch.exp(sg - sg.max())  # the slice's own maximum
+                outs.append(p @ vg)
+                sums.append(p.sum())
+                raw.append((p @ vg) / p.sum())
+            averaged[b, h] = torch.stack(raw).mean(0)
+            unscaled[b, h] = torch.stack(outs).sum(0) / torch.stack(sums).sum()
+    return {"partials-averaged": averaged, "no-max-rescale": unscaled}
+
+
+def whole_variants(q, k, v, lengths, block_n: int) -> dict[str, torch.Tensor]:
+    """Mistakes whose output does not depend on how the cache was sliced."""
+    s, v64 = _scores(q, k), v.double().cpu()
+    n_max = s.shape[-1]
+    keep = torch.arange(n_max)[None, :] < lengths.cpu().long()[:, None]
+    masked = s.masked_fill(~keep[:, None, :], float("-inf"))
+    undivided = torch.einsum("bhn,bhnd->bhd", torch.exp(masked - masked.amax(-1, keepdim=True)), v64)
+    to_block = torch.clamp((lengths.cpu().long() + block_n - 1) // block_n * block_n, max=n_max)
+    return {
+        "no-final-division": undivided,
+        "reads-past-length/block": attend(q, k, v, to_block),
+        "reads-past-length/cache": attend(q, k, v, torch.full_like(lengths.cpu(), n_max)),
+    }
+
+
+# -- one launch ---------------------------------------------------------------------------
+@dataclass
+class Launch:
+    case: Case
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    lengths: torch.Tensor
+    out: torch.Tensor
+    guard: torch.Tensor
+    visits: torch.Tensor  # (batch*heads, n_blocks): slice number (from 1) that read the block, 0: none
+    expected: torch.Tensor
+    result: CaseResult | None = None
+
+
+def run(module, case: Case, device: str, generator: torch.Generator) -> Launch:
+    q, k, v, lengths = random_inputs(case, device, generator)
+    b, h, n, d = case.shape
+    out, guard = launching.poisoned_output((b, h, d), device)
+    block_n = int(module.BLOCK_N)
+    visits = torch.zeros((b * h, -(-n // block_n)), dtype=torch.int32, device=device)
+    returned = getattr(module, LAUNCHER)(q, k, v, lengths, out=out, visits=visits)
+    if q.is_cuda:
+        torch.cuda.synchronize()  # surface asynchronous faults here, inside the student's launch
+    result = out if returned is None else returned
+    if not isinstance(result, torch.Tensor):
+        raise launching.BadOutput(f"{LAUNCHER}() returned {type(result).__name__}, not a tensor")
+    if tuple(result.shape) != (b, h, d):
+        raise launching.BadOutput(f"{LAUNCHER}() returned shape {tuple(result.shape)}, expected {(b, h, d)}")
+    if result.dtype != torch.float16:
+        raise launching.BadOutput(f"{LAUNCHER}() returned dtype {result.dtype}, expected torch.float16")
+    if result.data_ptr() != out.data_ptr():
+        out = result  # the launcher made its own output: checked without the poison guarantees
+    return Launch(case, q, k, v, lengths, out, guard, visits, attend(q, k, v, lengths))
+
+
+def evaluate(run_: Launch, tolerance: float) -> CaseResult:
+    out = run_.out.double().cpu()
+    poisoned = run_.out.view(torch.int16).cpu() == launching.POISON_BITS
+    unwritten = int(poisoned.sum())
+    nonfinite = int((~torch.isfinite(out) & ~poisoned).sum())
+    error = (out - run_.expected).abs().nan_to_num(nan=float("inf"))
+    worst_seq = int(error.amax(dim=(1, 2)).argmax())
+    max_err = None if unwritten or nonfinite else float(error.max())
+    oob = bool((run_.guard != launching.POISON_BITS).any())
+    return CaseResult(
+        name=run_.case.name,
+        causal=False,
+        shape=list(run_.case.shape),
+        max_abs_err=max_err,
+        passed=max_err is not None and max_err <= tolerance and not oob,
+        nonfinite=nonfinite,
+        unwritten=unwritten,
+        wrote_out_of_bounds=oob,
+        worst_row=worst_seq,  # here: the sequence with the largest error
+    )
+
+
+# -- measurements ---------------------------------------------------------------------------
+def blocks_needed(lengths: torch.Tensor, block_n: int) -> list[int]:
+    return [-(-int(n) // block_n) for n in lengths.tolist()]
+
+
+def visit_map(run_: Launch, block_n: int) -> VisitMap:
+    b, h, n, _ = run_.case.shape
+    read = (run_.visits.cpu() != 0).reshape(b, h, -1)
+    needed = blocks_needed(run_.lengths.cpu(), block_n)
+    n_blocks = read.shape[-1]
+    return VisitMap(
+        block_m=1,
+        block_n=block_n,
+        seq=n,
+        heads=h,
+        counts=read.sum(dim=1).tolist(),
+        ideal=[[j < needed[i] for j in range(n_blocks)] for i in range(b)],
+        label="cache blocks read per sequence (rows: sequences; a cell counts the heads that read it)",
+    )
+
+
+@dataclass
+class Slicing:
+    """How the kernel measurably cut each sequence's cache (from the visits)."""
+
+    used: list[int]  # per sequence: how many slices read some of its positions (max over heads)
+    slices: int  # how many slices a (sequence, head) has: the launcher's split count
+
+    def has_empty(self, b: int) -> bool:
+        return self.used[b] < self.slices
+
+
+def slicing(run_: Launch, module) -> Slicing:
+    """A slice that read nothing, or only blocks wholly past the length, is empty."""
+    b, h, _, _ = run_.case.shape
+    visits = run_.visits.cpu().reshape(b, h, -1)
+    needed = blocks_needed(run_.lengths.cpu(), int(module.BLOCK_N))
+    used = [max(len(set(visits[i, j, : needed[i]].tolist()) - {0}) for j in range(h)) for i in range(b)]
+    declared = getattr(module, "NUM_SPLITS", 0)
+    declared = declared if isinstance(declared, int) else 0
+    return Slicing(used=used, slices=max(declared, int(visits.max()) if visits.numel() else 0))
+
+
+def _seqs(indices: list[int], lengths: list[int], sl: Slicing) -> str:
+    parts = [f"{i} (length {lengths[i]}, {sl.used[i]} slice{'s' if sl.used[i] != 1 else ''})" for i in indices]
+    return ", ".join(parts)
+
+
+def describe_wrong(run_: Launch, sl: Slicing, tolerance: float) -> str:
+    """Which sequences are wrong, and whether that follows the number of slices they span."""
+    out = run_.out.double().cpu()
+    err = (out - run_.expected).abs().nan_to_num(nan=float("inf")).amax(dim=(1, 2))
+    lengths = run_.lengths.cpu().tolist()
+    bad = [i for i in range(len(lengths)) if err[i] > tolerance]
+    good = [i for i in range(len(lengths)) if err[i] <= tolerance]
+    text = f" Wrong on sequence{'s' if len(bad) > 1 else ''} {_seqs(bad, lengths, sl)}"
+    text += f"; right on {_seqs(good, lengths, sl)}." if good else "; no sequence is right."
+    multi = {i for i in range(len(lengths)) if sl.used[i] > 1}
+    if good and set(bad) == multi:
+        text += " Exactly the sequences whose cache spans more than one slice are wrong: look at the merge."
+    elif good and set(bad) == {i for i in range(len(lengths)) if lengths[i] < max(lengths)}:
+        text += " Exactly the sequences shorter than the cache are wrong: look at the lengths."
+    # is each (sequence, head) the reference times one factor? (least squares, then the residual)
+    ref = run_.expected
+    factor = (out * ref).sum(-1) / (ref * ref).sum(-1).clamp_min(1e-30)
+    residual = (out - factor[..., None] * ref).abs().amax(-1)
+    if bool(torch.isfinite(out).all()) and bool((residual <= 0.02 * out.abs().amax(-1).clamp_min(1e-6)).all()):
+        text += (" On each (sequence, head) the output is the reference times one factor, from"
+                 f" {float(factor.min()):.3g} to {float(factor.max()):.3g}.")
+    else:
+        text += (f" Largest error {float((out - ref).abs().nan_to_num(nan=float('inf')).max()):.3g}, where the"
+                 f" reference's values are at most {float(ref.abs().max()):.3g}.")
+    return text
+
+
+def fingerprint(run_: Launch, block_n: int, tolerance: float) -> list[str]:
+    """Every known mistake whose output this launch reproduces (variants equal to the
+    right answer on this case say nothing and are skipped)."""
+    slices = run_.visits - 1
+    variants = {
+        **slice_variants(run_.q, run_.k, run_.v, run_.lengths, slices, block_n),
+        **whole_variants(run_.q, run_.k, run_.v, run_.lengths, block_n),
+    }
+    found: list[str] = []
+    for name, variant in variants.items():
+        code = name.split("/")[0]
+        if code in found or matches(variant, run_.expected, tolerance):
+            continue
+        if matches(run_.out.cpu(), variant, tolerance):
+            found.append(code)
+    return found
+
+
+def nan_structure(run_: Launch, sl: Slicing) -> str | None:
+    """'empty-slice-nan' when the non-finite rows are whole sequences (every head),
+    each of them one with an empty slice, and the rest is finite.  (Not "every
+    sequence with an empty slice": a kernel may skip slices that start past the
+    cache's end and NaN only on those inside it.)"""
+    b, h = run_.case.batch, run_.case.heads
+    bad = (~torch.isfinite(run_.out.double().cpu())).any(dim=-1)  # (batch, heads)
+    with_empty = torch.tensor([sl.has_empty(i) for i in range(b)])
+    whole = bool((bad.all(dim=1) == bad.any(dim=1)).all())
+    if bad.any() and whole and not bool((bad.any(dim=1) & ~with_empty).any()):
+        return "empty-slice-nan"
+    return None
+
+
+def diagnose(
+    drill: Drill, launches: list[Launch], module, tolerance: float, visits: VisitMap | None
+) -> list[Diagnosis]:
+    block_n = int(module.BLOCK_N)
+    codes: dict[str, str] = {}
+
+    def say(code: str, detail: str = "") -> None:
+        codes.setdefault(code, detail)
+
+    failing = [x for x in launches if not x.result.passed]
+    per_case: list[list[str]] = []
+    measured: list[Slicing] = []
+    for launch in failing:
+        sl = slicing(launch, module)
+        measured.append(sl)
+        case = launch.result
+        if case.unwritten or case.wrote_out_of_bounds:
+            per_case.append([])
+        elif case.nonfinite:
+            code = nan_structure(launch, sl)
+            per_case.append([code] if code else [])
+        else:
+            per_case.append(fingerprint(launch, block_n, tolerance))
+    # NaN in the pattern of the empty slices is said only if every case with NaN shows
+    # that pattern, and some case shows it with finite sequences beside it (where every
+    # sequence has an empty slice, "all NaN" fits the pattern vacuously)
+    nan_cases = [(found, x) for found, x in zip(per_case, failing, strict=True) if x.result.nonfinite]
+    fits = [bool(found) for found, _ in nan_cases]
+    telling = any(found and bool(torch.isfinite(x.out.double().cpu()).all(dim=-1).any()) for found, x in nan_cases)
+    if not (fits and all(fits) and telling):
+        per_case = [[c for c in found if c != "empty-slice-nan"] for found in per_case]
+    support: dict[str, int] = {}
+    for found in per_case:
+        for code in found:
+            support[code] = support.get(code, 0) + 1
+
+    for launch, found, sl in zip(failing, per_case, measured, strict=True):
+        case = launch.result
+        lengths = launch.lengths.cpu().tolist()
+        where = f" (seen on the {case.name} case: batch={case.shape[0]}, cache {case.shape[2]}, lengths {lengths})"
+        if case.unwritten:
+            say("unwritten-output", f" {case.unwritten} elements were never written{where}.")
+        if case.wrote_out_of_bounds:
+            say("store-out-of-bounds", where + ".")
+        if found:
+            code = max(found, key=lambda c: support[c])
+            if code == "empty-slice-nan":
+                out = launch.out.double().cpu()
+                nan_seqs = (~torch.isfinite(out)).flatten(1).any(dim=1).nonzero().flatten().tolist()
+                say(code, f" NaN in every head of sequence{'s' if len(nan_seqs) > 1 else ''} "
+                          f"{_seqs(nan_seqs, lengths, sl)}, of {sl.slices} slices each{where}.")
+            else:  # a fingerprint: add which sequences it measurably affects
+                say(code, describe_wrong(launch, sl, tolerance) + where[:-1] + ").")
+        elif case.nonfinite:
+            bad = (~torch.isfinite(launch.out.double().cpu())).any(dim=-1).any(dim=-1).nonzero().flatten().tolist()
+            say("nan-in-output", f" {case.nonfinite} elements, in sequence{'s' if len(bad) > 1 else ''} "
+                                 f"{_seqs(bad, lengths, sl)}{where}.")
+        elif case.unwritten or case.wrote_out_of_bounds:
+            pass  # said above; the rest of the output is not worth guessing at
+        else:
+            say("wrong-output", describe_wrong(launch, sl, tolerance) + where[:-1] + ").")
+
+    nan_cases = {x.result.name for x in failing if x.result.nonfinite}
+    if "nan-in-output" in codes and nan_cases == {"hostile"}:
+        codes["nan-in-output"] += (" Only the hostile case (scores of standard deviation 100) has them: an"
+                                   " exp overflowed fp32 there. Subtract a maximum before every exp/exp2.")
+
+    if visits is not None and visits.visited_blocks == 0:
+        say("no-visits-recorded")
+    elif visits is not None:
+        needed = [[bool(x) for x in row] for row in visits.ideal]
+        extra = sum(c for row, ideal in zip(visits.counts, needed) for c, i in zip(row, ideal) if not i)
+        if extra:
+            detail = (f" ({extra} blocks past the sequences' lengths were read, counted over all heads;"
+                      f" the sequences hold {visits.ideal_blocks}.)")
+            if "reads-past-length" in codes:
+                codes["reads-past-length"] += detail
+            else:
+                say("extra-blocks", detail)
+
+    found = []
+    for code, detail in codes.items():
+        text = drill.diagnosis_text(code)
+        found.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
+    order = {"error": 0, "finding": 1, "info": 2}
+    return sorted(found, key=lambda d: order.get(d.severity, 3))
+
+
+# -- the problem interface ---------------------------------------------------------------------
+def check_correctness(
+    drill: Drill,
+    module,
+    interpreter: bool,
+    device: str,
+    generator: torch.Generator,
+    shape: tuple[int, int, int, int] | None = None,
+) -> Correctness:
+    plan = plan_for(interpreter)
+    cases = list(plan.cases)
+    if shape is not None:  # the default case at another (batch, heads, max_len, head_dim)
+        batch, heads, max_len, head_dim = shape
+        cases[0] = dataclasses.replace(cases[0], batch=batch, heads=heads, max_len=max_len, head_dim=head_dim)
+    block_n = int(module.BLOCK_N)
+    launches = []
+    for case in cases:
+        launch = run(module, case, device, generator)
+        launch.result = evaluate(launch, drill.tolerance)
+        launches.append(launch)
+    visits = [visit_map(launches[0], block_n)]
+    return Correctness(
+        cases=[x.result for x in launches],
+        shape=list(cases[0].shape),
+        visits=visits,
+        diagnosis=diagnose(drill, launches, module, drill.tolerance, visits[0]),
+    )
+
+
+def timing_launches(drill: Drill, module, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
+    """Every sequence fills the cache, so torch's SDPA (no mask: its fastest path)
+    does the same work as the student's kernel."""
+    batch, heads, max_len, head_dim = plan_for(interpreter).timing
+    q = torch.randn((batch, heads, head_dim), generator=generator).to(device, torch.float16)
+    k, v = (
+        torch.randn((batch, heads, max_len, head_dim), generator=generator).to(device, torch.float16)
+        for _ in range(2)
+    )
+    lengths = torch.full((batch,), max_len, dtype=torch.int32, device=device)
+    out = torch.empty_like(q)
+    launch = getattr(module, LAUNCHER)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q4 = q[:, :, None, :]
+    return TimedLaunches(
+        shape=[batch, heads, max_len, head_dim],
+        student={"full": lambda: launch(q, k, v, lengths, out=out)},
+        baseline={"full": lambda: sdpa(q4, k, v)},
+    )
