@@ -13,56 +13,86 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tutor.catalog import all_drills  # noqa: E402
+from tutor.mistakes import all_mistakes, materialise  # noqa: E402
 from tutor.runner import CheckRunner  # noqa: E402
 
-FILES = [
-    ("01", "drills/01_causal_mask.py"),
-    ("01", "solutions/01_causal_mask_solution.py"),
-    ("01", "solutions/01_causal_mask_fast.py"),
-    ("02", "drills/02_online_rescale.py"),
-    ("02", "solutions/02_online_rescale_solution.py"),
-    ("04", "drills/04_flash_backward.py"),
-    ("04", "solutions/04_flash_backward_solution.py"),
-]
+def shipped_files() -> list[tuple[str, str, str]]:
+    """(drill, path relative to the repo, what the check must say) for every kernel drill:
+    the shipped file FAILS, every solution file of that drill PASSES and is solved."""
+    files = []
+    for drill in all_drills():
+        if drill.kind != "kernel":
+            continue
+        files.append((drill.id, f"drills/{drill.file}", "FAILED"))
+        for solution in sorted((ROOT / "solutions").glob(f"{drill.id}_*.py")):
+            files.append((drill.id, f"solutions/{solution.name}", "solved"))
+    return files
+
+
+def mistake_files(dest: Path) -> list[tuple[str, str, str]]:
+    """Every student-like kernel of solutions/NN_slug.mistakes.toml, with the codes it must get."""
+    written = materialise(dest)
+    return [(m.drill, str(written[m.stem]), ",".join(m.codes) if m.codes else "solved")
+            for m in all_mistakes() if m.stem in written]
+
+
+def agrees(expected: str, result) -> bool:
+    if expected == "FAILED":
+        return not result.passed
+    if expected == "solved":
+        return result.solved
+    said = [d.code for d in result.diagnosis if d.severity in ("error", "finding")]
+    return ",".join(said) == expected and (result.error is None)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--mistakes", action="store_true",
+                        help="also check every student-like kernel of the mistakes files (timing off for those)")
     args = parser.parse_args()
     rows = []
+    files = shipped_files()
+    if args.mistakes:
+        files += mistake_files(Path(tempfile.mkdtemp(prefix="flashtutor-mistakes-")))
     with CheckRunner(device=args.device, warm=True) as runner:
         device = runner.warm_up()
         print(f"device: {device.label}; torch {device.torch}; triton {device.triton}", flush=True)
-        for drill, rel in [(d, f) for d, f in FILES if (ROOT / f).exists()]:
+        for drill, rel, expected in files:
             runner.warm_up()  # time the check, not the worker's start-up
             start = time.perf_counter()
-            result = runner.check(drill, ROOT / rel)
+            result = runner.check(drill, ROOT / rel, timing=not rel.startswith("/"))
             wall = time.perf_counter() - start
-            rows.append((rel, result, wall))
+            rel = Path(rel).name if rel.startswith("/") else rel
+            rows.append((rel, result, wall, expected))
             print(json.dumps({"file": rel, "wall_s": wall, **result.to_dict()})[:400], flush=True)
     if args.json:
-        args.json.write_text(json.dumps([{"file": rel, "wall_s": wall, **r.to_dict()} for rel, r, wall in rows], indent=1))
+        args.json.write_text(json.dumps([{"file": rel, "wall_s": wall, "expected": e, **r.to_dict()} for rel, r, wall, e in rows], indent=1))
     print()
     print(f"{'file':<40}{'result':>8}{'solved':>7}{'max err':>9}{'full ms':>9}{'causal ms':>10}{'×':>6}"
           f"{'visited':>9}{'ideal':>7}{'sdpa f/c ms':>14}{'check s':>8}  diagnosis")
-    for rel, r, wall in rows:
+    for rel, r, wall, expected in rows:
         verdict = "ERROR" if r.error else ("PASSED" if r.passed else "FAILED")
         fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
         sdpa = "-" if r.sdpa_full_ms is None else f"{r.sdpa_full_ms:.3f}/{fmt(r.sdpa_causal_ms, '.3f')}"
         print(f"{rel:<40}{verdict:>8}{str(r.solved):>7}{fmt(r.max_abs_err, '.1e'):>9}{fmt(r.full_ms, '.3f'):>9}"
               f"{fmt(r.causal_ms, '.3f'):>10}{fmt(r.speedup, '.2f'):>6}{fmt(r.visited_fraction, '.3f'):>9}"
-              f"{fmt(r.ideal_fraction, '.3f'):>7}{sdpa:>14}{wall:>8.2f}  {','.join(r.codes) or (r.error.kind if r.error else '')}")
+              f"{fmt(r.ideal_fraction, '.3f'):>7}{sdpa:>14}{wall:>8.2f}  {','.join(r.codes) or (r.error.kind if r.error else '')}"
+              + ("" if agrees(expected, r) else f"   <-- expected {expected}"))
+    wrong = [rel for rel, r, _, expected in rows if not agrees(expected, r)]
+    print(f"{len(rows) - len(wrong)}/{len(rows)} files got what they must" + (f"; not: {', '.join(wrong)}" if wrong else ""))
     if rows and rows[0][1].timing_shape:
         print(f"timing shape {rows[0][1].timing_shape}, correctness shape {rows[0][1].shape}; {rows[0][1].timing_method}")
-    return 0
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":

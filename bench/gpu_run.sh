@@ -1,12 +1,45 @@
 #!/usr/bin/env bash
-# One device call: versions, the tutor's check of every drill and solution, and
-# the side-by-side speed table.  Everything lands in $OUT (or ./bench-out).
+# One device call: versions, doctor, the tutor's own check of every drill (and, with
+# STEPS including "mistakes", of every student-like kernel), and the speed tables.
+#   STEPS="versions doctor check backward decode window" OUT=/some/dir bash bench/gpu_run.sh
+# Each step's log goes to $OUT/logs.tgz; the summary (one line per step, then the
+# tables) to stdout and $OUT/summary.txt.  On a bare GPU image, wheels carried in
+# .whl/ (textual, watchdog, shtab, packaging...) are installed into /tmp/site first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-OUT=${OUT:-bench-out}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-python3 -c 'import sys, torch, triton, numpy; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "numpy", numpy.__version__)' | tee -a "$OUT/gpu.txt"
-python3 bench/check_all.py --json "$OUT/check_all.json" 2>&1 | tee "$OUT/check_all.log" | tail -11
-python3 bench/attention_speed.py ${SPEED_ARGS:-} --json "$OUT/speed.json" 2>&1 | tee "$OUT/speed.log" | tail -16
-python3 bench/backward_speed.py --json "$OUT/backward.json" 2>&1 | tee "$OUT/backward.log" | tail -16
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=/tmp/site:$PWD || export PYTHONPATH=$PWD
+else
+    export PYTHONPATH=$PWD
+fi
+OUT=${OUT:-bench-out}; LOGS=/tmp/flashtutor-logs; mkdir -p "$OUT" "$LOGS"
+STEPS=${STEPS:-"versions doctor check backward decode window"}
+SUMMARY=$OUT/summary.txt; : > "$SUMMARY"
+
+step() {  # step NAME SECONDS COMMAND...: run it with a limit, keep its log, say how it ended
+    local name=$1 limit=$2; shift 2
+    local start=$SECONDS
+    timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
+    local rc=$?
+    echo "== $name: rc=$rc in $((SECONDS - start)) s" | tee -a "$SUMMARY"
+}
+
+for s in $STEPS; do
+    case $s in
+        versions) step versions 60 bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
+                  python3 -c "import sys, torch, triton, numpy; print(\"python\", sys.version.split()[0], \"torch\", torch.__version__, \"triton\", triton.__version__, \"numpy\", numpy.__version__)"'
+                  cat "$LOGS/versions.log" | tee -a "$SUMMARY" ;;
+        doctor)   step doctor 180 python3 -m tutor doctor; tail -12 "$LOGS/doctor.log" | tee -a "$SUMMARY" ;;
+        check)    step check 400 python3 bench/check_all.py --json "$LOGS/check_all.json"; tail -16 "$LOGS/check.log" | tee -a "$SUMMARY" ;;
+        mistakes) step mistakes 540 python3 bench/check_all.py --mistakes --json "$LOGS/mistakes.json"; grep -E "expected|files got" "$LOGS/mistakes.log" | tail -30 | tee -a "$SUMMARY" ;;
+        speed)    step speed 400 python3 bench/attention_speed.py ${SPEED_ARGS:---kernels fast --quick} --json "$LOGS/speed.json"; tail -12 "$LOGS/speed.log" | tee -a "$SUMMARY" ;;
+        backward) step backward 300 python3 bench/backward_speed.py; tail -14 "$LOGS/backward.log" | tee -a "$SUMMARY" ;;
+        decode)   step decode 300 python3 bench/decode_speed.py; tail -30 "$LOGS/decode.log" | tee -a "$SUMMARY" ;;
+        window)   step window 300 python3 bench/sliding_window_speed.py; tail -16 "$LOGS/window.log" | tee -a "$SUMMARY" ;;
+        loop)     step loop 420 env OUT="$LOGS/loop" bash bench/gpu_loop.sh; tail -30 "$LOGS/loop.log" | tee -a "$SUMMARY" ;;
+        *) echo "unknown step $s" | tee -a "$SUMMARY" ;;
+    esac
+done
+tar czf "$OUT/logs.tgz" -C "$LOGS" .
