@@ -43,10 +43,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from tutor import mistakes as mistakes_mod
-from tutor.catalog import Drill, UnknownDrill, read_drill
+from tutor.catalog import DRILL_KINDS, SEVERITIES, Drill, UnknownDrill, read_drill
 from tutor.paths import CONTENT_ROOT_ENV, content_root
 
-SEVERITIES = ("error", "finding", "info")
 CHECK_TIMEOUT_S = 180.0
 
 
@@ -146,8 +145,9 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
     if toml.stem != drill.name:
         fail("data", f"id/slug make {drill.name!r} but the file is {toml.name}: rename one",
              _line_of(text, r"^(id|slug)\s*="))
-    if drill.kind not in ("kernel", "paper"):
-        fail("data", f"kind = {drill.kind!r}: a drill is kind = \"kernel\" or \"paper\"", _line_of(text, r"^kind\s*="))
+    if drill.kind not in DRILL_KINDS:
+        fail("data", f"kind = {drill.kind!r}: a drill is kind = " + " or ".join(f'"{k}"' for k in DRILL_KINDS),
+             _line_of(text, r"^kind\s*="))
     for folder, name, key in (("drills", drill.file, "file"), ("solutions", drill.solution, "solution")):
         if not (root / folder / name).is_file():
             fail("data", f"{key} = {name!r}, but {folder}/{name} does not exist: create it",
@@ -156,7 +156,7 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
         if words.severity not in SEVERITIES:
             fail("data", f"[diagnoses.{code}] severity = {words.severity!r}: use one of {', '.join(SEVERITIES)}",
                  _line_of(text, rf"^\[diagnoses\.{re.escape(code)}\]"))
-    if drill.kind == "kernel":
+    if drill.is_kernel:
         from tutor.harness.problems import PROBLEMS
 
         if drill.problem not in PROBLEMS:
@@ -177,8 +177,8 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
     rows += _placeholder_rows(drill, toml, root)
 
     # codes the hints unlock on
-    known = set(drill.diagnoses) if drill.kind == "kernel" else _quiz_codes(drill, root, rows)
-    where_known = f"[diagnoses] of {toml.name}" if drill.kind == "kernel" else f"the slip codes of {drill.name}.quiz.toml"
+    known = set(drill.diagnoses) if drill.is_kernel else _quiz_codes(drill, root, rows)
+    where_known = f"[diagnoses] of {toml.name}" if drill.is_kernel else f"the slip codes of {drill.name}.quiz.toml"
     bad_hints = 0
     for hint in drill.hints:
         title_line = _line_of(text, re.escape(hint.title)) or 0
@@ -186,13 +186,13 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
             if code not in known:
                 bad_hints += 1
                 fail("hint codes", f"hint {hint.title!r} unlocks on {code!r}, which is not in {where_known}: "
-                     f"add [diagnoses.{code}] or fix the code" if drill.kind == "kernel" else
+                     f"add [diagnoses.{code}] or fix the code" if drill.is_kernel else
                      f"hint {hint.title!r} unlocks on {code!r}, which is not in {where_known}",
                      _line_of(text, rf"[\"']{re.escape(code)}[\"']", after=title_line) or title_line or None)
     if not bad_hints:
         count = sum(len(h.unlock_codes) for h in drill.hints)
         rows.append(Row(drill.id, "hint codes", True, f"{count} code(s) named by {len(drill.hints)} hint(s) all exist"))
-    if drill.kind != "kernel":
+    if not drill.is_kernel:
         return rows, []
 
     # the shipped file and the mistakes entries: the fixtures
@@ -478,9 +478,9 @@ def run(root: Path | None = None, drill: str | None = None, quick: bool = False,
         ids[found.id] = path
         rows, fixtures = _data_rows(found, path, root)
         report.rows += rows
-        if found.kind == "kernel" and quick:  # every diagnosis code is expected by some fixture
+        if found.is_kernel and quick:  # every diagnosis code is expected by some fixture
             report.rows += _coverage_rows(found, path, root, fixtures, verified=None)
-        elif found.kind == "kernel":  # ... and produced by one
+        elif found.is_kernel:  # ... and produced by one
             report.rows += _kernel_rows(found, path, root, fixtures, device, progress)
     return report
 
