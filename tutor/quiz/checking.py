@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tutor.quiz.questions import Question, QuizTexts, load_texts
+from tutor.quiz.model import Question, QuizTexts, load_texts
 from tutor.quiz.units import AnswerError, Reading, format_quantity, parse_number
 
 RIGHT, WRONG, INVALID = "right", "wrong", "invalid"
