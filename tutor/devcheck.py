@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,6 +46,9 @@ else:  # pragma: no cover
 from tutor import mistakes as mistakes_mod
 from tutor.catalog import DRILL_KINDS, SEVERITIES, Drill, UnknownDrill, read_drill
 from tutor.paths import CONTENT_ROOT_ENV, content_root
+
+if TYPE_CHECKING:
+    from tutor.harness.result import CheckResult
 
 CHECK_TIMEOUT_S = 180.0
 
@@ -73,7 +77,7 @@ class Report:
     def failed(self) -> list[Row]:
         return [row for row in self.rows if not row.ok]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"root": self.root, "ok": self.ok, "failed": len(self.failed), "rows": [asdict(r) for r in self.rows]}
 
 
@@ -334,16 +338,17 @@ def _content_root_env(root: Path) -> Iterator[None]:
 
 
 def _run_checks(jobs: list[tuple[str, Path]], root: Path, device: str,
-                progress: Callable[[str], None]) -> list:
+                progress: Callable[[str], None]) -> list[CheckResult]:
     """Check each ``(drill id, file)`` in a fresh worker (the next one starts while this one runs)."""
     from tutor.harness.job import CheckJob
     from tutor.runner import Worker
 
-    results = []
+    results: list[CheckResult] = []
     with _content_root_env(root):
         upcoming = Worker(device) if jobs else None
         for index, (drill_id, file) in enumerate(jobs):
             worker, upcoming = upcoming, (Worker(device) if index + 1 < len(jobs) else None)
+            assert worker is not None  # started before this job (the first) or during the last one
             progress(f"[{index + 1}/{len(jobs)}] checking {file.name} as drill {drill_id}")
             try:
                 job = CheckJob(drill=drill_id, file=str(file.resolve()), timing=False)
@@ -353,7 +358,7 @@ def _run_checks(jobs: list[tuple[str, Path]], root: Path, device: str,
     return results
 
 
-def _said(result) -> str:
+def _said(result: CheckResult) -> str:
     if result.error is not None:
         where = result.error.location()
         return f"could not run: {result.error.kind}: {result.error.message}" + (f" ({where})" if where else "")
@@ -366,7 +371,7 @@ def _expected(passes: bool, codes: tuple[str, ...]) -> str:
     return f"{'PASSED' if passes else 'FAILED'} with {', '.join(codes) or 'no diagnosis'}"
 
 
-def matches(result, passes: bool, codes: tuple[str, ...]) -> bool:
+def matches(result: CheckResult, passes: bool, codes: tuple[str, ...]) -> bool:
     """Did a check say exactly this?  Info-level codes not listed in ``codes`` are ignored."""
     if result.error is not None or result.passed != passes:
         return False
@@ -383,15 +388,17 @@ def _kernel_rows(drill: Drill, toml: Path, root: Path, fixtures: list[_Fixture],
     scratch = Path(tempfile.mkdtemp(prefix=f"flashtutor-devcheck-{drill.id}-"))
     try:
         runnable: list[_Fixture] = []
+        jobs: list[tuple[str, Path]] = [(drill.id, solution)]
         for fixture in fixtures:
             mistake = fixture.mistake
-            if fixture.label == "shipped":
+            if fixture.label == "shipped" and fixture.file is not None:
                 runnable.append(fixture)
+                jobs.append((drill.id, fixture.file))
             elif mistake is not None:
                 fixture.file = scratch / f"{mistake.stem}.py"
                 fixture.file.write_text(mistake.text(drill, root), encoding="utf-8")
                 runnable.append(fixture)
-        jobs = [(drill.id, solution)] + [(drill.id, f.file) for f in runnable]
+                jobs.append((drill.id, fixture.file))
         results = _run_checks(jobs, root, device, progress)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -17,7 +17,7 @@ import tempfile
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
@@ -68,7 +68,7 @@ class Report:
         """A check can run: nothing is at error level."""
         return all(f.level != "error" for f in self.findings)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"can_check": self.can_check, "versions": self.versions, "findings": [asdict(f) for f in self.findings]}
 
 

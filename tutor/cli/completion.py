@@ -14,7 +14,7 @@ from tutor.cli import EXIT_OK
 SHELLS = ("bash", "zsh", "fish")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     completion = subparsers.add_parser(
         "completion", help="print a shell completion script (bash, zsh, fish)",
         description="Print a completion script. bash: eval \"$(flashtutor completion bash)\" in ~/.bashrc; "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -89,7 +90,7 @@ def _numeric_question(
     id_parameters: str,
     quantity: Quantity,
     answer: int | Fraction,
-    slips: list[tuple[str, int | float | Fraction]],
+    slips: Sequence[tuple[str, int | float | Fraction]],
     parameters: dict[str, Any],
     values: dict[str, Any],
 ) -> Question:
@@ -481,7 +482,8 @@ def build_questions(
     texts = texts or load_texts()
     if seed is None:
         rng = None
-        lengths, d, dtype = HEADLINE_LENGTHS, HEADLINE_D, HEADLINE_DTYPE
+        lengths: tuple[int, ...] = HEADLINE_LENGTHS
+        d, dtype = HEADLINE_D, HEADLINE_DTYPE
         l2_budget, hbm_budget = STATED_BUDGETS[HEADLINE_L2_BUDGET], STATED_BUDGETS[HEADLINE_HBM_BUDGET]
         batch, heads = HEADLINE_BATCH, HEADLINE_HEADS
         causal_n, block = HEADLINE_CAUSAL

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.reactive import reactive
 from textual.timer import Timer
@@ -18,9 +20,10 @@ class CheckIndicator(Static):
 
     frame = reactive(0)
 
-    def __init__(self, *, animate: bool = True, **kwargs) -> None:
+    def __init__(self, *, animate: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.animate = animate
+        # not `self.animate`: that name is Widget.animate(), which Textual calls
+        self.spinning = animate
         self.file = ""
         self._timer: Timer | None = None
 
@@ -31,7 +34,7 @@ class CheckIndicator(Static):
         self.file = file
         self.frame = 0
         self.display = True
-        if self.animate and self._timer is None:
+        if self.spinning and self._timer is None:
             self._timer = self.set_interval(0.1, self._advance)
         self.refresh()
 
