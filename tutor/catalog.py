@@ -21,7 +21,6 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 from tutor.paths import content_root
 
-
 DrillKind = Literal["kernel", "paper"]
 """A drill is a Triton file the harness runs ("kernel") or a quiz asked on paper ("paper")."""
 DRILL_KINDS: tuple[DrillKind, ...] = get_args(DrillKind)

@@ -60,7 +60,8 @@ def fish_script(parser: argparse.ArgumentParser, prog: str = "flashtutor") -> st
                 flags = " ".join([f"-l {o}" for o in longs] + [f"-s {o}" for o in shorts])
                 takes = "-r" if action.nargs != 0 else ""
                 choices = f"-a {_quote(' '.join(map(str, action.choices)))}" if action.choices else ""
-                lines.append(" ".join(p for p in (f"complete -c {prog}", condition, flags, takes, choices, described) if p))
+                parts = (f"complete -c {prog}", condition, flags, takes, choices, described)
+                lines.append(" ".join(p for p in parts if p))
             elif action.choices:
                 lines.append(f"complete -c {prog} {condition} -a {_quote(' '.join(map(str, action.choices)))}")
     return "\n".join(lines) + "\n"

@@ -225,7 +225,8 @@ def intensity_limit_question(texts: QuizTexts, d: int, dtype: str) -> Question:
         ("read-write-once", 2 * answer),
         ("one-matmul", answer / 2),
     ]
-    return _numeric_question(texts, "intensity-limit", f"d={d},{dtype}", "flops-per-byte", answer, slips, parameters, {})
+    key = f"d={d},{dtype}"
+    return _numeric_question(texts, "intensity-limit", key, "flops-per-byte", answer, slips, parameters, {})
 
 
 def _budget_parameters(budget: GpuBudget) -> dict[str, Any]:
@@ -268,7 +269,8 @@ def hbm_fit_question(texts: QuizTexts, budget: GpuBudget, batch: int, heads: int
     b = DTYPE_BYTES[dtype]
     hbm = budget.hbm_bytes
     matrices = batch * heads
-    parameters = {**_budget_parameters(budget), "hbm_bytes": hbm, "batch": batch, "heads": heads, "dtype": dtype, "b": b}
+    parameters = {**_budget_parameters(budget), "hbm_bytes": hbm, "batch": batch, "heads": heads,
+                  "dtype": dtype, "b": b}
     answer = f.longest_fitting_sequence(hbm, b, matrices)
     slips = [
         ("forgot-dtype-bytes", f.longest_fitting_sequence(hbm, 1, matrices)),
@@ -301,7 +303,8 @@ def causal_blocks_question(texts: QuizTexts, n: int, block: int) -> Question:
         ("percent-without-sign", answer * 100),
     ]
     values = {"T": t, "visited": visited, "total": total}
-    return _numeric_question(texts, "causal-blocks", f"N={n},block={block}", "fraction", answer, slips, parameters, values)
+    key = f"N={n},block={block}"
+    return _numeric_question(texts, "causal-blocks", key, "fraction", answer, slips, parameters, values)
 
 
 def backward_flops_question(texts: QuizTexts, n: int, d: int) -> Question:

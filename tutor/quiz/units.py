@@ -139,7 +139,8 @@ def _apply_suffix(value: float, suffix: str, quantity: str, raw: str) -> tuple[R
     if quantity == "bytes":
         if key in _BYTE_UNITS:
             factor, unit = _BYTE_UNITS[key]
-            how = f"{shown} bytes" if factor == 1 else f"{shown} {suffix.strip()} = {value * factor:,.0f} bytes ({unit})"
+            how = (f"{shown} bytes" if factor == 1
+                   else f"{shown} {suffix.strip()} = {value * factor:,.0f} bytes ({unit})")
             return (Reading(value * factor, how),)
         if key in _BINARY:
             return _both_scales(value, key, "bytes")
