@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,6 +27,19 @@ QUIZ_FILE = "03_flash_math.quiz.toml"
 
 QuestionQuantity = Quantity | Literal["choice"]
 """What a question's answer is: a number of one of the units' quantities, or an option key."""
+
+NumericKind = Literal[
+    "naive-bytes", "fused-bytes", "traffic-ratio", "forward-flops", "naive-intensity", "intensity-limit",
+    "l2-fit", "hbm-fit", "causal-blocks", "backward-flops", "backward-bytes", "decode-bytes",
+    "decode-intensity", "kv-cache", "gqa-saving", "window-blocks",
+]
+"""The numeric questions: one generator in :mod:`tutor.quiz.questions` and one ``[kinds.NAME]``
+table of words in the quiz file each."""
+ChoiceKind = Literal["why-fusing", "causal-effect", "lse-saves", "decode-bound"]
+"""The multiple-choice questions: one ``[choices.NAME]`` table in the quiz file each."""
+QuestionKind = NumericKind | ChoiceKind
+NUMERIC_KINDS: tuple[NumericKind, ...] = get_args(NumericKind)
+CHOICE_KINDS: tuple[ChoiceKind, ...] = get_args(ChoiceKind)
 
 
 @dataclass(frozen=True)
@@ -59,7 +72,7 @@ class Question:
     """
 
     id: str
-    kind: str  # the generator ("naive-bytes", ...) or the choice's key in the quiz file
+    kind: QuestionKind
     title: str
     text: str
     quantity: QuestionQuantity

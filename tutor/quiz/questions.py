@@ -28,10 +28,15 @@ from tutor.quiz.gpu import STATED_BUDGETS, GpuBudget
 
 # The model is re-exported here: ``from tutor.quiz.questions import Question, DRILL_ID`` keeps working.
 from tutor.quiz.model import (
+    CHOICE_KINDS,
     DRILL_ID,
+    NUMERIC_KINDS,
     QUIZ_FILE,
+    ChoiceKind,
+    NumericKind,
     Option,
     Question,
+    QuestionKind,
     QuestionQuantity,
     QuizTexts,
     Slip,
@@ -41,11 +46,16 @@ from tutor.quiz.model import (
 from tutor.quiz.units import Quantity, format_bytes, format_quantity
 
 __all__ = [
+    "CHOICE_KINDS",
     "DRILL_ID",
     "DTYPE_BYTES",
+    "NUMERIC_KINDS",
     "QUIZ_FILE",
+    "ChoiceKind",
+    "NumericKind",
     "Option",
     "Question",
+    "QuestionKind",
     "QuestionQuantity",
     "QuizTexts",
     "Slip",
@@ -86,7 +96,7 @@ SEEDED_WINDOWS = (256, 512, 1000, 1024, 2048)
 
 def _numeric_question(
     texts: QuizTexts,
-    kind: str,
+    kind: NumericKind,
     id_parameters: str,
     quantity: Quantity,
     answer: int | Fraction,
@@ -441,7 +451,7 @@ def window_blocks_question(texts: QuizTexts, n: int, window: int, block: int) ->
     return _numeric_question(texts, "window-blocks", key, "fraction", answer, slips, parameters, values)
 
 
-def choice_question(texts: QuizTexts, kind: str, rng: random.Random | None = None) -> Question:
+def choice_question(texts: QuizTexts, kind: ChoiceKind, rng: random.Random | None = None) -> Question:
     """A multiple-choice question; with ``rng`` its options are shuffled (and relettered)."""
     words = texts.choices[kind]
     written = list(words["options"])
