@@ -103,8 +103,8 @@ def test_bad_data_is_red_where_it_is(tmp_path):
     mistakes.write_text(mistakes.read_text(encoding="utf-8").replace('codes = ["acc-not-rescaled"]',
                                                                      'codes = ["acc-not-rescald"]'), encoding="utf-8")
     text = mistakes.read_text(encoding="utf-8")
-    mistakes.write_text(text.replace('find = "    acc = acc / l_i[:, None]\\n"', 'find = "    acc = acc / l[:, None]\\n"'),
-                        encoding="utf-8")
+    mistakes.write_text(text.replace('find = "    acc = acc / l_i[:, None]\\n"',
+                                     'find = "    acc = acc / l[:, None]\\n"'), encoding="utf-8")
     drill01 = root / "drills" / "01_causal_mask.toml"
     text = drill01.read_text(encoding="utf-8")
     start = text.index("[shipped]")
@@ -194,7 +194,8 @@ def test_a_drill_without_shipped_data_is_told_what_to_write(tmp_path):
     text = text.replace('"02_online_rescale', '"09_rescale_copy')
     (root / "drills" / "09_rescale_copy.toml").write_text(text, encoding="utf-8")
     shutil.copy(root / "drills" / "02_online_rescale.py", root / "drills" / "09_rescale_copy.py")
-    shutil.copy(root / "solutions" / "02_online_rescale_solution.py", root / "solutions" / "09_rescale_copy_solution.py")
+    solutions = root / "solutions"
+    shutil.copy(solutions / "02_online_rescale_solution.py", solutions / "09_rescale_copy_solution.py")
 
     report = devcheck.run(root=root, drill="09")
 

@@ -35,7 +35,8 @@ def test_real_probes_on_this_machine_say_a_check_can_run(tmp_path: Path) -> None
     assert by_name["workspace"].detail == str(workspace)
     assert by_name["file watching"].level in ("ok", "warning")
     assert report.versions["torch"].startswith(__import__("torch").__version__.split("+")[0])
-    assert sorted(p.name for p in (workspace / "drills").iterdir()) == sorted(p.name for p in (REPO / "drills").iterdir())
+    copied = sorted(p.name for p in (workspace / "drills").iterdir())
+    assert copied == sorted(p.name for p in (REPO / "drills").iterdir())
 
 
 def test_cli_json_and_exit_code(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ the causal block counts against a real causal mask.
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -64,7 +65,7 @@ def test_headline_numbers():
 def test_naive_intensity_rises_to_d_over_b_and_never_passes_it(d, b):
     lengths = [2**k for k in range(4, 31)]
     values = [f.naive_intensity(n, d, b) for n in lengths]
-    assert all(a < c for a, c in zip(values, values[1:]))
+    assert all(a < c for a, c in itertools.pairwise(values))
     assert all(v < Fraction(d, b) for v in values)
     assert f.naive_intensity_limit(d, b) == Fraction(d, b)
     assert float(Fraction(d, b) - values[-1]) < 1e-6 * d

@@ -62,7 +62,8 @@ def test_decode_intensity_counts_each_query_head_against_shared_bytes():
         f.decode_intensity(30, 8, 2)
 
 
-@pytest.mark.parametrize("n,window,block", [(256, 64, 32), (300, 100, 32), (200, 1, 16), (130, 500, 64), (1000, 257, 64)])
+@pytest.mark.parametrize("n,window,block",
+                         [(256, 64, 32), (300, 100, 32), (200, 1, 16), (130, 500, 64), (1000, 257, 64)])
 def test_window_block_count_matches_a_real_mask(n, window, block):
     rows, cols = np.arange(n)[:, None], np.arange(n)[None, :]
     allowed = (cols <= rows) & (cols > rows - window)

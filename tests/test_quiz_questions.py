@@ -302,3 +302,17 @@ def test_the_decode_questions_models_share_their_kv_heads():
             if question.kind in ("decode-bytes", "decode-intensity", "kv-cache", "gqa-saving"):
                 heads, kv_heads = question.parameters["heads"], question.parameters["kv_heads"]
                 assert kv_heads < heads and heads % kv_heads == 0, question.id
+
+
+def test_the_kinds_in_code_are_the_kinds_the_quiz_file_words() -> None:
+    """Every numeric generator and choice named in tutor.quiz.model has its table in the
+    quiz file, the file has no table for a kind no generator draws, and a whole set
+    (headline or seeded) asks each kind."""
+    from tutor.quiz.model import CHOICE_KINDS, NUMERIC_KINDS, load_texts
+
+    texts = load_texts()
+    assert sorted(texts.kinds) == sorted(NUMERIC_KINDS)
+    assert sorted(texts.choices) == sorted(CHOICE_KINDS)
+    for seed in (None, 3):
+        asked = {q.kind for q in build_questions(seed=seed)}
+        assert asked == set(NUMERIC_KINDS) | set(CHOICE_KINDS)

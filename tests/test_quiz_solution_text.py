@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+
 import pytest
 
 from tutor.catalog import get_drill, pristine_path, solution_path
@@ -65,7 +66,7 @@ def test_headline_numbers(text):
     assert re.search(r"d/2 = \*\*64\s+FLOP/byte\*\*", text) and f.naive_intensity_limit(D, B) == 64
     assert f"{f.naive_hbm_bytes(16384, D, B):,} bytes" in text
     shares = re.search(r"(\S+) % at 1k, (\S+) % at\s+4k, (\S+) % at 16k", text).groups()
-    for share, n in zip(shares, (1024, 4096, 16384)):
+    for share, n in zip(shares, (1024, 4096, 16384), strict=True):
         assert share == f"{100 * 4 * n * n / f.naive_elements(n, D):.1f}"
 
 

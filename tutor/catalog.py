@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
+from typing import Literal, get_args
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -19,6 +20,14 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from tutor.paths import content_root
+
+DrillKind = Literal["kernel", "paper"]
+"""A drill is a Triton file the harness runs ("kernel") or a quiz asked on paper ("paper")."""
+DRILL_KINDS: tuple[DrillKind, ...] = get_args(DrillKind)
+
+Severity = Literal["error", "finding", "info"]
+"""How much a diagnosis weighs: why a check FAILED, PASSED but not done, or a remark."""
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 
 
 class UnknownDrill(LookupError):
@@ -43,7 +52,7 @@ class Hint:
 
 @dataclass(frozen=True)
 class DiagnosisText:
-    severity: str  # "error" (why it FAILED), "finding" (PASSED, but not done), "info"
+    severity: Severity  # "error" (why it FAILED), "finding" (PASSED, but not done), "info"
     message: str
 
 
@@ -62,7 +71,8 @@ class Drill:
     id: str
     slug: str
     title: str
-    kind: str  # "kernel" (a Triton file the harness runs) or "paper" (a quiz)
+    # parsed as written: `flashtutor dev check` reports a kind outside DRILL_KINDS with its line
+    kind: DrillKind
     file: str  # file name inside drills/
     solution: str  # file name inside solutions/
     teaches: str
@@ -79,6 +89,11 @@ class Drill:
     @property
     def name(self) -> str:
         return f"{self.id}_{self.slug}"
+
+    @property
+    def is_kernel(self) -> bool:
+        """A Triton file the harness checks (the other kind, "paper", is a quiz)."""
+        return self.kind == "kernel"
 
     def diagnosis_text(self, code: str) -> DiagnosisText:
         try:
@@ -132,7 +147,7 @@ def _parse(path: Path) -> Drill:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(root: Path) -> tuple[Drill, ...]:
     # one NN_name.toml per drill; other data beside it has a longer suffix (NN_name.quiz.toml)
     files = sorted(p for p in (root / "drills").glob("[0-9][0-9]_*.toml") if p.suffixes == [".toml"])
@@ -145,6 +160,29 @@ def _load(root: Path) -> tuple[Drill, ...]:
 def all_drills() -> tuple[Drill, ...]:
     """Every drill, in order."""
     return _load(content_root())
+
+
+def kernel_drills() -> tuple[Drill, ...]:
+    """The kernel drills (the ones the harness checks), in order."""
+    return tuple(d for d in all_drills() if d.is_kernel)
+
+
+def next_drill(after_id: str | None, *, kind: DrillKind | None = None) -> Drill | None:
+    """The drill after ``after_id`` in catalog order, or None after the last one.
+
+    ``after_id`` None (nothing open yet) gives the first drill.  With ``kind`` the
+    drills of other kinds are skipped: ``kind="kernel"`` is the next drill the
+    harness can check.  An id the catalog does not know raises UnknownDrill.
+    """
+    drills = all_drills()
+    if after_id is None:
+        later = drills
+    else:
+        index = next((i for i, d in enumerate(drills) if d.id == after_id), None)
+        if index is None:
+            raise UnknownDrill(f"unknown drill id {after_id!r}")
+        later = drills[index + 1:]
+    return next((d for d in later if kind is None or d.kind == kind), None)
 
 
 def get_drill(key: str) -> Drill:

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,10 +44,12 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from tutor import mistakes as mistakes_mod
-from tutor.catalog import Drill, UnknownDrill, read_drill
+from tutor.catalog import DRILL_KINDS, SEVERITIES, Drill, UnknownDrill, read_drill
 from tutor.paths import CONTENT_ROOT_ENV, content_root
 
-SEVERITIES = ("error", "finding", "info")
+if TYPE_CHECKING:
+    from tutor.harness.result import CheckResult
+
 CHECK_TIMEOUT_S = 180.0
 
 
@@ -74,7 +77,7 @@ class Report:
     def failed(self) -> list[Row]:
         return [row for row in self.rows if not row.ok]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"root": self.root, "ok": self.ok, "failed": len(self.failed), "rows": [asdict(r) for r in self.rows]}
 
 
@@ -146,8 +149,9 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
     if toml.stem != drill.name:
         fail("data", f"id/slug make {drill.name!r} but the file is {toml.name}: rename one",
              _line_of(text, r"^(id|slug)\s*="))
-    if drill.kind not in ("kernel", "paper"):
-        fail("data", f"kind = {drill.kind!r}: a drill is kind = \"kernel\" or \"paper\"", _line_of(text, r"^kind\s*="))
+    if drill.kind not in DRILL_KINDS:
+        fail("data", f"kind = {drill.kind!r}: a drill is kind = " + " or ".join(f'"{k}"' for k in DRILL_KINDS),
+             _line_of(text, r"^kind\s*="))
     for folder, name, key in (("drills", drill.file, "file"), ("solutions", drill.solution, "solution")):
         if not (root / folder / name).is_file():
             fail("data", f"{key} = {name!r}, but {folder}/{name} does not exist: create it",
@@ -156,7 +160,7 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
         if words.severity not in SEVERITIES:
             fail("data", f"[diagnoses.{code}] severity = {words.severity!r}: use one of {', '.join(SEVERITIES)}",
                  _line_of(text, rf"^\[diagnoses\.{re.escape(code)}\]"))
-    if drill.kind == "kernel":
+    if drill.is_kernel:
         from tutor.harness.problems import PROBLEMS
 
         if drill.problem not in PROBLEMS:
@@ -177,8 +181,8 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
     rows += _placeholder_rows(drill, toml, root)
 
     # codes the hints unlock on
-    known = set(drill.diagnoses) if drill.kind == "kernel" else _quiz_codes(drill, root, rows)
-    where_known = f"[diagnoses] of {toml.name}" if drill.kind == "kernel" else f"the slip codes of {drill.name}.quiz.toml"
+    known = set(drill.diagnoses) if drill.is_kernel else _quiz_codes(drill, root, rows)
+    where_known = f"[diagnoses] of {toml.name}" if drill.is_kernel else f"the slip codes of {drill.name}.quiz.toml"
     bad_hints = 0
     for hint in drill.hints:
         title_line = _line_of(text, re.escape(hint.title)) or 0
@@ -186,13 +190,13 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
             if code not in known:
                 bad_hints += 1
                 fail("hint codes", f"hint {hint.title!r} unlocks on {code!r}, which is not in {where_known}: "
-                     f"add [diagnoses.{code}] or fix the code" if drill.kind == "kernel" else
+                     f"add [diagnoses.{code}] or fix the code" if drill.is_kernel else
                      f"hint {hint.title!r} unlocks on {code!r}, which is not in {where_known}",
                      _line_of(text, rf"[\"']{re.escape(code)}[\"']", after=title_line) or title_line or None)
     if not bad_hints:
         count = sum(len(h.unlock_codes) for h in drill.hints)
         rows.append(Row(drill.id, "hint codes", True, f"{count} code(s) named by {len(drill.hints)} hint(s) all exist"))
-    if drill.kind != "kernel":
+    if not drill.is_kernel:
         return rows, []
 
     # the shipped file and the mistakes entries: the fixtures
@@ -334,16 +338,17 @@ def _content_root_env(root: Path) -> Iterator[None]:
 
 
 def _run_checks(jobs: list[tuple[str, Path]], root: Path, device: str,
-                progress: Callable[[str], None]) -> list:
+                progress: Callable[[str], None]) -> list[CheckResult]:
     """Check each ``(drill id, file)`` in a fresh worker (the next one starts while this one runs)."""
     from tutor.harness.job import CheckJob
     from tutor.runner import Worker
 
-    results = []
+    results: list[CheckResult] = []
     with _content_root_env(root):
         upcoming = Worker(device) if jobs else None
         for index, (drill_id, file) in enumerate(jobs):
             worker, upcoming = upcoming, (Worker(device) if index + 1 < len(jobs) else None)
+            assert worker is not None  # started before this job (the first) or during the last one
             progress(f"[{index + 1}/{len(jobs)}] checking {file.name} as drill {drill_id}")
             try:
                 job = CheckJob(drill=drill_id, file=str(file.resolve()), timing=False)
@@ -353,7 +358,7 @@ def _run_checks(jobs: list[tuple[str, Path]], root: Path, device: str,
     return results
 
 
-def _said(result) -> str:
+def _said(result: CheckResult) -> str:
     if result.error is not None:
         where = result.error.location()
         return f"could not run: {result.error.kind}: {result.error.message}" + (f" ({where})" if where else "")
@@ -366,7 +371,7 @@ def _expected(passes: bool, codes: tuple[str, ...]) -> str:
     return f"{'PASSED' if passes else 'FAILED'} with {', '.join(codes) or 'no diagnosis'}"
 
 
-def matches(result, passes: bool, codes: tuple[str, ...]) -> bool:
+def matches(result: CheckResult, passes: bool, codes: tuple[str, ...]) -> bool:
     """Did a check say exactly this?  Info-level codes not listed in ``codes`` are ignored."""
     if result.error is not None or result.passed != passes:
         return False
@@ -383,15 +388,17 @@ def _kernel_rows(drill: Drill, toml: Path, root: Path, fixtures: list[_Fixture],
     scratch = Path(tempfile.mkdtemp(prefix=f"flashtutor-devcheck-{drill.id}-"))
     try:
         runnable: list[_Fixture] = []
+        jobs: list[tuple[str, Path]] = [(drill.id, solution)]
         for fixture in fixtures:
             mistake = fixture.mistake
-            if fixture.label == "shipped":
+            if fixture.label == "shipped" and fixture.file is not None:
                 runnable.append(fixture)
+                jobs.append((drill.id, fixture.file))
             elif mistake is not None:
                 fixture.file = scratch / f"{mistake.stem}.py"
                 fixture.file.write_text(mistake.text(drill, root), encoding="utf-8")
                 runnable.append(fixture)
-        jobs = [(drill.id, solution)] + [(drill.id, f.file) for f in runnable]
+                jobs.append((drill.id, fixture.file))
         results = _run_checks(jobs, root, device, progress)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -478,9 +485,9 @@ def run(root: Path | None = None, drill: str | None = None, quick: bool = False,
         ids[found.id] = path
         rows, fixtures = _data_rows(found, path, root)
         report.rows += rows
-        if found.kind == "kernel" and quick:  # every diagnosis code is expected by some fixture
+        if found.is_kernel and quick:  # every diagnosis code is expected by some fixture
             report.rows += _coverage_rows(found, path, root, fixtures, verified=None)
-        elif found.kind == "kernel":  # ... and produced by one
+        elif found.is_kernel:  # ... and produced by one
             report.rows += _kernel_rows(found, path, root, fixtures, device, progress)
     return report
 

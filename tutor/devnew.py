@@ -99,7 +99,8 @@ def _attn_fwd(
 
     # -- epilogue: one division turns the weighted sum into an average -------------------
     acc = acc / l_i[:, None]
-    tl.store(Out + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(Out.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(Out + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(Out.dtype.element_ty),
+             mask=row_ok[:, None])
 
 
 def attention(q, k, v, out=None, visits=None):

@@ -17,7 +17,7 @@ import tempfile
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
 
@@ -68,7 +68,7 @@ class Report:
         """A check can run: nothing is at error level."""
         return all(f.level != "error" for f in self.findings)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"can_check": self.can_check, "versions": self.versions, "findings": [asdict(f) for f in self.findings]}
 
 
@@ -96,7 +96,8 @@ def probe_packages(versions: dict[str, str]) -> list[Finding]:
                              "pip install torch (on a machine without a GPU: a CPU build, see docs/SETUP.md)"))
     if "triton" not in versions and "pytorch-triton-rocm" not in versions:
         found.append(Finding("triton", "error", "no Triton is installed",
-                             "on a CPU machine: pip install 'flashtutor[cpu]'; on a GPU, torch's own Triton comes with it"))
+                             "on a CPU machine: pip install 'flashtutor[cpu]'; "
+                             "on a GPU, torch's own Triton comes with it"))
     if "triton" in versions and "pytorch-triton-rocm" in versions:
         found.append(Finding("triton", "error", "two Triton packages share the import name `triton` "
                              f"(triton {versions['triton']} and pytorch-triton-rocm {versions['pytorch-triton-rocm']})",
@@ -153,7 +154,8 @@ def known_bad(versions: dict[str, str], has_gpu: bool) -> list[Finding]:
     numpy = _parse(versions.get("numpy", ""))
     if not has_gpu and triton is not None and not interpreter_supports(str(triton)):
         found.append(Finding("triton interpreter", "error",
-                             f"triton {triton} cannot run the drills in its CPU interpreter (needs >= {INTERPRETER_MIN_TRITON})",
+                             f"triton {triton} cannot run the drills in its CPU interpreter "
+                             f"(needs >= {INTERPRETER_MIN_TRITON})",
                              f"pip install 'triton>={INTERPRETER_MIN_TRITON}'"))
     if not has_gpu and triton is not None and not interpreter_supports(str(triton)) and numpy is not None \
             and numpy >= Version("2.5"):

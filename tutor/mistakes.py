@@ -33,7 +33,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from tutor.catalog import Drill, all_drills
+from tutor.catalog import Drill, kernel_drills
 from tutor.paths import content_root
 
 SUFFIX = ".mistakes.toml"
@@ -108,7 +108,7 @@ def load(drill: Drill, root: Path | None = None) -> list[Mistake]:
 
 
 def all_mistakes(root: Path | None = None) -> list[Mistake]:
-    return [m for drill in all_drills() if drill.kind == "kernel" for m in load(drill, root)]
+    return [m for drill in kernel_drills() for m in load(drill, root)]
 
 
 def materialise(dest: Path, root: Path | None = None) -> dict[str, Path]:

@@ -31,13 +31,14 @@ def check_this_file(file: str, drill: str, explain_speedup: bool = False) -> Non
     with CheckRunner(warm=False) as runner:
         result = runner.check(meta.id, file)
     print(render(result, title=f"{meta.id} {meta.title}"))
-    if explain_speedup and result.passed and result.visits is not None:
+    visited, ideal = result.visited_fraction, result.ideal_fraction
+    if explain_speedup and result.passed and result.visits is not None and visited is not None and ideal:
         v = result.visits
         print()
         print(
-            f"visited fraction: exactly {v.visited_blocks}/{v.total_blocks} = {result.visited_fraction:.4f} "
+            f"visited fraction: exactly {v.visited_blocks}/{v.total_blocks} = {visited:.4f} "
             f"of the K/V blocks at seq={v.seq} with {v.block_m}x{v.block_n} blocks "
             f"(ideal {v.ideal_blocks}/{v.total_blocks})"
         )
-        print(SPEEDUP_REASONS.format(ideal=1 / result.ideal_fraction))
+        print(SPEEDUP_REASONS.format(ideal=1 / ideal))
     sys.exit(exit_code(result))

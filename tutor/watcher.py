@@ -42,7 +42,10 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+if TYPE_CHECKING:  # watchdog is imported when an observer starts (doctor reports it missing)
+    from watchdog.events import FileSystemEventHandler
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +58,10 @@ PROBE_TIMEOUT_S = 2.0
 SUPERVISE_INTERVAL_S = 0.5
 PROBE_NAME = ".flashtutor-watch-probe"
 
-NATIVE = "native"
-POLLING = "polling"
+WatcherMode = Literal["native", "polling"]
+"""Which observer runs: the OS's file events (inotify, FSEvents, ...) or a poll of the files."""
+NATIVE: WatcherMode = "native"
+POLLING: WatcherMode = "polling"
 
 # event types that can change a file's content or existence; opened /
 # closed_no_write are reads and never mean a save
@@ -184,7 +189,7 @@ class DrillWatcher:
         names: Collection[str],
         on_change: Callable[[Path, bool], None],
         *,
-        on_status: Callable[[str, str], None] | None = None,
+        on_status: Callable[[WatcherMode, str], None] | None = None,
         force_polling: bool = False,
         probe: bool = True,
         poll_interval_s: float = POLL_INTERVAL_S,
@@ -196,7 +201,7 @@ class DrillWatcher:
         self.force_polling = force_polling
         self.probe = probe
         self.poll_interval_s = poll_interval_s
-        self.mode: str | None = None
+        self.mode: WatcherMode | None = None
         self.reason = ""
         self._observer: Any = None
         self._router: _EventRouter | None = None
@@ -250,17 +255,19 @@ class DrillWatcher:
     def _start_native(self) -> None:
         from watchdog.observers import Observer
 
+        assert self._router is not None  # made by _start_observer
         observer = Observer()
         self._observer = observer  # set first, so a failed start is still stopped
-        observer.schedule(self._router, str(self.directory), recursive=False)
+        observer.schedule(cast("FileSystemEventHandler", self._router), str(self.directory), recursive=False)
         observer.start()
 
     def _start_polling(self, reason: str) -> None:
         from watchdog.observers.polling import PollingObserver
 
+        assert self._router is not None  # made by _start_observer
         observer = PollingObserver(timeout=self.poll_interval_s)
         self._observer = observer
-        observer.schedule(self._router, str(self.directory), recursive=False)
+        observer.schedule(cast("FileSystemEventHandler", self._router), str(self.directory), recursive=False)
         observer.start()
         self._announce(POLLING, f"{reason}; polling every {self.poll_interval_s:g} s instead")
 
@@ -288,7 +295,7 @@ class DrillWatcher:
         finally:
             probe.unlink(missing_ok=True)
 
-    def _announce(self, mode: str, reason: str) -> None:
+    def _announce(self, mode: WatcherMode, reason: str) -> None:
         self.mode, self.reason = mode, reason
         try:
             self._on_status(mode, reason)

@@ -14,7 +14,7 @@ from tutor.cli import EXIT_OK
 SHELLS = ("bash", "zsh", "fish")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     completion = subparsers.add_parser(
         "completion", help="print a shell completion script (bash, zsh, fish)",
         description="Print a completion script. bash: eval \"$(flashtutor completion bash)\" in ~/.bashrc; "
@@ -60,7 +60,8 @@ def fish_script(parser: argparse.ArgumentParser, prog: str = "flashtutor") -> st
                 flags = " ".join([f"-l {o}" for o in longs] + [f"-s {o}" for o in shorts])
                 takes = "-r" if action.nargs != 0 else ""
                 choices = f"-a {_quote(' '.join(map(str, action.choices)))}" if action.choices else ""
-                lines.append(" ".join(p for p in (f"complete -c {prog}", condition, flags, takes, choices, described) if p))
+                parts = (f"complete -c {prog}", condition, flags, takes, choices, described)
+                lines.append(" ".join(p for p in parts if p))
             elif action.choices:
                 lines.append(f"complete -c {prog} {condition} -a {_quote(' '.join(map(str, action.choices)))}")
     return "\n".join(lines) + "\n"

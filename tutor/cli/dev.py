@@ -21,7 +21,7 @@ from tutor.harness.device import DEVICE_CHOICES
 from tutor.paths import CONTENT_ROOT_ENV
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dev = subparsers.add_parser(
         "dev",
         help="drill authors: check every drill against its data, scaffold a new one",
@@ -53,7 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     new.add_argument("--id", dest="drill_id", metavar="NN", help="the id (default: one more than the last)")
     _root_option(new)
     new.set_defaults(func=run_new_command)
-    dev.set_defaults(func=lambda args: (dev.print_help(), EXIT_USAGE)[1])
+
+    def print_usage(args: argparse.Namespace) -> int:  # `flashtutor dev` with no subcommand
+        dev.print_help()
+        return EXIT_USAGE
+
+    dev.set_defaults(func=print_usage)
 
 
 def _root_option(parser: argparse.ArgumentParser) -> None:
@@ -65,7 +70,7 @@ def _root_option(parser: argparse.ArgumentParser) -> None:
 def _use_root(args: argparse.Namespace) -> Path | None:
     if args.root is None:
         return None
-    root = args.root.resolve()
+    root: Path = args.root.resolve()
     os.environ[CONTENT_ROOT_ENV] = str(root)  # the check workers inherit it
     return root
 

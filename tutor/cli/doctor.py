@@ -14,7 +14,7 @@ from tutor.paths import default_workspace
 MARKS = {"ok": "ok  ", "warning": "warn", "error": "FAIL"}
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     doctor = subparsers.add_parser(
         "doctor", help="check that this machine and workspace can run a check, and say how to fix what cannot",
         description="Probe the installed versions, the device, a tiny Triton kernel, file watching and the "

@@ -25,7 +25,7 @@ NO_TTY = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from tutor.cli.check import add_runner_options
 
     launch = subparsers.add_parser(

@@ -25,7 +25,8 @@ The pieces:
   block counts; the backward's 5/2 FLOPs and its reads, a decode step's bytes
   and 2g/b intensity, the KV cache per token and GQA's saving, a sliding
   window's visited blocks) and the conventions behind it;
-* :mod:`tutor.quiz.questions` — :class:`Question` and :func:`build_questions`
+* :mod:`tutor.quiz.model` — :class:`Question`, its options and slips, the parsed quiz file;
+* :mod:`tutor.quiz.questions` — the generators and :func:`build_questions`
   (headline cases by default, other parameters from a seed); the words come
   from ``drills/03_flash_math.quiz.toml``;
 * :mod:`tutor.quiz.units` — :func:`parse_number` reads ``2.16 GB``, ``129x``,
@@ -39,7 +40,8 @@ The pieces:
 
 from tutor.quiz.checking import AnswerFeedback, check_answer
 from tutor.quiz.gpu import STATED_BUDGETS, GpuBudget, budget_from_properties, detect_gpu
-from tutor.quiz.questions import Option, Question, Slip, build_questions, load_texts
+from tutor.quiz.model import Option, Question, Slip, load_texts
+from tutor.quiz.questions import build_questions
 from tutor.quiz.session import QuizSession, Score, record_drill_status
 from tutor.quiz.units import AnswerError, parse_number
 

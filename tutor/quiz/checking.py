@@ -10,12 +10,16 @@ comes back as ``invalid`` with a message, so the caller can ask again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal
 
-from tutor.quiz.questions import Question, QuizTexts, load_texts
+from tutor.quiz.model import Question, QuizTexts, load_texts
 from tutor.quiz.units import AnswerError, Reading, format_quantity, parse_number
 
-RIGHT, WRONG, INVALID = "right", "wrong", "invalid"
+AnswerStatus = Literal["right", "wrong", "invalid"]
+RIGHT: AnswerStatus = "right"
+WRONG: AnswerStatus = "wrong"
+INVALID: AnswerStatus = "invalid"
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class AnswerFeedback:
     """
 
     question_id: str
-    status: str
+    status: AnswerStatus
     message: str
     relative_error: float | None = None
     explanation: str = ""
@@ -63,15 +67,10 @@ def check_answer(question: Question, text: str, texts: QuizTexts | None = None) 
     answer = float(question.answer)
     reading = min(readings, key=lambda r: abs(r.value - answer))
     relative_error = (reading.value - answer) / answer
-    common = {
-        "question_id": question.id,
-        "relative_error": relative_error,
-        "explanation": question.explanation,
-        "reading": reading.how,
-        "answer_text": question.answer_text,
-    }
+    common = AnswerFeedback(question.id, WRONG, "", relative_error=relative_error, explanation=question.explanation,
+                            reading=reading.how, answer_text=question.answer_text)
     if abs(relative_error) <= question.tolerance:
-        return AnswerFeedback(status=RIGHT, message=_right_message(texts, question, reading, relative_error), **common)
+        return replace(common, status=RIGHT, message=_right_message(texts, question, reading, relative_error))
     codes, slip = _match_slips(question, reading.value)
     if slip is None:
         ratio = 1 + relative_error  # given / answer
@@ -79,7 +78,7 @@ def check_answer(question: Question, text: str, texts: QuizTexts | None = None) 
         message = f"{_wrong_message(texts, question, reading, relative_error)} {slip_free}"
     else:
         message = _wrong_message(texts, question, reading, relative_error)
-    return AnswerFeedback(status=WRONG, message=message, slip=slip, slip_codes=codes, **common)
+    return replace(common, message=message, slip=slip, slip_codes=codes)
 
 
 def _shown(question: Question, reading: Reading) -> str:
@@ -123,11 +122,11 @@ def _check_choice(question: Question, text: str, texts: QuizTexts) -> AnswerFeed
         listed = ", ".join(keys[:-1]) + f" or {keys[-1]}"
         shown = f"{text.strip()!r} is not one of the options. " if text.strip() else ""
         return AnswerFeedback(question.id, INVALID, f"{shown}Answer with the letter of one option: {listed}.")
-    common = {"question_id": question.id, "explanation": question.explanation, "reading": f"({key})",
-              "answer_text": question.answer_text}
+    common = AnswerFeedback(question.id, WRONG, "", explanation=question.explanation, reading=f"({key})",
+                            answer_text=question.answer_text)
     if key == question.answer:
-        return AnswerFeedback(status=RIGHT, message=texts.messages["right"], **common)
+        return replace(common, status=RIGHT, message=texts.messages["right"])
     option = next(o for o in question.options if o.key == key)
     message = texts.messages["choice_wrong"].format(answer=question.answer)
     codes = (option.slip,) if option.slip else ()
-    return AnswerFeedback(status=WRONG, message=message, slip=option.why or None, slip_codes=codes, **common)
+    return replace(common, message=message, slip=option.why or None, slip_codes=codes)

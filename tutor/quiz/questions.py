@@ -3,7 +3,8 @@
 Each *kind* of question is a generator: given its parameters (N, d, dtype,
 a memory budget, ...) it computes the answer and the number each likely slip
 would give with :mod:`tutor.quiz.formulas`, and takes its words from
-``drills/03_flash_math.quiz.toml``.  :func:`build_questions` makes a whole set:
+``drills/03_flash_math.quiz.toml`` (the model, :class:`Question` and the parsed
+file, is :mod:`tutor.quiz.model`).  :func:`build_questions` makes a whole set:
 
 * ``seed=None``: the headline cases (N = 1k/4k/16k at d = 128 in fp16, the
   129x ratio, the d/2 limit, ...);
@@ -18,26 +19,50 @@ from __future__ import annotations
 
 import math
 import random
-import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from fractions import Fraction
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
-from tutor.paths import content_root
 from tutor.quiz import formulas as f
 from tutor.quiz.gpu import STATED_BUDGETS, GpuBudget
-from tutor.quiz.units import format_bytes, format_quantity
 
-DRILL_ID = "03"  # the paper drill this quiz checks
-QUIZ_FILE = "03_flash_math.quiz.toml"
+# The model is re-exported here: ``from tutor.quiz.questions import Question, DRILL_ID`` keeps working.
+from tutor.quiz.model import (
+    CHOICE_KINDS,
+    DRILL_ID,
+    NUMERIC_KINDS,
+    QUIZ_FILE,
+    ChoiceKind,
+    NumericKind,
+    Option,
+    Question,
+    QuestionKind,
+    QuestionQuantity,
+    QuizTexts,
+    Slip,
+    load_texts,
+    paragraph,
+)
+from tutor.quiz.units import Quantity, format_bytes, format_quantity
+
+__all__ = [
+    "CHOICE_KINDS",
+    "DRILL_ID",
+    "DTYPE_BYTES",
+    "NUMERIC_KINDS",
+    "QUIZ_FILE",
+    "ChoiceKind",
+    "NumericKind",
+    "Option",
+    "Question",
+    "QuestionKind",
+    "QuestionQuantity",
+    "QuizTexts",
+    "Slip",
+    "build_questions",
+    "choice_question",
+    "load_texts",
+]
 
 DTYPE_BYTES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
 
@@ -69,124 +94,13 @@ SEEDED_WINDOW_LENGTHS = (4096, 8192, 16384)
 SEEDED_WINDOWS = (256, 512, 1000, 1024, 2048)
 
 
-@dataclass(frozen=True)
-class Slip:
-    """A likely mistake: ``value`` is what it gives, ``message`` what to tell a student who lands on it."""
-
-    code: str
-    value: float
-    message: str
-
-
-@dataclass(frozen=True)
-class Option:
-    """One choice of a multiple-choice question; a wrong one names its ``slip`` and says ``why``."""
-
-    key: str
-    text: str
-    slip: str | None = None
-    why: str = ""
-
-
-@dataclass(frozen=True)
-class Question:
-    """One checked question.
-
-    ``quantity`` is what the answer is (``bytes``, ``tokens``, ``ratio``,
-    ``flops``, ``flops-per-byte``, ``fraction``, or ``choice``); ``answer`` is
-    a number in that quantity's base unit, or an option key for a choice.
-    ``tolerance`` is relative: a number within it of the answer is right.
-    """
-
-    id: str
-    kind: str
-    title: str
-    text: str
-    quantity: str
-    answer: float | str
-    tolerance: float
-    explanation: str
-    parameters: Mapping[str, Any] = field(default_factory=dict)
-    slips: tuple[Slip, ...] = ()
-    options: tuple[Option, ...] = ()
-
-    @property
-    def is_choice(self) -> bool:
-        return self.quantity == "choice"
-
-    @property
-    def answer_text(self) -> str:
-        if self.is_choice:
-            option = next(o for o in self.options if o.key == self.answer)
-            return f"({option.key}) {option.text}"
-        return format_quantity(float(self.answer), self.quantity)
-
-    def prompt(self) -> str:
-        """The question as a student reads it, options included."""
-        lines = [self.text]
-        lines += [f"  ({o.key}) {o.text}" for o in self.options]
-        return "\n".join(lines)
-
-    def to_dict(self, reveal: bool = False) -> dict[str, Any]:
-        """JSON-ready; ``reveal`` adds the answer, the explanation and the slips."""
-        data: dict[str, Any] = {
-            "id": self.id,
-            "kind": self.kind,
-            "title": self.title,
-            "text": self.text,
-            "quantity": self.quantity,
-            "tolerance": self.tolerance,
-            "parameters": dict(self.parameters),
-        }
-        if self.options:
-            data["options"] = [{"key": o.key, "text": o.text} for o in self.options]
-        if reveal:
-            data["answer"] = self.answer
-            data["answer_text"] = self.answer_text
-            data["explanation"] = self.explanation
-            data["slips"] = [{"code": s.code, "value": s.value} for s in self.slips]
-        return data
-
-
-# --- texts ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class QuizTexts:
-    """The parsed quiz data file."""
-
-    conventions: str
-    messages: Mapping[str, str]
-    common_slips: Mapping[str, str]
-    kinds: Mapping[str, Mapping[str, Any]]
-    choices: Mapping[str, Mapping[str, Any]]
-
-
-def _paragraph(text: str) -> str:
-    return " ".join(text.split())
-
-
-@lru_cache(maxsize=None)
-def load_texts(path: Path | None = None) -> QuizTexts:
-    """Read the quiz data file (default: the shipped ``drills/03_flash_math.quiz.toml``)."""
-    path = path or content_root() / "drills" / QUIZ_FILE
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    return QuizTexts(
-        conventions=_paragraph(data["conventions"]),
-        messages={k: _paragraph(v) for k, v in data["messages"].items()},
-        common_slips={k: _paragraph(v) for k, v in data["common_slips"].items()},
-        kinds=data["kinds"],
-        choices=data["choices"],
-    )
-
-
 def _numeric_question(
     texts: QuizTexts,
-    kind: str,
+    kind: NumericKind,
     id_parameters: str,
-    quantity: str,
+    quantity: Quantity,
     answer: int | Fraction,
-    slips: list[tuple[str, int | float | Fraction]],
+    slips: Sequence[tuple[str, int | float | Fraction]],
     parameters: dict[str, Any],
     values: dict[str, Any],
 ) -> Question:
@@ -202,16 +116,16 @@ def _numeric_question(
         # A slip that lands within tolerance of the answer cannot be told apart from it.
         if value <= 0 or abs(value - answer_value) <= tolerance * answer_value:
             continue
-        kept.append(Slip(code, value, _paragraph(slip_words[code].format(**fill))))
+        kept.append(Slip(code, value, paragraph(slip_words[code].format(**fill))))
     return Question(
         id=f"{kind}:{id_parameters}",
         kind=kind,
         title=words["title"],
-        text=_paragraph(words["text"].format(**fill)),
+        text=paragraph(words["text"].format(**fill)),
         quantity=quantity,
         answer=answer_value,
         tolerance=tolerance,
-        explanation=_paragraph(words["explanation"].format(**fill)),
+        explanation=paragraph(words["explanation"].format(**fill)),
         parameters=parameters,
         slips=tuple(kept),
     )
@@ -321,7 +235,8 @@ def intensity_limit_question(texts: QuizTexts, d: int, dtype: str) -> Question:
         ("read-write-once", 2 * answer),
         ("one-matmul", answer / 2),
     ]
-    return _numeric_question(texts, "intensity-limit", f"d={d},{dtype}", "flops-per-byte", answer, slips, parameters, {})
+    key = f"d={d},{dtype}"
+    return _numeric_question(texts, "intensity-limit", key, "flops-per-byte", answer, slips, parameters, {})
 
 
 def _budget_parameters(budget: GpuBudget) -> dict[str, Any]:
@@ -364,7 +279,8 @@ def hbm_fit_question(texts: QuizTexts, budget: GpuBudget, batch: int, heads: int
     b = DTYPE_BYTES[dtype]
     hbm = budget.hbm_bytes
     matrices = batch * heads
-    parameters = {**_budget_parameters(budget), "hbm_bytes": hbm, "batch": batch, "heads": heads, "dtype": dtype, "b": b}
+    parameters = {**_budget_parameters(budget), "hbm_bytes": hbm, "batch": batch, "heads": heads,
+                  "dtype": dtype, "b": b}
     answer = f.longest_fitting_sequence(hbm, b, matrices)
     slips = [
         ("forgot-dtype-bytes", f.longest_fitting_sequence(hbm, 1, matrices)),
@@ -397,7 +313,8 @@ def causal_blocks_question(texts: QuizTexts, n: int, block: int) -> Question:
         ("percent-without-sign", answer * 100),
     ]
     values = {"T": t, "visited": visited, "total": total}
-    return _numeric_question(texts, "causal-blocks", f"N={n},block={block}", "fraction", answer, slips, parameters, values)
+    key = f"N={n},block={block}"
+    return _numeric_question(texts, "causal-blocks", key, "fraction", answer, slips, parameters, values)
 
 
 def backward_flops_question(texts: QuizTexts, n: int, d: int) -> Question:
@@ -534,7 +451,7 @@ def window_blocks_question(texts: QuizTexts, n: int, window: int, block: int) ->
     return _numeric_question(texts, "window-blocks", key, "fraction", answer, slips, parameters, values)
 
 
-def choice_question(texts: QuizTexts, kind: str, rng: random.Random | None = None) -> Question:
+def choice_question(texts: QuizTexts, kind: ChoiceKind, rng: random.Random | None = None) -> Question:
     """A multiple-choice question; with ``rng`` its options are shuffled (and relettered)."""
     words = texts.choices[kind]
     written = list(words["options"])
@@ -545,18 +462,18 @@ def choice_question(texts: QuizTexts, kind: str, rng: random.Random | None = Non
     for position, index in enumerate(order):
         option = written[index]
         key = "abcdefgh"[position]
-        options.append(Option(key, _paragraph(option["text"]), option.get("slip"), _paragraph(option.get("why", ""))))
+        options.append(Option(key, paragraph(option["text"]), option.get("slip"), paragraph(option.get("why", ""))))
         if option["key"] == words["answer"]:
             answer = key
     return Question(
         id=kind,
         kind=kind,
         title=words["title"],
-        text=_paragraph(words["text"]),
+        text=paragraph(words["text"]),
         quantity="choice",
         answer=answer,
         tolerance=0.0,
-        explanation=_paragraph(words["explanation"]),
+        explanation=paragraph(words["explanation"]),
         options=tuple(options),
     )
 
@@ -578,7 +495,8 @@ def build_questions(
     texts = texts or load_texts()
     if seed is None:
         rng = None
-        lengths, d, dtype = HEADLINE_LENGTHS, HEADLINE_D, HEADLINE_DTYPE
+        lengths: tuple[int, ...] = HEADLINE_LENGTHS
+        d, dtype = HEADLINE_D, HEADLINE_DTYPE
         l2_budget, hbm_budget = STATED_BUDGETS[HEADLINE_L2_BUDGET], STATED_BUDGETS[HEADLINE_HBM_BUDGET]
         batch, heads = HEADLINE_BATCH, HEADLINE_HEADS
         causal_n, block = HEADLINE_CAUSAL

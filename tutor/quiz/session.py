@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tutor.catalog import Hint, get_drill
 from tutor.progress import FAILING, PASSED, ProgressStore
 from tutor.quiz.checking import AnswerFeedback, check_answer
-from tutor.quiz.questions import DRILL_ID, Question, QuizTexts, load_texts
+from tutor.quiz.model import DRILL_ID, Question, QuizTexts, load_texts
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Literal, get_args
 
-QUANTITIES = ("bytes", "tokens", "ratio", "flops", "flops-per-byte", "fraction")
+Quantity = Literal["bytes", "tokens", "ratio", "flops", "flops-per-byte", "fraction"]
+"""What a numeric answer counts; each has its suffixes (the table above)."""
+QUANTITIES: tuple[Quantity, ...] = get_args(Quantity)
 
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
 _BINARY = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -136,7 +139,8 @@ def _apply_suffix(value: float, suffix: str, quantity: str, raw: str) -> tuple[R
     if quantity == "bytes":
         if key in _BYTE_UNITS:
             factor, unit = _BYTE_UNITS[key]
-            how = f"{shown} bytes" if factor == 1 else f"{shown} {suffix.strip()} = {value * factor:,.0f} bytes ({unit})"
+            how = (f"{shown} bytes" if factor == 1
+                   else f"{shown} {suffix.strip()} = {value * factor:,.0f} bytes ({unit})")
             return (Reading(value * factor, how),)
         if key in _BINARY:
             return _both_scales(value, key, "bytes")

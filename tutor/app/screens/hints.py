@@ -23,7 +23,8 @@ def hints_markdown(drill: Drill, states: Sequence[HintState], attempts: int) -> 
         if state.unlocked:
             lines += [f"### {state.number}. {state.hint.title}", "", state.hint.text, ""]
         else:
-            lines += [f"### {state.number}. [locked] {state.hint.title}", "", f"*{state.unlock_rule.capitalize()}.*", ""]
+            lines += [f"### {state.number}. [locked] {state.hint.title}", "",
+                      f"*{state.unlock_rule.capitalize()}.*", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

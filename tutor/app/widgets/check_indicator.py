@@ -3,6 +3,8 @@ or that the verdict on screen is in and its performance phase is being timed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.reactive import reactive
 from textual.timer import Timer
@@ -19,9 +21,10 @@ class CheckIndicator(Static):
 
     frame = reactive(0)
 
-    def __init__(self, *, animate: bool = True, **kwargs) -> None:
+    def __init__(self, *, animate: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.animate = animate
+        # not `self.animate`: that name is Widget.animate(), which Textual calls
+        self.spinning = animate
         self.file = ""
         self.doing = "checking"  # or "timing": the verdict is shown, the timed launches run
         self._timer: Timer | None = None
@@ -34,7 +37,7 @@ class CheckIndicator(Static):
         self.doing = doing
         self.frame = 0
         self.display = True
-        if self.animate and self._timer is None:
+        if self.spinning and self._timer is None:
             self._timer = self.set_interval(0.1, self._advance)
         self.refresh()
 

@@ -61,9 +61,9 @@ def classify(visits: VisitMap) -> list[list[Cell]]:
     of query block i, so a needed block counts as visited only if every head
     visited it."""
     grid: list[list[Cell]] = []
-    for count_row, ideal_row in zip(visits.counts, visits.ideal):
+    for count_row, ideal_row in zip(visits.counts, visits.ideal, strict=True):
         row = []
-        for count, needed in zip(count_row, ideal_row):
+        for count, needed in zip(count_row, ideal_row, strict=True):
             if needed:
                 row.append(Cell.VISITED if count >= visits.heads else Cell.MISSING)
             else:
