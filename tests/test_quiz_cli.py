@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,11 @@ from tutor.quiz import build_questions, detect_gpu
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def flashtutor(*args: str, stdin: str = "", cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def flashtutor(*args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The CLI, never in the clone itself: by default in an empty temporary folder."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("FLASHTUTOR_WORKSPACE", None)
+    cwd = cwd or Path(tempfile.mkdtemp(prefix="flashtutor-quiz-cli-"))
     return subprocess.run([sys.executable, "-m", "tutor", *args], input=stdin, capture_output=True,
                           text=True, timeout=120, env=env, cwd=cwd)
 

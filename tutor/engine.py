@@ -30,7 +30,9 @@ Events (frozen dataclasses, passed to ``on_event``):
     ``result`` is the structured :class:`~tutor.harness.result.CheckResult`
     (an error, a timeout and a crash are results too); it has been recorded:
     ``record`` is the drill's :class:`~tutor.progress.DrillProgress` after it,
-    ``newly_unlocked`` the :class:`~tutor.catalog.Hint` objects it unlocked.
+    ``newly_unlocked`` the :class:`~tutor.catalog.Hint` objects it unlocked;
+    ``counted`` is False when it was not a new attempt (the content of the last
+    attempt, or the drill as shipped: ``not_counted`` says which).
     A check of a deleted file (error kind ``missing-file``) is reported but
     not recorded: deleting a file is not an attempt.
 ``EngineWarning(message)``
@@ -69,7 +71,7 @@ from pathlib import Path
 from tutor.catalog import Drill, Hint, all_drills, get_drill
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import HintState, hint_states
-from tutor.progress import DrillProgress, ProgressStore
+from tutor.progress import DrillProgress, ProgressStore, file_content_id
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.watcher import SaveDebouncer
 
@@ -108,6 +110,8 @@ class CheckFinished:
     result: CheckResult
     newly_unlocked: list[Hint]
     record: DrillProgress
+    counted: bool = True  # False: the same content as the last attempt, or the drill as shipped
+    not_counted: str | None = None  # why it was not counted, in words
 
 
 @dataclass(frozen=True)
@@ -382,6 +386,7 @@ class TutorEngine:
         assert self._runner is not None
         drill = get_drill(drill_id)
         self._emit(CheckStarted(drill_id, request.file, request.trigger))
+        content = file_content_id(request.file)  # read as the check starts; a later save cancels it
         try:
             result = self._runner.check(drill_id, request.file, timing=self.timing, seed=self.seed, cancel=cancel)
         except WorkerStartError as exc:
@@ -397,6 +402,7 @@ class TutorEngine:
             # a deleted file is not an attempt: report it, record nothing
             self._emit(CheckFinished(drill_id, result, [], self.progress.drill(drill_id)))
             return
-        record = self.progress.record_check(result, drill)
+        record = self.progress.record_check(result, drill, content)
         self._emit_warnings()
-        self._emit(CheckFinished(drill_id, result, record.unlocked_hints(drill), record.progress))
+        self._emit(CheckFinished(drill_id, result, record.unlocked_hints(drill), record.progress,
+                                 record.counted, record.not_counted))

@@ -10,7 +10,7 @@ from tutor.cli import EXIT_FAILED, EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
 from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
 from tutor.paths import default_workspace
-from tutor.progress import PASSED, ProgressStore
+from tutor.progress import CheckRecord, DrillProgress, ProgressStore, file_content_id, status_words
 from tutor.report import render
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.targets import Target, TargetError, resolve, workspace_file
@@ -76,47 +76,66 @@ def run_check_command(args: argparse.Namespace) -> int:
                 print(f"flashtutor: {target.file} is missing", file=sys.stderr)
                 codes.append(EXIT_NOT_RUN)
                 continue
+            content = file_content_id(target.file)  # the bytes this check reads
             try:
                 result = runner.check(target.drill.id, target.file, timing=not args.no_timing, seed=args.seed)
             except WorkerStartError as exc:
                 print(f"flashtutor: {exc}", file=sys.stderr)
                 return EXIT_NOT_RUN
-            unlocked = _record_progress(target, result)
+            record, store = _record_progress(target, result, content)
+            unlocked = record.unlocked_hints(target.drill) if record is not None else []
             if args.json:
                 print(result.to_json())
             else:
                 print(render(result, title=f"{target.drill.id} {target.drill.title} ({target.file})"))
-                for hint in unlocked:
-                    print(f"\nhint unlocked: {hint.title} (`flashtutor hint {target.drill.id}`)")
+                print(_progress_lines(target, record, store, unlocked), end="")
                 print()
             codes.append(exit_code(result))
     return max(codes, default=EXIT_OK)
 
 
-def _record_progress(target: Target, result: CheckResult) -> list[Hint]:
-    """A check of the workspace's own drill file counts as an attempt, as a save in
-    `watch` or the app does; a check of some other file (a solution, a copy) does not.
-    Returns the hints it unlocked."""
+def _record_progress(target: Target, result: CheckResult,
+                     content: str | None) -> tuple[CheckRecord | None, ProgressStore | None]:
+    """A check of the workspace's own drill file counts as an attempt when its content
+    is new, as a save in `watch` or the app does; a check of some other file (a
+    solution, a copy) is not recorded."""
     workspace = default_workspace()
     if workspace is None or target.file != workspace_file(target.drill, workspace).resolve():
-        return []
-    return ProgressStore(workspace).record_check(result, target.drill).unlocked_hints(target.drill)
+        return None, None
+    store = ProgressStore(workspace)
+    record = store.record_check(result, target.drill, content)
+    for warning in store.warnings:  # said once per command, plainly (not writable, file moved aside)
+        print(f"flashtutor: {warning}", file=sys.stderr)
+    return record, store
+
+
+def _progress_lines(target: Target, record: CheckRecord | None, store: ProgressStore | None,
+                    unlocked: list[Hint]) -> str:
+    if record is None or store is None:
+        return ""
+    lines = []
+    if not record.counted:
+        lines.append(f"not a new attempt ({record.not_counted}): attempts stay at {record.progress.attempts}")
+    for hint in unlocked:
+        lines.append(f"hint unlocked: {hint.title} (`flashtutor hint {target.drill.id}`)"
+                     + (" - for this command only: progress is not being saved" if store.save_error else ""))
+    return "".join(f"\n{line}" for line in lines) + ("\n" if lines else "")
 
 
 def run_list_command(args: argparse.Namespace) -> int:
     """The drills with their status and attempts; the mark reads without colour:
-    ``[x]`` passed, ``[!]`` failing, ``[ ]`` not started."""
+    ``[x]`` passed, ``[!]`` failing, ``[ ]`` not started.  The status is the current
+    file's state, with ``solved before`` when it no longer passes but once did."""
     marks = {"passed": "[x]", "failing": "[!]", "not-started": "[ ]"}
     workspace = default_workspace()
     progress = ProgressStore(workspace).all_drills() if workspace is not None else {}
     drills = all_drills()
-    print(f"    {'id':<4}{'drill':<40} {'status':<12} {'attempts':>8}  file")
+    print(f"    {'id':<4}{'drill':<40} {'status':<23} {'attempts':>8}  file")
     for drill in drills:
-        record = progress.get(drill.id)
-        status = record.status if record else "not-started"
-        attempts = record.attempts if record else 0
-        print(f"{marks[status]} {drill.id:<4}{drill.title:<40} {status:<12} {attempts:>8}  drills/{drill.file}")
-    done = sum(1 for d in drills if progress.get(d.id) and progress[d.id].status == PASSED)
+        record = progress.get(drill.id) or DrillProgress()
+        print(f"{marks[record.status]} {drill.id:<4}{drill.title:<40} {status_words(record):<23} "
+              f"{record.attempts:>8}  drills/{drill.file}")
+    done = sum(1 for d in drills if d.id in progress and progress[d.id].solved_before)
     where = f"workspace {workspace}" if workspace is not None else "no workspace found (`flashtutor init DIR` makes one)"
     print(f"\n{done}/{len(drills)} done · {where}")
     return EXIT_OK
