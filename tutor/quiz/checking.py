@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tutor.quiz.questions import Question, QuizTexts, load_texts
-from tutor.quiz.units import AnswerError, Reading, format_quantity, parse_number
+from tutor.quiz.units import AnswerError, Reading, format_quantity, grouped, parse_number
 
 RIGHT, WRONG, INVALID = "right", "wrong", "invalid"
 
@@ -98,7 +98,7 @@ def _wrong_message(texts: QuizTexts, question: Question, reading: Reading, relat
     ratio = 1 + relative_error
     if 0 < ratio and not 0.1 < ratio < 10:
         factor = max(ratio, 1 / ratio)
-        distance = f"{factor:,.0f}x {direction}" if factor >= 100 else f"{factor:.3g}x {direction}"
+        distance = f"{grouped(factor)}x {direction}" if factor >= 100 else f"{factor:.3g}x {direction}"
     else:
         distance = f"{_percent(relative_error)} {direction}"
     return texts.messages["wrong"].format(given=given, distance=distance, answer=question.answer_text)

@@ -35,10 +35,13 @@ class DrillRow:
     best_error: float | None = None
     best_speedup: float | None = None
     quiz_score: str = ""  # paper drills: "4/12 right"
+    solved_before: bool = False  # solved once (tutor.progress.DrillProgress.solved_before)
 
     def cells(self) -> tuple[Text, str, str, str, str]:
         mark, words, style = STATUS_MARKS.get(self.status, ("?", self.status, ""))
         status = Text(f"{mark} {words}", style=style)
+        if self.solved_before and self.status != PASSED:  # the current file fails; the pass is kept
+            status.append(" · solved before", style="green")
         if self.drill.kind == "paper":
             best = self.quiz_score or "quiz"
         else:
@@ -49,7 +52,7 @@ class DrillRow:
 
 
 def progress_text(rows: Sequence[DrillRow], width: int = 20) -> Text:
-    done = sum(r.status == PASSED for r in rows)
+    done = sum(r.solved_before or r.status == PASSED for r in rows)
     total = len(rows) or 1
     filled = round(width * done / total)
     text = Text()
