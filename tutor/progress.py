@@ -61,9 +61,10 @@ FORMAT_VERSION = 1
 HISTORY_LIMIT = 50  # attempts kept per drill, newest last
 
 NOT_STARTED = "not-started"
+IN_PROGRESS = "in-progress"  # a paper drill whose quiz is not finished yet
 FAILING = "failing"
 PASSED = "passed"
-STATUSES = (NOT_STARTED, FAILING, PASSED)
+STATUSES = (NOT_STARTED, IN_PROGRESS, FAILING, PASSED)
 
 
 class CorruptProgress(ValueError):
@@ -218,7 +219,9 @@ class ProgressStore:
         self._lock = threading.RLock()
         self._state = self._read()
         writable_dir = self.directory if self.directory.exists() else self.workspace
-        if not os.access(writable_dir, os.W_OK):
+        if self.directory.exists() and not self.directory.is_dir():
+            self._memory_only(f"cannot save progress: {self.directory} is not a folder")
+        elif not os.access(writable_dir, os.W_OK):
             self._memory_only(f"cannot save progress: {writable_dir} is not writable")
 
     # -- reading -------------------------------------------------------------------
@@ -334,6 +337,7 @@ class ProgressStore:
             if drill is not None:
                 progress = state.drills.setdefault(drill.id, DrillProgress())
                 answers = sum(entry["attempts"] for entry in state.quiz.values())
+                progress.attempts = answers  # a paper drill's attempts: its answers, one count everywhere
                 earned = earned_unlocks(drill, answers, slips)
                 newly[:] = sorted(earned - set(progress.unlocked_hints))
                 progress.unlocked_hints = sorted(set(progress.unlocked_hints) | earned)

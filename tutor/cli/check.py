@@ -124,9 +124,9 @@ def _progress_lines(target: Target, record: CheckRecord | None, store: ProgressS
 
 def run_list_command(args: argparse.Namespace) -> int:
     """The drills with their status and attempts; the mark reads without colour:
-    ``[x]`` passed, ``[!]`` failing, ``[ ]`` not started.  The status is the current
+    ``[x]`` passed, ``[!]`` failing, ``[~]`` in progress (a quiz), ``[ ]`` not started.  The status is the current
     file's state, with ``solved before`` when it no longer passes but once did."""
-    marks = {"passed": "[x]", "failing": "[!]", "not-started": "[ ]"}
+    marks = {"passed": "[x]", "failing": "[!]", "in-progress": "[~]", "not-started": "[ ]"}
     workspace = default_workspace()
     progress = ProgressStore(workspace).all_drills() if workspace is not None else {}
     drills = all_drills()

@@ -10,7 +10,7 @@ comes back as ``invalid`` with a message, so the caller can ask again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tutor.quiz.questions import Question, QuizTexts, load_texts
 from tutor.quiz.units import AnswerError, Reading, format_quantity, grouped, parse_number
@@ -40,6 +40,7 @@ class AnswerFeedback:
     slip_codes: tuple[str, ...] = ()
     reading: str = ""
     answer_text: str = ""
+    final: bool = True  # False: a first wrong answer, the answer not shown; the question is asked again
 
     @property
     def right(self) -> bool:
@@ -51,11 +52,22 @@ class AnswerFeedback:
         return self.status != INVALID
 
 
-def check_answer(question: Question, text: str, texts: QuizTexts | None = None) -> AnswerFeedback:
-    """Check ``text`` as an answer to ``question``; never raises for bad input."""
+def check_answer(question: Question, text: str, texts: QuizTexts | None = None,
+                 reveal: bool = True) -> AnswerFeedback:
+    """Check ``text`` as an answer to ``question``; never raises for bad input.
+    With ``reveal=False`` a wrong answer is told how far off it is and which slip
+    it matches, but not the answer nor the explanation (``final`` is False)."""
     texts = texts or load_texts()
     if question.is_choice:
-        return _check_choice(question, text, texts)
+        feedback = _check_choice(question, text, texts, reveal)
+    else:
+        feedback = _check_number(question, text, texts, reveal)
+    if reveal or feedback.status != WRONG:
+        return feedback
+    return replace(feedback, explanation="", answer_text="", final=False)
+
+
+def _check_number(question: Question, text: str, texts: QuizTexts, reveal: bool = True) -> AnswerFeedback:
     try:
         readings = parse_number(text, question.quantity)
     except AnswerError as exc:
@@ -76,9 +88,9 @@ def check_answer(question: Question, text: str, texts: QuizTexts | None = None) 
     if slip is None:
         ratio = 1 + relative_error  # given / answer
         slip_free = texts.messages["close" if 0.1 <= ratio <= 10 else "far"]
-        message = f"{_wrong_message(texts, question, reading, relative_error)} {slip_free}"
+        message = f"{_wrong_message(texts, question, reading, relative_error, reveal)} {slip_free}"
     else:
-        message = _wrong_message(texts, question, reading, relative_error)
+        message = _wrong_message(texts, question, reading, relative_error, reveal)
     return AnswerFeedback(status=WRONG, message=message, slip=slip, slip_codes=codes, **common)
 
 
@@ -92,7 +104,8 @@ def _right_message(texts: QuizTexts, question: Question, reading: Reading, relat
     return f"{texts.messages['right']} {_shown(question, reading)}{off}."
 
 
-def _wrong_message(texts: QuizTexts, question: Question, reading: Reading, relative_error: float) -> str:
+def _wrong_message(texts: QuizTexts, question: Question, reading: Reading, relative_error: float,
+                   reveal: bool = True) -> str:
     given = _shown(question, reading)
     direction = "above" if relative_error > 0 else "below"
     ratio = 1 + relative_error
@@ -101,6 +114,8 @@ def _wrong_message(texts: QuizTexts, question: Question, reading: Reading, relat
         distance = f"{grouped(factor)}x {direction}" if factor >= 100 else f"{factor:.3g}x {direction}"
     else:
         distance = f"{_percent(relative_error)} {direction}"
+    if not reveal:
+        return texts.messages["wrong_first"].format(given=given, distance=distance)
     return texts.messages["wrong"].format(given=given, distance=distance, answer=question.answer_text)
 
 
@@ -116,7 +131,7 @@ def _match_slips(question: Question, value: float) -> tuple[tuple[str, ...], str
     return codes, (" ".join(messages) if messages else None)
 
 
-def _check_choice(question: Question, text: str, texts: QuizTexts) -> AnswerFeedback:
+def _check_choice(question: Question, text: str, texts: QuizTexts, reveal: bool = True) -> AnswerFeedback:
     keys = [o.key for o in question.options]
     key = text.strip().strip("()").rstrip(").").strip().lower()
     if key not in keys:
@@ -128,6 +143,9 @@ def _check_choice(question: Question, text: str, texts: QuizTexts) -> AnswerFeed
     if key == question.answer:
         return AnswerFeedback(status=RIGHT, message=texts.messages["right"], **common)
     option = next(o for o in question.options if o.key == key)
-    message = texts.messages["choice_wrong"].format(answer=question.answer)
+    if reveal:
+        message = texts.messages["choice_wrong"].format(answer=question.answer)
+    else:
+        message = texts.messages["choice_wrong_first"].format(given=key)
     codes = (option.slip,) if option.slip else ()
     return AnswerFeedback(status=WRONG, message=message, slip=option.why or None, slip_codes=codes, **common)

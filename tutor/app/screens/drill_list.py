@@ -15,11 +15,12 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from tutor.app.widgets.status_bar import StatusBar
 from tutor.catalog import Drill
-from tutor.progress import FAILING, NOT_STARTED, PASSED
+from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED
 
 # Status -> the mark a reader needs no colour for, its words, and a style for those with colour.
 STATUS_MARKS: dict[str, tuple[str, str, str]] = {
     NOT_STARTED: ("·", "not started", "dim"),
+    IN_PROGRESS: ("~", "in progress", "bold yellow"),
     FAILING: ("✘", "failing", "bold red"),
     PASSED: ("✔", "passed", "bold green"),
 }
