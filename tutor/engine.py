@@ -255,6 +255,11 @@ class TutorEngine:
             self._cond.notify_all()
         return self.device if self._warm_done.wait(timeout_s) else None
 
+    def send_warnings(self) -> None:
+        """Send the progress store's warnings not sent yet, as ``EngineWarning``s (for a
+        front end that wrote to ``progress`` itself, as the app's quiz does)."""
+        self._emit_warnings()
+
     # -- what front ends read --------------------------------------------------------
     def hints(self, drill_id: str) -> list[HintState]:
         drill = get_drill(drill_id)

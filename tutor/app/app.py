@@ -433,6 +433,7 @@ class FlashTutorApp(App[int]):
     @on(QuizScreen.Answered)
     def _quiz_answered(self, message: QuizScreen.Answered) -> None:
         self._refresh_list()
+        self.engine.send_warnings()  # an answer that could not be saved says so, once
 
 
 def history_series(progress: DrillProgress) -> tuple[list[float | None], list[float | None]]:
