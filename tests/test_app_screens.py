@@ -120,7 +120,7 @@ async def test_hints_panel_shows_unlocked_hints_in_full_and_what_unlocks_the_res
         assert f"1 of {len(states)} hints unlocked" in text and "Both TODOs are inside" in text
         for state in states[1:]:
             assert f"{state.number}. [locked] {state.hint.title}" in text
-            assert state.unlock_rule.capitalize()[:40] in text  # "Opens after 2 checks, or at once when..."
+            assert state.unlock_rule.capitalize()[:40] in text  # "Opens after 2 attempts, or at once when..."
         await pilot.press("escape")
         assert isinstance(app.screen, DrillScreen)
 
