@@ -31,7 +31,7 @@ class DrillRow:
     """One line of the list, built by the app from the catalog and the progress file."""
 
     drill: Drill
-    status: str  # tutor.progress.NOT_STARTED | FAILING | PASSED
+    status: str  # tutor.progress.NOT_STARTED | IN_PROGRESS | FAILING | PASSED
     attempts: int
     best_error: float | None = None
     best_speedup: float | None = None
