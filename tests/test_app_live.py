@@ -43,7 +43,7 @@ async def test_saving_the_solution_turns_the_view_passed_and_announces_hints(tmp
         assert "visited      1.000 (32/32)  ideal 0.625" in screen_text(app)
         drill_file.write_text(solution_path(get_drill("01")).read_text())
         await wait_for(pilot, lambda: verdict(app).endswith("PASSED"), "PASSED after saving the solution")
-        await wait_for(pilot, lambda: "solved in 2 checks" in screen_text(app), "the solved notification")
+        await wait_for(pilot, lambda: "solved in 2 attempts" in screen_text(app), "the solved notification")
         text = screen_text(app)
         assert "visited      0.625 (20/32)  ideal 0.625" in text
         assert "██ ·· ·· ··" in text  # the first query block skips every future block

@@ -184,7 +184,7 @@ class FlashTutorApp(App[int]):
             self.say(f"{titles}\npress h to read {'them' if plural else 'it'}",
                      title=f"{drill.id}: hint{plural} unlocked", timeout=8)
         if result.solved and event.counted and event.record.attempts_to_pass == event.record.attempts:
-            self.say(f"{drill.id} {drill.title} solved in {event.record.attempts} checks. n: the next drill.",
+            self.say(f"{drill.id} {drill.title} solved in {event.record.attempts} attempts. n: the next drill.",
                      title="solved", timeout=8)
         self._refresh_list()
 
