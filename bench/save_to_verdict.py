@@ -1,15 +1,25 @@
-"""Save-to-verdict latency: from a drill file written to its result recorded.
+"""Save-to-verdict latency, both phases: from a drill file written to its verdict
+recorded, and on to its performance phase.
 
-    python bench/save_to_verdict.py [--device cpu|auto] [--saves 7] [--cold-saves 3]
-                                    [--mode auto|watchdog|direct] [--drill 01] [--no-timing]
+    python bench/save_to_verdict.py [--device cpu|auto] [--saves 7] [--cold-saves 3] [--quick]
+                                    [--edit source|marker] [--mode auto|watchdog|direct]
+                                    [--drill 01] [--no-timing]
 
 A temp workspace holds the drill's solution; each save rewrites it (a temp
 file renamed over it, as a "safe write" editor does) with a new first line
 that prints a marker, so every save is new content and its check can be told
-apart.  The clock starts when the write has returned and stops when the
-engine reports the check recorded (``CheckFinished``, sent after the progress
-file is written): watcher event, debounce, the job sent to the worker, the
-check itself, the result back, progress saved.
+apart.  With ``--edit source`` (the default) each save also edits the
+kernel's own source (a new comment line inside the ``@triton.jit`` function,
+part of the source Triton hashes), so on a GPU every save compiles the kernel
+again, as a real edit does; ``--edit marker`` changes only the marker line.
+
+The clock starts when the write has returned.  ``verdict s`` stops when the
+engine reports the verdict recorded (``CheckFinished``, sent after the
+progress file is written): watcher event, debounce, the job sent to the
+worker, the correctness launches, the result back, progress saved.
+``+perf s`` is the further time until ``PerformanceFinished`` (timed launches,
+SDPA on a GPU, roofline).  ``in worker`` are the two phases' own durations
+inside the worker.
 
 Two worker set-ups:
 
@@ -46,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tutor.catalog import get_drill, solution_path  # noqa: E402
-from tutor.engine import CheckFinished, EngineError, TutorEngine, WatcherStatus  # noqa: E402
+from tutor.engine import CheckFinished, EngineError, PerformanceFinished, TutorEngine, WatcherStatus  # noqa: E402
 
 MARKER = "save-to-verdict-bench"
 THINK_S = 1.2  # pause before each save: longer than the debouncer's burst window
@@ -56,8 +66,10 @@ THINK_S = 1.2  # pause before each save: longer than the debouncer's burst windo
 class Row:
     worker: str
     mode: str
-    latencies: list[float] = field(default_factory=list)
-    in_worker: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)  # save -> verdict recorded
+    in_worker: list[float] = field(default_factory=list)  # the verdict phase inside the worker
+    perf_after: list[float] = field(default_factory=list)  # verdict -> performance arrived
+    perf_in_worker: list[float] = field(default_factory=list)
     solved: list[bool] = field(default_factory=list)
 
 
@@ -67,6 +79,7 @@ class Verdicts:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.finished: list[tuple[float, CheckFinished]] = []
+        self.performance: list[tuple[float, PerformanceFinished]] = []
         self.events: list[object] = []
 
     def __call__(self, event: object) -> None:
@@ -75,7 +88,20 @@ class Verdicts:
             self.events.append(event)
             if isinstance(event, CheckFinished):
                 self.finished.append((now, event))
+            if isinstance(event, PerformanceFinished):
+                self.performance.append((now, event))
             self.cond.notify_all()
+
+    def performance_for(self, version: int, timeout: float) -> tuple[float, PerformanceFinished]:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for arrived, event in self.performance:
+                    if f"{MARKER} {version}" in event.result.output:
+                        return arrived, event
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"no performance for save {version}; events so far: {self.events}")
+                self.cond.wait(0.1)
 
     def wait(self, predicate, timeout: float):
         """The first event satisfying ``predicate``; stops the run on an engine error."""
@@ -103,8 +129,25 @@ class Verdicts:
                 self.cond.wait(0.1)
 
 
-def content(solution: str, version: int) -> str:
-    return f"print('{MARKER} {version}')\n{solution}"
+def content(solution: str, version: int, edit_source: bool = False) -> str:
+    """The solution with a marker line; with ``edit_source`` also a new comment
+    inside the first ``@triton.jit`` function's body (Triton hashes that source)."""
+    text = solution
+    if edit_source:
+        lines = text.splitlines(keepends=True)
+        jit = next(i for i, line in enumerate(lines) if line.strip().startswith("@triton.jit"))
+        body = next(i for i in range(jit, len(lines)) if lines[i].rstrip().endswith(":")) + 1
+        while lines[body].lstrip().startswith(('"""', "#")) or not lines[body].strip():
+            if lines[body].lstrip().startswith('"""'):  # skip a docstring, its closing line included
+                end = body if lines[body].count('"""') >= 2 else next(
+                    i for i in range(body + 1, len(lines)) if '"""' in lines[i])
+                body = end + 1
+            else:
+                body += 1
+        indent = lines[body][: len(lines[body]) - len(lines[body].lstrip())]
+        lines.insert(body, f"{indent}# bench edit {version}: the kernel's source changed\n")
+        text = "".join(lines)
+    return f"print('{MARKER} {version}')\n{text}"
 
 
 def save(path: Path, text: str) -> None:
@@ -132,19 +175,28 @@ def measure(args: argparse.Namespace, warm: bool, saves: int, watch: bool, works
             if warm:
                 engine.wait_warm()
             time.sleep(THINK_S)
-            save(file, content(solution, version))
+            save(file, content(solution, version, args.edit == "source"))
             written = time.perf_counter()
             if not watch:
                 engine.notify_saved(file)
             arrived, finished = verdicts.verdict_for(version, timeout=args.timeout + 60)
             device = finished.result.device
+            timed = finished.result.performance.status == "pending"
+            if timed:
+                perf_arrived, perf = verdicts.performance_for(version, timeout=args.timeout + 60)
             if n == 0:
                 continue
             row.latencies.append(arrived - written)
             row.in_worker.append(finished.result.duration_s)
             row.solved.append(finished.result.solved)
-            print(f"  {row.worker} save {n}: {arrived - written:.3f} s "
-                  f"(check in worker {finished.result.duration_s:.3f} s, solved={finished.result.solved})", flush=True)
+            extra = ""
+            if timed:
+                row.perf_after.append(perf_arrived - arrived)
+                row.perf_in_worker.append(perf.result.performance.duration_s)
+                extra = (f"; performance {perf.result.performance.status} {perf_arrived - arrived:.3f} s later "
+                         f"(in worker {perf.result.performance.duration_s:.3f} s)")
+            print(f"  {row.worker} save {n}: verdict {arrived - written:.3f} s "
+                  f"(in worker {finished.result.duration_s:.3f} s, solved={finished.result.solved}){extra}", flush=True)
         return row, device
     finally:
         engine.stop()
@@ -158,9 +210,15 @@ def main() -> int:
     parser.add_argument("--cold-saves", type=int, default=3, help="measured saves without it (0: skip)")
     parser.add_argument("--mode", choices=("auto", "watchdog", "direct"), default="auto")
     parser.add_argument("--no-timing", action="store_true", help="checks without the timed launches")
+    parser.add_argument("--edit", choices=("source", "marker"), default="source",
+                        help="source: every save edits the kernel's source (a recompile on a GPU); "
+                             "marker: only a marker line changes")
+    parser.add_argument("--quick", action="store_true", help="3 warm saves and 1 cold one")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     args = parser.parse_args()
+    if args.quick:
+        args.saves, args.cold_saves = 3, 1
 
     have_watchdog = importlib.util.find_spec("watchdog") is not None
     if args.mode == "watchdog" and not have_watchdog:
@@ -182,15 +240,22 @@ def main() -> int:
     label = device.label if device else "?"
     versions = f"torch {device.torch}, triton {device.triton}" if device else ""
     print(f"\nsave-to-verdict, drill {args.drill} ({solution_path(get_drill(args.drill)).name}), "
+          f"saves edit the {'kernel source' if args.edit == 'source' else 'marker line only'}, "
           f"timing {'off' if args.no_timing else 'on'}; {label}; {versions}; python {sys.version.split()[0]}")
-    print(f"{'worker':<7}{'mode':<18}{'saves':>6}{'median s':>10}{'min s':>8}{'max s':>8}"
-          f"{'in worker s':>13}{'rest s':>8}")
+    print("medians in seconds; verdict: save -> verdict recorded; +perf: verdict -> performance; "
+          "rest: verdict - its phase in the worker")
+    print(f"{'worker':<7}{'mode':<18}{'saves':>6}{'verdict':>9}{'min':>7}{'max':>7}{'in wkr':>8}{'rest':>7}"
+          f"{'+perf':>8}{'in wkr':>8}{'total':>8}")
+
+    def med(values: list[float]) -> str:
+        return f"{statistics.median(values):.3f}" if values else "-"
+
     for row in rows:
-        median = statistics.median(row.latencies)
-        inside = statistics.median(row.in_worker)
-        rest = statistics.median(total - check for total, check in zip(row.latencies, row.in_worker))
-        print(f"{row.worker:<7}{row.mode:<18}{len(row.latencies):>6}{median:>10.3f}{min(row.latencies):>8.3f}"
-              f"{max(row.latencies):>8.3f}{inside:>13.3f}{rest:>8.3f}")
+        rest = [total - check for total, check in zip(row.latencies, row.in_worker)]
+        totals = [v + p for v, p in zip(row.latencies, row.perf_after)] if row.perf_after else []
+        print(f"{row.worker:<7}{row.mode:<18}{len(row.latencies):>6}{med(row.latencies):>9}{min(row.latencies):>7.3f}"
+              f"{max(row.latencies):>7.3f}{med(row.in_worker):>8}{med(rest):>7}{med(row.perf_after):>8}"
+              f"{med(row.perf_in_worker):>8}{med(totals):>8}")
     if args.json:
         args.json.write_text(json.dumps({"device": label, "versions": versions, "rows": [row.__dict__ for row in rows]},
                                         indent=1))

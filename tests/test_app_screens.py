@@ -17,6 +17,7 @@ from tutor.app.screens.text_page import TextPage
 from tutor.catalog import get_drill, pristine_path
 from tutor.engine import CheckFinished, CheckStarted, DeviceReady, WatcherStatus
 from tutor.progress import DrillProgress
+from tutor.quiz import build_questions
 
 SIZE = (80, 24)
 
@@ -219,7 +220,7 @@ async def test_quiz_answers_right_and_wrong_and_keeps_them(tmp_path):
         await pilot.press(*f"{int(first.answer)} bytes", "enter")
         await settle(pilot)
         text = screen_text(app)
-        assert "✔ right" in text and "why:" in text and "1 of 15 answered" in text
+        assert "✔ right" in text and "why:" in text and f"1 of {len(build_questions())} answered" in text
         await pilot.press("enter")  # next question
         second = session.current()
         assert second is not first
@@ -254,7 +255,7 @@ async def test_opening_the_paper_drill_opens_the_quiz(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("j", "j", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, QuizScreen), "the quiz screen")
-        assert "0 of 15 answered" in screen_text(app)
+        assert f"0 of {len(build_questions())} answered" in screen_text(app)
 
 
 async def test_no_color_keeps_every_mark(tmp_path, monkeypatch):
@@ -279,3 +280,34 @@ async def test_edit_without_a_real_terminal_says_where_to_edit_instead(tmp_path,
         await pilot.pause()
         text = screen_text(app)
         assert "cannot hand over to an editor" in text and isinstance(app.screen, DrillScreen)
+
+
+async def test_the_verdict_shows_at_once_with_a_timing_indicator_until_the_performance_arrives(tmp_path):
+    from tutor.engine import PerformanceFinished
+    from tutor.harness.result import Performance
+
+    app = offline_app(make_workspace(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        verdict = record(app.engine, "01_passing")
+        timed = verdict.result  # the same check, once its performance phase is in
+        pending = CheckFinished(verdict.drill, recorded_result("01_passing", app.workspace), [], verdict.record)
+        pending.result.performance = Performance("pending")
+        pending.result.full_ms = pending.result.causal_ms = None
+        app.engine_event(pending)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "✔  PASSED" in text and "timing drills/01_causal_mask.py" in text and "wall clock" not in text
+        timed.performance = Performance("done")
+        timed.roofline = {"shape": [1, 2, 200, 64], "block_m": 64, "block_n": 64, "element_bytes": 2, "peaks": None,
+                          "counted_on": "total over batch × heads", "ridge": None,
+                          "launches": [{"mode": "causal", "flops": 13402112, "bytes": 401408, "visited_tiles": 20,
+                                        "ideal_flops": 12800000.0, "ideal_bytes": 204800, "ideal_note": "",
+                                        "tflops": None, "gbps": None, "sdpa_tflops": None}]}
+        app.engine_event(PerformanceFinished("01", timed, verdict.record))
+        await pilot.pause()
+        text = screen_text(app)
+        assert "timing drills" not in text and "wall clock" in text
+        roofline = app.screen.query_one("#roofline")
+        assert roofline.display and "13.4 MFLOP · 401 kB tile loads" in str(roofline.render())
+        assert "counts only on the interpreter" in str(roofline.render())

@@ -18,7 +18,7 @@ from tutor.app.widgets.status_bar import short_path
 from tutor.app.widgets.visit_map import GLYPHS, Cell, classify, render_map, tally
 from tutor.catalog import get_drill
 from tutor.engine import CheckFinished
-from tutor.harness.result import VisitMap
+from tutor.harness.result import Device, Performance, VisitMap
 from tutor.progress import DrillProgress
 
 WORKSPACE = Path("/home/student/flashtutor")
@@ -73,15 +73,28 @@ def test_wide_maps_keep_one_character_pair_per_block():
 # -- the numbers -------------------------------------------------------------------------
 def test_metrics_name_error_against_tolerance_timings_speedup_and_visited_fraction():
     result = recorded_result("01_passing", WORKSPACE)
+    result.full_visited_blocks = 32  # the full launch's count (fixtures older than that field lack it)
     text = metrics_text(result).plain
     assert f"{result.max_abs_err:.1e}  ≤ tolerance 0.02" in text
-    assert f"{result.speedup:.2f}x vs full" in text
+    # the interpreter: the counted work ratio is the speed-up; the wall clock is secondary, with no ratio
+    assert "causal work  20/32 blocks  full/causal 1.60x, counted" in text
+    assert "x vs full" not in text and "interpreter: not a speed" in text
     assert f"visited      {result.visited_fraction:.3f}" in text and f"ideal {result.ideal_fraction:.3f}" in text
     assert "compared on a GPU only" in text  # the interpreter has no SDPA comparison
 
 
+def test_metrics_on_a_gpu_show_the_timed_speedup_and_a_pending_timing_says_so():
+    result = recorded_result("01_passing", WORKSPACE)
+    result.device = Device(kind="cuda", name="NVIDIA H200", interpreter=False)
+    assert f"{result.speedup:.2f}x vs full, timed" in metrics_text(result).plain
+    result.performance = Performance("pending")
+    result.full_ms = result.causal_ms = None
+    assert "timing       …  the timed launches follow" in metrics_text(result).plain
+
+
 def test_metrics_compare_with_torch_sdpa_when_the_check_timed_it():
     result = recorded_result("01_passing", WORKSPACE)
+    result.device = Device(kind="cuda", name="NVIDIA H200", interpreter=False)
     result.sdpa_full_ms, result.sdpa_causal_ms = 0.040, 0.025
     result.full_ms, result.causal_ms = 0.080, 0.050
     text = metrics_text(result).plain

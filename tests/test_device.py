@@ -2,7 +2,7 @@
 
 import pytest
 
-from tutor.harness.device import INTERPRETER_MIN_TRITON, _version_tuple
+from tutor.harness.device import interpreter_supports
 
 
 @pytest.mark.parametrize(
@@ -10,4 +10,4 @@ from tutor.harness.device import INTERPRETER_MIN_TRITON, _version_tuple
     [("3.6.0", False), ("3.6.0+git1234", False), ("3.7.0", True), ("3.9.0", True), ("3.10.1", True), ("4.0.0rc1", True)],
 )
 def test_minimum_triton_for_the_interpreter(version: str, runs_interpreter: bool) -> None:
-    assert (_version_tuple(version) >= INTERPRETER_MIN_TRITON) is runs_interpreter
+    assert interpreter_supports(version) is runs_interpreter

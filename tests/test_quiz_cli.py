@@ -47,6 +47,15 @@ SCRIPT = [
     "b",                    # why fusing
     "d",                    # causal effect: wrong (one more try)
     "d",                    # wrong again: the answer is shown
+    "2.5x",                 # backward FLOPs over forward
+    "21 MB",                # backward reads
+    "b",                    # what the log-sum-exp saves
+    "4096 bytes",           # decode bytes per cached token
+    "4",                    # decode intensity
+    "c",                    # why decoding is memory-bound
+    "128 KiB",              # KV cache per token
+    "4x",                   # what GQA saves
+    "0.2324",               # sliding-window blocks
 ]
 
 

@@ -53,7 +53,33 @@ def expected_answer(question) -> float | str:
     if question.kind == "causal-blocks":
         t = math.ceil(n / p["block"])
         return sum(m + 1 for m in range(t)) / t**2
+    if question.kind == "backward-flops":  # recompute S, then dV, dP, dQ, dK: 5 matmuls against 2
+        return (5 * 2 * n * n * d) / (2 * 2 * n * n * d)
+    if question.kind == "backward-bytes":  # Q, K, V, O, dO in the dtype, the fp32 log-sum-exp
+        return 5 * n * d * b + n * 4
+    if question.kind == "decode-bytes":
+        return (p["kv_heads"] * d + p["kv_heads"] * d) * b
+    if question.kind == "decode-intensity":
+        flops = p["heads"] * (2 * d + 2 * d)
+        return flops / (2 * p["kv_heads"] * d * b)
+    if question.kind == "kv-cache":
+        return p["layers"] * 2 * p["kv_heads"] * d * b
+    if question.kind == "gqa-saving":
+        return (2 * p["heads"]) / (2 * p["kv_heads"])
+    if question.kind == "window-blocks":
+        return window_pairs(n, p["window"], p["block"])
     raise AssertionError(f"no independent answer for {question.kind}")
+
+
+def window_pairs(n: int, window: int, block: int) -> float:
+    """The share of (query block, key block) pairs holding some row r and key c with
+    r - window < c <= r: rows r0..r1 see keys r0 - window + 1 .. r1."""
+    starts = range(0, n, block)
+    visited = 0
+    for r0 in starts:
+        r1 = min(r0 + block, n) - 1
+        visited += sum(1 for c0 in starts if c0 <= r1 and min(c0 + block, n) - 1 >= r0 - window + 1)
+    return visited / len(starts) ** 2
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -267,3 +293,12 @@ def test_detect_gpu_reports_the_machines_gpu_or_none():
     assert budget == GpuBudget(props.name, props.L2_cache_size, props.total_memory, detected=True)
     l2 = by_kind(build_questions(gpu=budget))["l2-fit"][0]
     assert props.name in l2.text and l2.answer == math.isqrt(props.L2_cache_size // 2)
+
+
+def test_the_decode_questions_models_share_their_kv_heads():
+    """Their words say GQA: every model drawn has fewer K/V heads than query heads, evenly grouped."""
+    for seed in SEEDS:
+        for question in build_questions(seed=seed):
+            if question.kind in ("decode-bytes", "decode-intensity", "kv-cache", "gqa-saving"):
+                heads, kv_heads = question.parameters["heads"], question.parameters["kv_heads"]
+                assert kv_heads < heads and heads % kv_heads == 0, question.id

@@ -122,3 +122,32 @@ def test_the_drill_asks_what_the_solution_answers():
     body = pristine_path(get_drill("03")).read_text(encoding="utf-8")
     for phrase in ("| 1,024", "| 4,096", "| 16,384", "50,000,000 bytes", "141 x 10^9 bytes", "N = 1,000"):
         assert phrase in body
+
+
+def test_the_backward_decode_and_window_numbers(text):
+    n, d, b = 16384, D, B
+    assert f"{f.backward_flops(n, d):,} FLOPs" in text and "**2.5x**" in text
+    assert f.backward_flops_ratio() == Fraction(5, 2) and "**5 matmuls**" in text
+    assert f"**{f.backward_read_bytes(n, d, b):,} bytes**" in text
+    assert f"{f.stored_p_bytes(n, b):,} bytes" in text
+    assert f"{f.stored_p_bytes(n, b) // (4 * n):,} times the bytes of L" in text
+    assert f"**{f.kv_bytes_per_token(8, d, b):,} bytes** per cached token" in text
+    assert f"({f.kv_bytes_per_token(32, d, b):,} with one K/V head" in text
+    assert f"**{f.decode_intensity(32, 8, b)} FLOP/byte**" in text
+    assert f"**{f.kv_bytes_per_token(8, d, b, 32):,} bytes** (128 KiB)" in text
+    assert f"{f.kv_bytes_per_token(32, d, b, 32):,} bytes (512 KiB)" in text
+    assert f"{f.kv_bytes_per_token(8, d, b, 32) * 8192:,} bytes (1 GiB)" in text
+    assert f"**{f.gqa_saving(32, 8)}x**" in text
+    assert "**952 of 4,096**" in text and f.window_block_count(4096, 1024, 64) == (952, 4096)
+    for n_cell, w_cell, counts, fraction in table_after(text, "| N      | W "):
+        visited, total = (integer(part.strip()) for part in counts.split("/"))
+        assert f.window_block_count(integer(n_cell), integer(w_cell), 64) == (visited, total)
+        assert fraction == f"{visited / total:.4f}"
+
+
+def test_the_drill_lists_the_new_questions():
+    drill = pristine_path(get_drill("03")).read_text(encoding="utf-8")
+    assert "## Part 5: the backward pass, decoding and windows" in drill
+    kinds = {q.kind for q in build_questions()}
+    assert {"backward-flops", "backward-bytes", "lse-saves", "decode-bytes", "decode-intensity",
+            "decode-bound", "kv-cache", "gqa-saving", "window-blocks"} <= kinds

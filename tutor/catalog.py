@@ -48,6 +48,16 @@ class DiagnosisText:
 
 
 @dataclass(frozen=True)
+class Shipped:
+    """What a check of the drill file as shipped must say (the ``[shipped]`` table):
+    whether it PASSES, and the diagnosis codes it reports, in order (info-level
+    codes may be listed or left out; every error and finding must be listed)."""
+
+    passes: bool
+    codes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Drill:
     id: str
     slug: str
@@ -63,6 +73,8 @@ class Drill:
     diagnoses: dict[str, DiagnosisText] = field(default_factory=dict)
     # what a kernel drill computes: a module of tutor.harness.problems ("attention", ...)
     problem: str = "attention"
+    # what the shipped file must say when checked (kernel drills; ``flashtutor dev check``)
+    shipped: Shipped | None = None
 
     @property
     def name(self) -> str:
@@ -75,8 +87,20 @@ class Drill:
             raise KeyError(f"drill {self.id} has no words for diagnosis code {code!r}") from None
 
 
+def read_drill(path: Path) -> Drill:
+    """Parse one drill's TOML (raises ``tomllib.TOMLDecodeError``, ``KeyError`` for a
+    missing required key, ``TypeError``/``ValueError`` for a value of the wrong kind)."""
+    return _parse(path)
+
+
 def _parse(path: Path) -> Drill:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
+    shipped = None
+    if "shipped" in data:
+        table = data["shipped"]
+        if not isinstance(table.get("passes"), bool):
+            raise ValueError(f"{path.name}: [shipped] needs passes = true or false")
+        shipped = Shipped(passes=table["passes"], codes=tuple(table.get("codes", ())))
     hints = tuple(
         Hint(
             title=h["title"],
@@ -104,6 +128,7 @@ def _parse(path: Path) -> Drill:
         hints=hints,
         diagnoses=diagnoses,
         problem=data.get("problem", "attention"),
+        shipped=shipped,
     )
 
 

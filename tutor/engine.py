@@ -27,14 +27,24 @@ Events (frozen dataclasses, passed to ``on_event``):
     a newer save of the same drill arrived: this check was abandoned, and a
     ``CheckStarted`` for the newest content follows.
 ``CheckFinished(drill, result, newly_unlocked, record)``
-    ``result`` is the structured :class:`~tutor.harness.result.CheckResult`
-    (an error, a timeout and a crash are results too); it has been recorded:
-    ``record`` is the drill's :class:`~tutor.progress.DrillProgress` after it,
-    ``newly_unlocked`` the :class:`~tutor.catalog.Hint` objects it unlocked;
-    ``counted`` is False when it was not a new attempt (the content of the last
-    attempt, or the drill as shipped: ``not_counted`` says which).
+    the *verdict*, sent as soon as it is known: ``result`` is the structured
+    :class:`~tutor.harness.result.CheckResult` (an error, a timeout and a
+    crash are results too) with correctness, diagnosis and visit map; it has
+    been recorded: ``record`` is the drill's :class:`~tutor.progress.DrillProgress`
+    after it, ``newly_unlocked`` the :class:`~tutor.catalog.Hint` objects it
+    unlocked; ``counted`` is False when it was not a new attempt (the content of
+    the last attempt, or the drill as shipped: ``not_counted`` says which).  ``result.performance.status`` is ``"pending"`` when a
+    ``PerformanceFinished`` for the same content follows, else ``"skipped"``.
     A check of a deleted file (error kind ``missing-file``) is reported but
     not recorded: deleting a file is not an attempt.
+``PerformanceFinished(drill, result, record)``
+    the second phase of the same check: ``result`` is the verdict's result
+    with the timed launches, torch's SDPA and the roofline filled in, and
+    ``result.performance.status`` one of ``"done"``, ``"failed"`` (the
+    verdict stands; ``reason`` says why) or ``"cancelled"`` (a newer save
+    arrived while it was timed: a ``CheckStarted`` for the newer content
+    follows).  A completed phase's speed-up has been recorded into the
+    verdict's attempt (``record``).
 ``EngineWarning(message)``
     something a student should read once (progress file moved aside, not writable).
 ``EngineError(message)``
@@ -52,8 +62,8 @@ Threading contract:
 * ``start``, ``stop``, ``recheck``, ``set_focus``, ``notify_saved``, ``hints``
   and ``progress`` are safe from any thread; ``start`` and ``stop`` return
   within seconds (``stop`` kills a running check).
-* One check runs at a time.  Saves are never dropped: a save of the drill
-  being checked cancels that check (``CheckRunner.check(cancel=...)``) and
+* One check runs at a time (its performance phase included).  Saves are
+  never dropped: a save of the drill being checked (or timed) cancels that check (``CheckRunner.check(cancel=...)``) and
   queues the newest content; saves of other drills wait their turn, the
   focused drill first.  The file is read when its check starts, so the
   recorded result is always that of the newest content.
@@ -115,6 +125,13 @@ class CheckFinished:
 
 
 @dataclass(frozen=True)
+class PerformanceFinished:
+    drill: str
+    result: CheckResult
+    record: DrillProgress
+
+
+@dataclass(frozen=True)
 class EngineWarning:
     message: str
 
@@ -124,7 +141,8 @@ class EngineError:
     message: str
 
 
-Event = WatcherStatus | DeviceReady | CheckStarted | CheckCancelled | CheckFinished | EngineWarning | EngineError
+Event = (WatcherStatus | DeviceReady | CheckStarted | CheckCancelled | CheckFinished | PerformanceFinished
+         | EngineWarning | EngineError)
 
 
 @dataclass
@@ -392,12 +410,31 @@ class TutorEngine:
         drill = get_drill(drill_id)
         self._emit(CheckStarted(drill_id, request.file, request.trigger))
         content = file_content_id(request.file)  # read as the check starts; a later save cancels it
+        verdicts: list[CheckResult] = []
+
+        def on_verdict(verdict: CheckResult) -> None:
+            verdicts.append(verdict)
+            self._verdict(drill, request, verdict, content)
+
         try:
-            result = self._runner.check(drill_id, request.file, timing=self.timing, seed=self.seed, cancel=cancel)
+            result = self._runner.check(drill_id, request.file, timing=self.timing, seed=self.seed, cancel=cancel,
+                                        on_verdict=on_verdict)
         except WorkerStartError as exc:
             if not self._stopping:
                 self._emit(EngineError(str(exc)))
             return
+        if not verdicts:  # no performance phase: this result is the verdict
+            self._verdict(drill, request, result, content)
+            return
+        record = self.progress.drill(drill_id)
+        if result.performance.status == "done":
+            record = self.progress.record_performance(result, content)
+        if not self._stopping:
+            self._emit(PerformanceFinished(drill_id, result, record))
+
+    def _verdict(self, drill: Drill, request: _Request, result: CheckResult, content: str | None = None) -> None:
+        """Record and publish a verdict (the first phase of a check)."""
+        drill_id = drill.id
         self._device_known(result.device)
         if result.error is not None and result.error.kind == "cancelled":
             if not self._stopping:

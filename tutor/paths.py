@@ -6,6 +6,11 @@ Two layouts are supported:
   the checkout, which is also the student's workspace;
 * an installed wheel: pristine copies of both ship as package data under
   ``tutor/_content``; ``flashtutor init DIR`` copies the drills into a workspace.
+
+``$FLASHTUTOR_CONTENT_ROOT`` (a directory holding ``drills/`` and
+``solutions/``) replaces both: drill authors and tests point ``flashtutor dev
+check``/``dev new`` (``--root DIR`` sets it) at a copy, and the check workers
+the process starts inherit it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 SOURCE_ROOT = PACKAGE_DIR.parent
 WORKSPACE_STATE_DIR = ".flashtutor"
+CONTENT_ROOT_ENV = "FLASHTUTOR_CONTENT_ROOT"
 
 
 def _is_content_root(path: Path) -> bool:
@@ -26,8 +32,11 @@ def content_root() -> Path:
     """The directory holding the canonical ``drills/`` and ``solutions/``.
 
     In a clone (editable install) that is the checkout; in a wheel it is the
-    package's ``_content`` folder.
+    package's ``_content`` folder; ``$FLASHTUTOR_CONTENT_ROOT`` overrides both.
     """
+    override = os.environ.get(CONTENT_ROOT_ENV)
+    if override:
+        return Path(override).resolve()
     if _is_content_root(SOURCE_ROOT) and (SOURCE_ROOT / "pyproject.toml").is_file():
         return SOURCE_ROOT
     return PACKAGE_DIR / "_content"

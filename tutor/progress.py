@@ -303,6 +303,28 @@ class ProgressStore:
         return CheckRecord(drill=meta.id, progress=_copy(state.drills[meta.id]), newly_unlocked=list(newly),
                            counted=not why, not_counted=why[0] if why else None)
 
+    def record_performance(self, result: CheckResult, content: str | None = None) -> DrillProgress:
+        """The performance phase of the check just recorded by :meth:`record_check`
+        completed: its speed-up goes into that attempt and the drill's best.  Not
+        an attempt of its own.  With ``content``, only into an attempt of that
+        content (a check that was not counted, such as the drill as shipped,
+        leaves the last attempt's numbers alone)."""
+        speedup = _finite(result.headline_speedup) if result.error is None else None
+
+        def change(state: _State) -> None:
+            progress = state.drills.get(result.drill)
+            if progress is None or not progress.history or speedup is None:
+                return
+            if content is not None and progress.history[-1].content not in (content, None):
+                return
+            progress.history[-1].speedup = speedup
+            if progress.history[-1].passed:
+                best = progress.best_speedup
+                progress.best_speedup = speedup if best is None else max(best, speedup)
+
+        state = self._update(change)
+        return _copy(state.drills.get(result.drill, DrillProgress()))
+
     def set_status(self, drill_id: str, status: str) -> None:
         """Set a drill's status directly (a paper drill's quiz decides it)."""
         if status not in STATUSES:

@@ -1,11 +1,18 @@
 """The plain-text report of a check, in the drill spec's format.
 
     shape         : batch=2 heads=8 seq=1000 head_dim=64
-    full   (ms)   : 0.412
-    causal (ms)   : 0.236   (1.75x vs full)
-    visited       : 2176/4096 K/V blocks (0.531; ideal 0.531)
+    visited       : 2176/4096 K/V blocks in total (16 heads x 256 per head; ideal 2176 = 16 x 136, 0.531)
+    causal work   : 2176/4096 K/V blocks of the full launch's, in total (full/causal = 1.88x, counted from the visit maps)
     max abs err   : 9.8e-04   (tolerance 0.02)
     result        : PASSED
+
+    timed at      : batch=4 heads=16 seq=4096 head_dim=64
+    full   (ms)   : 0.412
+    causal (ms)   : 0.236   (1.75x vs full, timed)
+    ...
+
+The verdict comes first (it is known as soon as correctness is); the
+performance phase follows as a second result for the same content.
 """
 
 from __future__ import annotations
@@ -28,10 +35,16 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+VERDICT_WORDS = {
+    "solved": "PASSED",
+    "passed-with-finding": "PASSED",  # the finding is printed below it
+    "failed": "FAILED",
+    "not-run": "COULD NOT RUN",
+}
+
+
 def verdict(result: CheckResult) -> str:
-    if result.error is not None:
-        return "COULD NOT RUN"
-    return "PASSED" if result.passed else "FAILED"
+    return VERDICT_WORDS[result.outcome]
 
 
 def error_excerpts(result: CheckResult) -> list[tuple[str, list[str]]]:
@@ -66,7 +79,29 @@ def error_lines(result: CheckResult) -> list[str]:
     return lines
 
 
-def render(result: CheckResult, title: str = "") -> str:
+def visited_line(result: CheckResult) -> str | None:
+    """The headline count of the visit map, total over batch × heads, with the per-head figures."""
+    v = result.visits
+    if v is None or not v.total_blocks:
+        return None
+    per_head = len(v.counts) * len(v.counts[0])
+    ideal_per_head = sum(map(sum, v.ideal))
+    return (f"{v.visited_blocks}/{v.total_blocks} K/V blocks in total "
+            f"({v.heads} heads x {per_head} per head; ideal {v.ideal_blocks} = {v.heads} x {ideal_per_head}, "
+            f"{result.ideal_fraction:.3f})")
+
+
+def work_line(result: CheckResult) -> str | None:
+    """Counted work of the causal launch against the full one, from the two visit maps."""
+    ratio = result.work_ratio
+    if ratio is None or result.visits is None:
+        return None
+    return (f"{result.visits.visited_blocks}/{result.full_visited_blocks} K/V blocks of the full launch's, in total "
+            f"(full/causal = {ratio:.2f}x, counted from the visit maps)")
+
+
+def verdict_lines(result: CheckResult, title: str = "") -> list[str]:
+    """The first phase: device, shape, visit map counts, error, verdict, diagnosis."""
     lines: list[str] = []
     if title:
         lines.append(_line("drill", title))
@@ -75,14 +110,46 @@ def render(result: CheckResult, title: str = "") -> str:
     if result.error is not None:
         lines += error_lines(result)
         lines.append(_line("result", verdict(result)))
-        return "\n".join(lines)
+        return lines
     lines.append(_line("shape", shape_text(result.shape)))
+    visited = visited_line(result)
+    if visited is not None:
+        lines.append(_line("visited", visited))
+    work = work_line(result)
+    if work is not None:
+        lines.append(_line("causal work", work))
+    err = "NaN/Inf or unwritten output" if result.max_abs_err is None else f"{result.max_abs_err:.1e}"
+    lines.append(_line("max abs err", f"{err}   (tolerance {result.tolerance:g})"))
+    lines.append(_line("result", verdict(result)))
+    for d in result.diagnosis:
+        lines += ["", ("finding: " if d.severity == "finding" else "") + d.message]
+    return lines
+
+
+def performance_lines(result: CheckResult) -> list[str]:
+    """The second phase: timed launches, torch's SDPA, the roofline (or why there are none)."""
+    perf = result.performance
+    if perf.status == "pending":
+        return [_line("performance", "timing…")]
+    if perf.status in ("failed", "cancelled"):
+        return [_line("performance", f"{perf.status}: {perf.reason}")]
+    if result.full_ms is None:
+        return []  # not timed (--no-timing)
+    interpreter = result.device is not None and result.device.interpreter
+    lines: list[str] = []
     if result.timing_shape and result.timing_shape != result.shape:
         lines.append(_line("timed at", shape_text(result.timing_shape)))
-    if result.full_ms is not None:
-        lines.append(_line("full   (ms)", _ms(result.full_ms)))
-    if result.causal_ms is not None:
-        lines.append(_line("causal (ms)", f"{_ms(result.causal_ms)}   ({result.speedup:.2f}x vs full)"))
+    if interpreter:
+        # the interpreter's wall clock does not follow the work at these sizes: no ratio
+        wall = f"full {_ms(result.full_ms)} ms"
+        if result.causal_ms is not None:
+            wall += f", causal {_ms(result.causal_ms)} ms"
+        lines.append(_line("wall clock", wall + "   (interpreter: not a speed; the counted work above is)"))
+    else:
+        if result.full_ms is not None:
+            lines.append(_line("full   (ms)", _ms(result.full_ms)))
+        if result.causal_ms is not None:
+            lines.append(_line("causal (ms)", f"{_ms(result.causal_ms)}   ({result.speedup:.2f}x vs full, timed)"))
     if result.sdpa_full_ms is not None:
         sdpa = f"full {_ms(result.sdpa_full_ms)}"
         if result.sdpa_causal_ms is not None:
@@ -90,20 +157,19 @@ def render(result: CheckResult, title: str = "") -> str:
         if result.sdpa_from_earlier_check:
             sdpa += "   (timed at this session's first check)"
         lines.append(_line("torch sdpa", sdpa))
-    if result.visits is not None:
-        v = result.visits
-        lines.append(
-            _line(
-                "visited",
-                f"{v.visited_blocks}/{v.total_blocks} K/V blocks "
-                f"({result.visited_fraction:.3f}; ideal {result.ideal_fraction:.3f})",
-            )
-        )
-    err = "NaN/Inf or unwritten output" if result.max_abs_err is None else f"{result.max_abs_err:.1e}"
-    lines.append(_line("max abs err", f"{err}   (tolerance {result.tolerance:g})"))
-    lines.append(_line("result", verdict(result)))
-    if result.device is not None and result.device.interpreter and result.full_ms is not None:
-        lines.append("(CPU interpreter: the milliseconds are relative only; compare ratios, not devices)")
-    for d in result.diagnosis:
-        lines += ["", ("finding: " if d.severity == "finding" else "") + d.message]
+    if result.roofline is not None:
+        from tutor.roofline import lines as roofline_lines
+
+        lines += [f"{'roofline':<{LABEL_WIDTH}}: {result.roofline['counted_on']}"
+                  + ("" if not interpreter else "; counts only on the interpreter, no rates")]
+        lines += roofline_lines(result.roofline)
+    return lines
+
+
+def render(result: CheckResult, title: str = "") -> str:
+    """The whole report: the verdict, then the performance phase."""
+    lines = verdict_lines(result, title)
+    performance = performance_lines(result) if result.error is None else []
+    if performance:
+        lines += ["", *performance]
     return "\n".join(lines)

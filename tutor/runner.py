@@ -21,11 +21,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 from tutor.harness.job import CheckJob
-from tutor.harness.result import CheckError, CheckResult, Device
+from tutor.harness.result import CheckError, CheckResult, Device, Performance
 
 DEFAULT_TIMEOUT_S = 120.0  # one check, from job sent to result (first GPU compiles take a few seconds)
 READY_TIMEOUT_S = 120.0  # a worker's start-up: importing torch and triton
@@ -66,6 +67,7 @@ class Worker:
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True, name=f"worker-{self.proc.pid}-reader").start()
         self.device: Device | None = None
+        self.startup: dict[str, float] = {}  # the worker's own start-up timings (seconds)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -101,9 +103,14 @@ class Worker:
             reason = message.get("error") if isinstance(message, dict) else self.output_tail() or "no output"
             raise WorkerStartError(f"the check worker could not start: {reason}")
         self.device = Device(**message["device"])
+        self.startup = message.get("startup", {})
         return self.device
 
-    def run(self, job: dict, timeout_s: float, cancel: threading.Event | None = None) -> CheckResult:
+    def run(self, job: dict, timeout_s: float, cancel: threading.Event | None = None,
+            on_verdict: Callable[[CheckResult], None] | None = None) -> CheckResult:
+        """The check's result with both phases.  ``on_verdict`` is called (from this
+        thread) with a copy of the verdict as soon as it arrives, before the
+        performance phase; each phase has ``timeout_s``."""
         device = self.wait_ready(cancel=cancel)
         if device is None:
             self.kill()
@@ -134,10 +141,35 @@ class Worker:
                 return self._failed(job, "internal", "the tutor itself failed; please report this", detail=message["internal_error"])
             result = CheckResult.from_dict(message["result"])
             result.output = self.output_tail()
+            if result.performance.status == "pending":
+                if on_verdict is not None:
+                    on_verdict(CheckResult.from_dict({**result.to_dict(), "output": result.output}))
+                self._performance(result, timeout_s, cancel)
             return result  # the worker exits by itself; the caller reaps it
         except BaseException:
             self.kill()
             raise
+
+    def _performance(self, result: CheckResult, timeout_s: float, cancel: threading.Event | None) -> None:
+        """Wait for the performance phase and take it into ``result``; whatever
+        stops it (a newer save, a timeout, a crash) leaves the verdict standing."""
+        message = self._next_message(time.monotonic() + timeout_s, cancel)
+        if isinstance(message, dict) and "performance" in message:
+            result.apply_performance(message["performance"])
+            result.output = self.output_tail()
+            return
+        if message == "cancelled":
+            status, reason = "cancelled", "a newer save replaced this content while it was timed"
+        elif message == "timeout":
+            status, reason = "failed", f"the timed launches did not finish within {timeout_s:g} s"
+        elif message is None:
+            code = self.proc.wait(timeout=5)
+            status, reason = "failed", f"the worker died during the timed launches ({_signal_name(code)})"
+        else:
+            status, reason = "failed", "the tutor itself failed while timing; please report this"
+        self.kill()
+        result.performance = Performance(status, reason)
+        result.output = self.output_tail()
 
     def _failed(self, job: dict, kind: str, message: str, detail: str | None = None) -> CheckResult:
         self.kill()
@@ -209,7 +241,11 @@ class CheckRunner:
         return self.device
 
     def check(self, drill: str, file: str | Path, *, timing: bool = True, seed: int | None = None,
-              cancel: threading.Event | None = None) -> CheckResult:
+              cancel: threading.Event | None = None,
+              on_verdict: Callable[[CheckResult], None] | None = None) -> CheckResult:
+        """Check ``file`` in a worker: the result with both phases.  With
+        ``on_verdict``, the verdict is handed over as soon as it is known (only
+        when a performance phase follows; otherwise the returned result is all)."""
 
         baseline = self._sdpa.get(drill)
         job = asdict(CheckJob(drill=drill, file=str(Path(file).resolve()), timing=timing, seed=seed,
@@ -218,7 +254,7 @@ class CheckRunner:
         if self.keep_warm and SPARE_DURING_CHECK:
             self._ensure_spare()  # cores to spare: the next save (or a cancel) finds a warm worker
         try:
-            result = worker.run(job, self.timeout_s, cancel)
+            result = worker.run(job, self.timeout_s, cancel, on_verdict)
             self.device = worker.device or self.device
             self._reuse_sdpa_timing(drill, result, baseline)
             return result
@@ -241,6 +277,12 @@ class CheckRunner:
         elif baseline is not None:
             result.sdpa_full_ms, result.sdpa_causal_ms = baseline
             result.sdpa_from_earlier_check = True
+            if result.roofline is not None:  # the same SDPA times on the roofline
+                from tutor.roofline import sdpa_rate
+
+                for launch in result.roofline["launches"]:
+                    launch["sdpa_ms"] = baseline[0] if launch["mode"] == "full" else baseline[1]
+                    launch["sdpa_tflops"] = sdpa_rate(launch["ideal_flops"], launch["sdpa_ms"])
 
     def _ensure_spare(self) -> None:
         with self._lock:

@@ -6,7 +6,10 @@ Protocol (one JSON object per line):
    imported), imports torch, triton and the harness, and writes
    ``{"ready": true, "device": {...}}`` — it is now *warm*;
 2. it reads one job (a :class:`~tutor.harness.job.CheckJob` as a dict) from
-   stdin, runs it, writes ``{"result": {...}}`` and exits.
+   stdin, runs its verdict phase and writes ``{"result": {...}}`` at once;
+3. when that result's ``performance.status`` is ``"pending"`` it runs the
+   performance phase (timed launches, SDPA, roofline) and writes
+   ``{"performance": {...}}`` (:meth:`CheckResult.performance_dict`); then it exits.
 
 One check per worker: a crash, a hang or a sticky CUDA error dies with it.
 The protocol travels on a private copy of the original stdout; file
@@ -40,31 +43,44 @@ def main(argv: list[str] | None = None) -> int:
         channel.write(json.dumps(message) + "\n")
         channel.flush()
 
+    import time
+
+    clock = time.perf_counter()
+    startup: dict[str, float] = {}  # where a cold start's seconds go (bench/cold_check.py prints it)
     try:
         from tutor.harness.device import select_device
 
-        device = select_device(args.device)
-        from tutor.harness.check import run_check
+        device = select_device(args.device)  # imports torch (and probes the device)
+        startup["device_s"] = time.perf_counter() - clock
+        from tutor.harness.check import run_performance, run_verdict
+
+        startup["harness_imports_s"] = time.perf_counter() - clock - startup["device_s"]
         if not device.interpreter:
             # create the CUDA context now, while the worker waits, not during the check
             import torch
             import triton.testing  # noqa: F401 - the timed launches need it
 
+            before = time.perf_counter()
             torch.zeros(1, device="cuda")
+            startup["cuda_context_s"] = time.perf_counter() - before
         from tutor.harness.job import CheckJob
     except Exception as exc:  # noqa: BLE001 - tell the parent why this worker cannot start
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     from dataclasses import asdict
 
-    send({"ready": True, "device": asdict(device), "pid": os.getpid()})
+    startup["total_s"] = time.perf_counter() - clock
+    send({"ready": True, "device": asdict(device), "pid": os.getpid(), "startup": startup})
     line = sys.stdin.readline()
     if not line:
         return 0  # the parent closed us without a job: a warm spare that was not needed
     try:
         job = CheckJob(**json.loads(line))
-        result = run_check(job, device)
+        result, state = run_verdict(job, device)
         send({"result": result.to_dict()})
+        if result.performance.status == "pending":
+            run_performance(job, device, result, state)
+            send({"performance": result.performance_dict()})
     except Exception:  # noqa: BLE001 - a bug in the tutor, not the student: say so
         send({"internal_error": traceback.format_exc()})
         return 1

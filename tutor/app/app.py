@@ -33,6 +33,7 @@ from tutor.app.messages import (
     CheckDone,
     DeviceKnown,
     EngineNotice,
+    PerformanceDone,
     WatcherChanged,
     message_for,
 )
@@ -186,6 +187,15 @@ class FlashTutorApp(App[int]):
         if result.solved and event.counted and event.record.attempts_to_pass == event.record.attempts:
             self.say(f"{drill.id} {drill.title} solved in {event.record.attempts} attempts. n: the next drill.",
                      title="solved", timeout=8)
+        self._refresh_list()
+
+    @on(PerformanceDone)
+    def _performance_done(self, message: PerformanceDone) -> None:
+        event = message.event
+        self.latest[event.drill] = event.result
+        for screen in self._drill_screens(event.drill):
+            screen.show_result(event.result)
+            screen.show_history(*history_series(event.record))
         self._refresh_list()
 
     @on(WatcherChanged)

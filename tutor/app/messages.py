@@ -42,6 +42,12 @@ class CheckDone(EngineMessage):
         )
 
 
+class PerformanceDone(EngineMessage):
+    """The second phase of a check whose verdict (CheckDone) came before."""
+
+    event: engine.PerformanceFinished
+
+
 class WatcherChanged(EngineMessage):
     event: engine.WatcherStatus
 
@@ -60,6 +66,7 @@ _MESSAGE_FOR = {
     engine.CheckStarted: CheckBegan,
     engine.CheckCancelled: CheckAbandoned,
     engine.CheckFinished: CheckDone,
+    engine.PerformanceFinished: PerformanceDone,
     engine.WatcherStatus: WatcherChanged,
     engine.DeviceReady: DeviceKnown,
     engine.EngineWarning: EngineNotice,

@@ -16,7 +16,7 @@ EXIT_FAILED = 1  # the check ran and the drill is not solved
 EXIT_USAGE = 2  # argparse's own code for bad usage
 EXIT_NOT_RUN = 3  # the drill could not run: syntax, import, compile error, crash, timeout
 
-COMMAND_MODULES = ("check", "quiz", "watch", "workspace", "launch")
+COMMAND_MODULES = ("check", "quiz", "watch", "workspace", "launch", "doctor", "completion", "dev")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,15 +11,15 @@ from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
 from tutor.paths import default_workspace
 from tutor.progress import CheckRecord, DrillProgress, ProgressStore, file_content_id, status_words
-from tutor.report import render
+from tutor.report import performance_lines, verdict_lines
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.targets import Target, TargetError, resolve, workspace_file
 
+EXIT_CODES = {"solved": EXIT_OK, "passed-with-finding": EXIT_FAILED, "failed": EXIT_FAILED, "not-run": EXIT_NOT_RUN}
+
 
 def exit_code(result: CheckResult) -> int:
-    if result.error is not None:
-        return EXIT_NOT_RUN
-    return EXIT_OK if result.solved else EXIT_FAILED
+    return EXIT_CODES[result.outcome]
 
 
 def add_runner_options(parser: argparse.ArgumentParser) -> None:
@@ -76,22 +76,60 @@ def run_check_command(args: argparse.Namespace) -> int:
                 print(f"flashtutor: {target.file} is missing", file=sys.stderr)
                 codes.append(EXIT_NOT_RUN)
                 continue
+            title = f"{target.drill.id} {target.drill.title} ({target.file})"
+            shown: list[CheckResult] = []
             content = file_content_id(target.file)  # the bytes this check reads
+
+            def on_verdict(verdict: CheckResult, target: Target = target, title: str = title,
+                           shown: list[CheckResult] = shown, content: str | None = content) -> None:
+                """The verdict is printed (and recorded) as soon as it is known."""
+                shown.append(verdict)
+                _show_verdict(args, target, verdict, title, content)
+
             try:
-                result = runner.check(target.drill.id, target.file, timing=not args.no_timing, seed=args.seed)
+                result = runner.check(target.drill.id, target.file, timing=not args.no_timing, seed=args.seed,
+                                      on_verdict=on_verdict)
             except WorkerStartError as exc:
                 print(f"flashtutor: {exc}", file=sys.stderr)
                 return EXIT_NOT_RUN
-            record, store = _record_progress(target, result, content)
-            unlocked = record.unlocked_hints(target.drill) if record is not None else []
-            if args.json:
-                print(result.to_json())
+            if not shown:  # no performance phase: the result is the verdict
+                _show_verdict(args, target, result, title, content)
             else:
-                print(render(result, title=f"{target.drill.id} {target.drill.title} ({target.file})"))
-                print(_progress_lines(target, record, store, unlocked), end="")
+                if not args.json and sys.stderr.isatty():
+                    print("\033[K", end="", file=sys.stderr, flush=True)  # erase the indicator
+                _record_performance(target, result, content)
+            if args.json:
+                print(result.to_json())  # one object: both phases (or performance marked skipped)
+            else:
+                performance = performance_lines(result) if result.error is None else []
+                if performance:
+                    print("\n".join(performance))
                 print()
             codes.append(exit_code(result))
     return max(codes, default=EXIT_OK)
+
+
+def _show_verdict(args: argparse.Namespace, target: Target, verdict: CheckResult, title: str,
+                  content: str | None = None) -> None:
+    record, store = _record_progress(target, verdict, content)
+    if args.json:
+        return  # --json prints one object per drill once both phases are in
+    print("\n".join(verdict_lines(verdict, title)), flush=True)
+    unlocked = record.unlocked_hints(target.drill) if record is not None else []
+    print(_progress_lines(target, record, store, unlocked), end="")
+    if verdict.performance.status == "pending":
+        print()
+        if sys.stderr.isatty():  # an indicator while the timed launches run; erased when they are in
+            print(f"timing {target.drill.id}… (the verdict above is in)", end="\r", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+
+
+def _record_performance(target: Target, result: CheckResult, content: str | None = None) -> None:
+    workspace = default_workspace()
+    if workspace is None or target.file != workspace_file(target.drill, workspace).resolve():
+        return
+    if result.performance.status == "done":
+        ProgressStore(workspace).record_performance(result, content)
 
 
 def _record_progress(target: Target, result: CheckResult,
@@ -124,8 +162,9 @@ def _progress_lines(target: Target, record: CheckRecord | None, store: ProgressS
 
 def run_list_command(args: argparse.Namespace) -> int:
     """The drills with their status and attempts; the mark reads without colour:
-    ``[x]`` passed, ``[!]`` failing, ``[~]`` in progress (a quiz), ``[ ]`` not started.  The status is the current
-    file's state, with ``solved before`` when it no longer passes but once did."""
+    ``[x]`` passed, ``[!]`` failing, ``[~]`` in progress (a quiz), ``[ ]`` not started.
+    The status is the current file's state, with ``solved before`` when it no
+    longer passes but once did."""
     marks = {"passed": "[x]", "failing": "[!]", "in-progress": "[~]", "not-started": "[ ]"}
     workspace = default_workspace()
     progress = ProgressStore(workspace).all_drills() if workspace is not None else {}

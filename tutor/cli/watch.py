@@ -1,11 +1,13 @@
 """``flashtutor watch [DRILL]``: the save-to-recheck loop in a plain terminal.
 
 It drives the same :class:`~tutor.engine.TutorEngine` as the app: every save
-of the drill is checked and the report printed; a spinner runs while a check
-does; new hints are printed as they unlock; once the drill is solved it asks
-before moving on to the next one.  In a terminal each key acts at once (the
-terminal is put in cbreak mode, and restored on exit); when stdin is not a
-terminal it is read a line at a time (Enter re-runs), so it can be scripted.
+of the drill is checked and the report printed: the verdict at once, the
+performance phase (timings, roofline) below it when it arrives; a spinner runs
+while a check does and while its performance is timed; new hints are printed
+as they unlock; once the drill is solved it asks before moving on to the next
+one.  In a terminal each key acts at once (the terminal is put in cbreak mode,
+and restored on exit); when stdin is not a terminal it is read a line at a
+time (Enter re-runs), so it can be scripted.
 """
 
 from __future__ import annotations
@@ -33,15 +35,19 @@ from tutor.engine import (
     DeviceReady,
     EngineError,
     EngineWarning,
+    PerformanceFinished,
     TutorEngine,
     WatcherStatus,
 )
 from tutor.hints import hint_states
 from tutor.paths import default_workspace
 from tutor.progress import ProgressStore
-from tutor.report import render, verdict
+from tutor.report import performance_lines, verdict, verdict_lines
 
 KEYS = "Enter or r: re-run · h: hints · n: next drill · q: quit"
+
+# watch's colour of a verdict, from the result's one outcome
+OUTCOME_STYLES = {"solved": "green", "passed-with-finding": "yellow", "failed": "red", "not-run": "red"}
 
 
 @dataclass(frozen=True)
@@ -178,15 +184,22 @@ class WatchSession:
             self.stop_spinner()
             self.say(f"error: {event.message}", style="red")
         elif isinstance(event, CheckStarted):
+            self.stop_spinner()  # a "timing" spinner of the previous content gives way
             self.start_spinner(event.drill)
         elif isinstance(event, CheckCancelled):
             pass  # the newer save's check follows at once
         elif isinstance(event, CheckFinished):
             self.stop_spinner()
             self.on_finished(event)
+            if event.result.performance.status == "pending" and event.drill == self.drill.id:
+                self.start_spinner(event.drill, "timing")
+        elif isinstance(event, PerformanceFinished):
+            if event.result.performance.status != "cancelled":  # else a newer check's spinner runs
+                self.stop_spinner()
+            self.on_performance(event)
 
-    def start_spinner(self, drill_id: str) -> None:
-        message = f"checking {drill_id}…"
+    def start_spinner(self, drill_id: str, doing: str = "checking") -> None:
+        message = f"{doing} {drill_id}…"
         if not self.console.is_terminal:
             self.say(message)
             return
@@ -206,9 +219,8 @@ class WatchSession:
             return
         if self.console.is_terminal:
             self.console.clear()
-        style = "green" if event.result.solved else ("red" if event.result.error or not event.result.passed else "yellow")
-        report = render(event.result, title=f"{drill.id} {drill.title} ({drill.file})")
-        self.say(report)
+        style = OUTCOME_STYLES[event.result.outcome]
+        self.say("\n".join(verdict_lines(event.result, title=f"{drill.id} {drill.title} ({drill.file})")))
         if event.counted:
             self.say(f"attempt {event.record.attempts}", style=style)
         else:
@@ -220,6 +232,14 @@ class WatchSession:
             self.offer_next(drill)
         else:
             self.say(f"\n{KEYS}")
+
+    def on_performance(self, event: PerformanceFinished) -> None:
+        """The second phase of the check whose verdict is on screen: printed below it."""
+        if event.drill != self.drill.id or event.result.performance.status == "cancelled":
+            return  # another drill's timing, or a newer save's check follows
+        lines = performance_lines(event.result)
+        if lines:
+            self.say("\n" + "\n".join(lines), style="dim" if event.result.performance.status != "done" else None)
 
     def offer_next(self, drill: Drill) -> None:
         upcoming = next_drill(drill)

@@ -1,17 +1,23 @@
-"""One check of one drill file, run inside a worker process.
+"""One check of one drill file, run inside a worker process, in two phases.
 
-``run_check`` loads the student's module, launches their kernel on fresh
+``run_verdict`` loads the student's module, launches their kernel on fresh
 random inputs for every shape and mode the drill asks for, compares each
-output with a float64 reference, counts the K/V blocks the causal launch
-visited, times full and causal launches, and diagnoses what went wrong.
-Everything it reports was measured from the student's kernel.
+output with a float64 reference, counts the K/V blocks each launch visited
+and diagnoses what went wrong: the verdict, published as soon as it is known.
+
+``run_performance`` then times full and causal launches (and torch's SDPA on
+a GPU) and puts the kernel on a roofline (:mod:`tutor.roofline`): the second
+result for the same content.  ``run_check`` runs both, for callers that want
+one result.  Everything either reports was measured from the student's kernel.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
@@ -22,54 +28,173 @@ from tutor.harness.errors import bad_output_error, from_exception
 from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.problems import problem_module
-from tutor.harness.result import CheckResult, Device
+from tutor.harness.result import CheckResult, Device, Performance, VisitMap
+
+# "1": compile the performance phase's variants concurrently (GPU; see _compile_concurrently)
+PARALLEL_COMPILE_ENV = "FLASHTUTOR_PARALLEL_COMPILE"
 
 
-def _time_launches(
-    drill: Drill, module, problem, dev: Device, generator: torch.Generator, result: CheckResult, time_sdpa: bool,
-) -> None:
-    timed = problem.timing_launches(drill, module, dev.interpreter, launching.torch_device_name(dev), generator)
-    result.timing_shape = list(timed.shape)
-    result.timing_method = timing.method_label(dev.interpreter)
-    result.full_ms = timing.time_ms(timed.student["full"], dev.interpreter)
-    if "causal" in timed.student:
-        result.causal_ms = timing.time_ms(timed.student["causal"], dev.interpreter)
-    if not dev.interpreter and time_sdpa and timed.baseline:
-        result.sdpa_full_ms = timing.time_ms(timed.baseline["full"], interpreter=False)
-        if "causal" in timed.baseline:
-            result.sdpa_causal_ms = timing.time_ms(timed.baseline["causal"], interpreter=False)
+@dataclass
+class VerdictState:
+    """What the performance phase reuses from the verdict phase (inside the worker)."""
+
+    drill: Drill
+    module: ModuleType | None
+    problem: ModuleType | None
+    generator: torch.Generator
+    visits_by_mode: dict[str, VisitMap]  # the default shape's counted maps
 
 
-def run_check(job: CheckJob, dev: Device) -> CheckResult:
-    """Check ``job.file`` as drill ``job.drill`` on ``dev``.  Never raises for the
-    student's mistakes: they come back in ``result.error`` / ``result.diagnosis``."""
+def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
+    """Phase 1: correctness on every shape, the visit maps, the diagnosis.  Never
+    raises for the student's mistakes: they come back in ``result.error`` /
+    ``result.diagnosis``.  ``result.performance`` says whether phase 2 follows."""
     started = time.perf_counter()
     drill = get_drill(job.drill)
     result = CheckResult(drill=drill.id, file=job.file, device=dev, tolerance=drill.tolerance)
     seed = job.seed if job.seed is not None else int.from_bytes(os.urandom(4), "little")
     generator = torch.Generator().manual_seed(seed)
-    module = None
+    state = VerdictState(drill=drill, module=None, problem=None, generator=generator, visits_by_mode={})
     try:
-        module = load_student_module(Path(job.file))
-        problem = problem_module(drill.problem)
-        found = problem.check_correctness(
-            drill, module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape
+        state.module = load_student_module(Path(job.file))
+        state.problem = problem_module(drill.problem)
+        found = state.problem.check_correctness(
+            drill, state.module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape
         )
         result.cases, result.shape, result.diagnosis = found.cases, found.shape, found.diagnosis
         result.visits = found.visits[0] if found.visits else None
         result.extra_visits = found.visits[1:]
+        full_visits = getattr(found, "full_visits", None)
+        result.full_visited_blocks = None if full_visits is None else full_visits.visited_blocks
+        if full_visits is not None:
+            state.visits_by_mode["full"] = full_visits
+        if result.visits is not None:
+            state.visits_by_mode["causal" if full_visits is not None else "full"] = result.visits
         errors = [c.max_abs_err for c in result.cases]
         result.max_abs_err = None if None in errors else max(errors)
         result.passed = all(c.passed for c in result.cases)
-        if job.timing:
-            _time_launches(drill, module, problem, dev, generator, result, job.time_sdpa)
     except LoadFailed as failed:
         result.error = failed.error
     except launching.BadOutput as bad:
-        result.error = bad_output_error(str(bad), job.file, getattr(module, LAUNCHER, None))
+        result.error = bad_output_error(str(bad), job.file, getattr(state.module, LAUNCHER, None))
     except Exception as exc:  # noqa: BLE001 - the student's kernel raised: report it at their line
-        result.error = from_exception(exc, job.file, module, during="runtime")
+        result.error = from_exception(exc, job.file, state.module, during="runtime")
     if result.error is not None:
         result.passed = False
+        result.performance = Performance("skipped", "the check could not run to a verdict")
+    elif job.timing:
+        result.performance = Performance("pending")
+    else:
+        result.performance = Performance("skipped", "timing was not asked for (--no-timing)")
     result.duration_s = time.perf_counter() - started
+    return result, state
+
+
+def _timing_maps(state: VerdictState, result: CheckResult, timed_shape: list[int],
+                 inputs_device: str) -> dict[str, VisitMap]:
+    """The counted maps at the timing shape: the verdict's own where the shapes are
+    the same (the interpreter), else one visit-recording launch at the timing shape.
+
+    That launch is a Triton variant of its own on a GPU (the visit switch on, and
+    the timing length specialises differently from the correctness lengths), so
+    it runs for the causal mode only: a full launch that passed every case
+    visited every block (a skipped block would have shown in its output), so its
+    map is every tile for every head, without a launch."""
+    maps = state.visits_by_mode
+    if not maps:
+        return {}
+    first = next(iter(maps.values()))
+    if first.seq == timed_shape[2] and first.heads == timed_shape[0] * timed_shape[1]:
+        return dict(maps)
+    from tutor.harness.problems.attention import ideal_visits, visit_map
+
+    seq, heads = timed_shape[2], timed_shape[0] * timed_shape[1]
+    counted = {}
+    for mode in maps:
+        causal = mode == "causal"
+        if not causal and result.passed:
+            ideal = ideal_visits(seq, first.block_m, first.block_n, False)
+            counted[mode] = VisitMap(block_m=first.block_m, block_n=first.block_n, seq=seq, heads=heads,
+                                     counts=[[heads] * len(row) for row in ideal], ideal=ideal)
+            continue
+        q, k, v = launching.random_inputs(tuple(timed_shape), inputs_device, state.generator)
+        launch_causal = None if "causal" not in state.drill.modes else causal
+        run = launching.run_launcher(state.module, (q, k, v), launch_causal, record_visits=True)
+        counted[mode] = visit_map(run, seq, first.block_m, first.block_n, causal)
+    return counted
+
+
+def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: VerdictState) -> CheckResult:
+    """Phase 2: the timed launches, torch's SDPA (GPU) and the roofline, into
+    ``result``.  A launch that raises here fails this phase only: the verdict stands."""
+    started = time.perf_counter()
+    try:
+        problem, drill, module = state.problem, state.drill, state.module
+        assert problem is not None and module is not None
+        device = launching.torch_device_name(dev)
+        timed = problem.timing_launches(drill, module, dev.interpreter, device, state.generator)
+        maps = None
+        if not dev.interpreter and os.environ.get(PARALLEL_COMPILE_ENV) == "1":
+            maps = _compile_concurrently(state, result, timed, device)
+        result.timing_shape = list(timed.shape)
+        result.timing_method = timing.method_label(dev.interpreter)
+        result.full_ms = timing.time_ms(timed.student["full"], dev.interpreter)
+        if "causal" in timed.student:
+            result.causal_ms = timing.time_ms(timed.student["causal"], dev.interpreter)
+        if not dev.interpreter and job.time_sdpa and timed.baseline:
+            result.sdpa_full_ms = timing.time_ms(timed.baseline["full"], interpreter=False)
+            if "causal" in timed.baseline:
+                result.sdpa_causal_ms = timing.time_ms(timed.baseline["causal"], interpreter=False)
+        if problem.__name__.endswith(".attention"):
+            result.roofline = _roofline(state, dev, result, device, maps)
+        result.performance = Performance("done")
+    except Exception as exc:  # noqa: BLE001 - the verdict is already out; say why no timing
+        error = from_exception(exc, job.file, state.module, during="runtime")
+        where = f" ({error.location()})" if error.location() else ""
+        result.performance = Performance("failed", f"the timed launches raised: {error.message}{where}")
+    result.performance.duration_s = time.perf_counter() - started
+    return result
+
+
+def _compile_concurrently(state: VerdictState, result: CheckResult, timed, device: str) -> dict[str, VisitMap]:
+    """Opt-in (``FLASHTUTOR_PARALLEL_COMPILE=1``, GPU): run one launch of each timed
+    variant and the roofline's counting launch from threads at once, so their
+    Triton compiles (ptxas runs outside the GIL) overlap instead of queueing in
+    front of each timed launch.  Returns the roofline's counted maps.  Off by
+    default until measured on a GPU (``bench/gpu_loop.sh`` runs both ways)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(timed.student) + 1, thread_name_prefix="compile") as pool:
+        warm = [pool.submit(launch) for launch in timed.student.values()]
+        counted = pool.submit(_timing_maps, state, result, list(timed.shape), device)
+        for future in warm:
+            future.result()
+        maps = counted.result()
+    torch.cuda.synchronize()
+    return maps
+
+
+def _roofline(state: VerdictState, dev: Device, result: CheckResult, device: str,
+              maps: dict[str, VisitMap] | None = None) -> dict | None:
+    from tutor import roofline
+
+    if maps is None:
+        maps = _timing_maps(state, result, result.timing_shape, device)
+    if not maps or not any(m.visited_blocks for m in maps.values()):
+        return None  # no visit map recorded (the diagnosis says so): nothing to count
+    ms = sdpa = peaks = None
+    if not dev.interpreter:  # the interpreter's milliseconds are not a device's rate
+        ms = {"full": result.full_ms, "causal": result.causal_ms}
+        sdpa = {"full": result.sdpa_full_ms, "causal": result.sdpa_causal_ms}
+        from tutor.harness.peaks import device_peaks
+
+        peaks = device_peaks(dev.name, dev.torch)
+    return roofline.build(result.timing_shape, maps, ms=ms, sdpa_ms=sdpa, peaks=peaks).to_dict()
+
+
+def run_check(job: CheckJob, dev: Device) -> CheckResult:
+    """Both phases, one result (the performance phase only where it was asked for)."""
+    result, state = run_verdict(job, dev)
+    if result.performance.status == "pending":
+        run_performance(job, dev, result, state)
     return result

@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import os
 
+from packaging.version import Version
+
 from tutor.harness.result import Device
 
 DEVICE_CHOICES = ("auto", "gpu", "cpu")
 # Triton's interpreter fails on these drills before 3.7 ("only 0-dimensional arrays
 # can be converted to Python scalars" in a loop bound; seen with triton 3.6 and
 # numpy 2.4); 3.7, 3.8 and 3.9 were run here.  Compiled GPU runs work with 3.6.
-INTERPRETER_MIN_TRITON = (3, 7)
+INTERPRETER_MIN_TRITON = Version("3.7")
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for piece in version.split("+")[0].split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
+def interpreter_supports(triton_version: str) -> bool:
+    """Can this Triton's CPU interpreter run the drills?  (``3.7.0+git…`` counts as 3.7.)"""
+    return Version(triton_version).release >= INTERPRETER_MIN_TRITON.release
 
 
 def select_device(preference: str = "auto") -> Device:
@@ -43,8 +42,8 @@ def select_device(preference: str = "auto") -> Device:
         os.environ["TRITON_INTERPRET"] = "1"
     import triton
 
-    if not has_gpu and _version_tuple(triton.__version__) < INTERPRETER_MIN_TRITON:
-        wanted = ".".join(map(str, INTERPRETER_MIN_TRITON))
+    if not has_gpu and not interpreter_supports(triton.__version__):
+        wanted = INTERPRETER_MIN_TRITON
         raise RuntimeError(
             f"triton {triton.__version__} is installed, and its CPU interpreter cannot run the drills: "
             f"pip install 'triton>={wanted}' (see docs/SETUP.md)"

@@ -11,7 +11,23 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+# The one decision about a check, read by every front end (the report's verdict,
+# the CLI's exit code, the app's verdict widget, watch's colour):
+#   solved               every case within tolerance and no open finding
+#   passed-with-finding  correct, but a review finding is open (TODO 1 in drill 01)
+#   failed               it ran, and some case is wrong
+#   not-run              it could not run to a verdict (syntax, compile, crash, ...)
+Outcome = Literal["solved", "passed-with-finding", "failed", "not-run"]
+
+# The second phase of a check: the timed launches, torch's SDPA and the roofline.
+#   pending    the verdict is out; the timed launches are running
+#   done       measured (the timing fields and the roofline are filled)
+#   skipped    not asked for (--no-timing), or the verdict could not run
+#   failed     the timed launches raised or the worker died during them
+#   cancelled  a newer save replaced this content while it was timed
+PerformanceStatus = Literal["pending", "done", "skipped", "failed", "cancelled"]
 
 # Error kinds: the check could not run the drill to a verdict.
 ERROR_KINDS = (
@@ -117,6 +133,15 @@ class VisitMap:
 
 
 @dataclass
+class Performance:
+    """Where the performance phase of a check stands (its figures live on the result)."""
+
+    status: PerformanceStatus = "skipped"
+    reason: str = ""  # why it was skipped, failed or cancelled, in words
+    duration_s: float = 0.0  # wall time of the phase inside the worker
+
+
+@dataclass
 class CheckResult:
     drill: str
     file: str
@@ -138,7 +163,12 @@ class CheckResult:
     diagnosis: list[Diagnosis] = field(default_factory=list)
     error: CheckError | None = None
     output: str = ""  # what the student's code printed (tail)
-    duration_s: float = 0.0  # wall time of the whole check inside the worker
+    duration_s: float = 0.0  # wall time of the verdict phase inside the worker
+    # K/V blocks the *full* launch of the default shape visited (summed over heads):
+    # against ``visits`` it gives the counted work ratio of causal vs full
+    full_visited_blocks: int | None = None
+    performance: Performance = field(default_factory=Performance)
+    roofline: dict[str, Any] | None = None  # tutor.roofline.Roofline.to_dict(), when computed
 
     # -- derived figures ---------------------------------------------------------
     @property
@@ -160,13 +190,56 @@ class CheckResult:
         return self.visits.ideal_blocks / self.visits.total_blocks
 
     @property
+    def work_ratio(self) -> float | None:
+        """Counted work of the full launch over the causal one (K/V blocks visited,
+        from the visit maps): how many times less the causal launch loaded."""
+        if self.visits is None or not self.full_visited_blocks or not self.visits.visited_blocks:
+            return None
+        return self.full_visited_blocks / self.visits.visited_blocks
+
+    @property
+    def headline_speedup(self) -> float | None:
+        """The speed-up a front end headlines: on a GPU the timed full/causal ratio;
+        on the interpreter, whose wall clock is noise at these sizes, the counted
+        work ratio (:attr:`work_ratio`)."""
+        if self.device is not None and self.device.interpreter:
+            return self.work_ratio
+        return self.speedup
+
+    @property
+    def outcome(self) -> Outcome:
+        """The one verdict every front end shows (see :data:`Outcome`)."""
+        if self.error is not None:
+            return "not-run"
+        if not self.passed:
+            return "failed"
+        if any(d.severity == "finding" for d in self.diagnosis):
+            return "passed-with-finding"
+        return "solved"
+
+    @property
     def solved(self) -> bool:
         """PASSED with no open finding: the drill is done."""
-        return self.passed and self.error is None and not any(d.severity == "finding" for d in self.diagnosis)
+        return self.outcome == "solved"
 
     @property
     def codes(self) -> list[str]:
         return [d.code for d in self.diagnosis]
+
+    # -- the performance phase ----------------------------------------------------
+    def performance_dict(self) -> dict[str, Any]:
+        """The performance phase's own figures: what the worker sends after the verdict."""
+        data = {name: getattr(self, name) for name in PERFORMANCE_FIELDS}
+        data["performance"] = asdict(self.performance)
+        return _finite(data)
+
+    def apply_performance(self, data: dict[str, Any]) -> None:
+        """Take the figures of :meth:`performance_dict` (from the worker) into this result."""
+        for name in PERFORMANCE_FIELDS:
+            if name in data:
+                value = data[name]
+                setattr(self, name, list(value) if isinstance(value, list) else value)
+        self.performance = Performance(**data.get("performance", {}))
 
     # -- JSON ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -175,7 +248,9 @@ class CheckResult:
         visits = data.pop("visits")
         data.update(
             speedup=self.speedup,
+            work_ratio=self.work_ratio,
             solved=self.solved,
+            outcome=self.outcome,
             visited_blocks=None if self.visits is None else self.visits.visited_blocks,
             total_blocks=None if self.visits is None else self.visits.total_blocks,
             ideal_blocks=None if self.visits is None else self.visits.ideal_blocks,
@@ -215,11 +290,21 @@ class CheckResult:
             error=None if error is None else CheckError(**error),
             output=data.get("output", ""),
             duration_s=data.get("duration_s", 0.0),
+            full_visited_blocks=data.get("full_visited_blocks"),
+            performance=Performance(**data.get("performance", {})),
+            roofline=data.get("roofline"),
         )
 
     @classmethod
     def from_json(cls, text: str) -> CheckResult:
         return cls.from_dict(json.loads(text))
+
+
+# the fields the performance phase fills (the timed launches, SDPA, the roofline)
+PERFORMANCE_FIELDS = (
+    "timing_shape", "timing_method", "full_ms", "causal_ms", "sdpa_full_ms", "sdpa_causal_ms",
+    "sdpa_from_earlier_check", "roofline",
+)
 
 
 def _finite(value: Any) -> Any:

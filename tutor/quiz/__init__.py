@@ -22,7 +22,9 @@ The pieces:
 
 * :mod:`tutor.quiz.formulas` — the exact arithmetic (naive/fused bytes, the
   1 + N/d ratio, FLOPs, intensity and its d/b limit, budget lengths, causal
-  block counts) and the conventions behind it;
+  block counts; the backward's 5/2 FLOPs and its reads, a decode step's bytes
+  and 2g/b intensity, the KV cache per token and GQA's saving, a sliding
+  window's visited blocks) and the conventions behind it;
 * :mod:`tutor.quiz.questions` — :class:`Question` and :func:`build_questions`
   (headline cases by default, other parameters from a seed); the words come
   from ``drills/03_flash_math.quiz.toml``;

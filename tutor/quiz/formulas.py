@@ -114,3 +114,96 @@ def causal_visited_fraction(n: int, block: int) -> Fraction:
     """The share of K/V blocks a causal kernel visits: (T + 1) / (2T), T = ceil(n / block)."""
     visited, total = causal_block_count(n, block)
     return Fraction(visited, total)
+
+
+# --- the backward pass (drill 04) ----------------------------------------------------------
+#
+# FlashAttention's backward, per head: it recomputes S = QKᵀ (and from it
+# P = exp(S − L) with the stored log-sum-exp L), then dV = PᵀdO, dP = dO Vᵀ,
+# dS = P ∘ (dP − D), dQ = dS K and dK = dSᵀ Q: five n×n×d matmuls against the
+# forward's two.  Its compulsory reads are Q, K, V, O, dO (n×d each) and L
+# (n floats, fp32); D = rowsum(dO ∘ O) is computed from O and dO.
+
+BACKWARD_MATMULS = ("S = QKᵀ (recomputed)", "dV = PᵀdO", "dP = dO Vᵀ", "dQ = dS K", "dK = dSᵀ Q")
+FORWARD_MATMULS = ("S = QKᵀ", "O = PV")
+LSE_BYTES = 4  # the log-sum-exp is kept in fp32, whatever the tensors' dtype
+
+
+def backward_flops(n: int, d: int) -> int:
+    """FLOPs of the FlashAttention backward for one head: five n×n×d matmuls, 10·n²·d."""
+    _check_positive(n=n, d=d)
+    return len(BACKWARD_MATMULS) * 2 * n * n * d
+
+
+def backward_flops_ratio() -> Fraction:
+    """Backward over forward FLOPs: 5 matmuls over 2, exactly 5/2 (softmax work left out)."""
+    return Fraction(len(BACKWARD_MATMULS), len(FORWARD_MATMULS))
+
+
+def backward_read_bytes(n: int, d: int, b: int) -> int:
+    """Compulsory bytes the backward reads for one head: Q, K, V, O, dO (5·n·d·b) and L (4·n)."""
+    _check_positive(n=n, d=d, b=b)
+    return 5 * n * d * b + LSE_BYTES * n
+
+
+def stored_p_bytes(n: int, b: int) -> int:
+    """What the backward would read instead of L if the forward had stored P: n²·b."""
+    _check_positive(n=n, b=b)
+    return n * n * b
+
+
+# --- decoding with a KV cache (drill 05) ---------------------------------------------------
+#
+# One new query token per sequence attends to every cached token: for each
+# cached token it reads that token's K and V in every KV head, 2·h_kv·d·b
+# bytes per layer, and each query head does q·k and p·v, 2·d FLOPs each.
+
+
+def kv_bytes_per_token(kv_heads: int, d: int, b: int, layers: int = 1) -> int:
+    """Bytes of K and V one token adds to the cache (and a decode step reads per cached token):
+    2·layers·h_kv·d·b."""
+    _check_positive(kv_heads=kv_heads, d=d, b=b, layers=layers)
+    return 2 * layers * kv_heads * d * b
+
+
+def decode_flops_per_token(heads: int, d: int) -> int:
+    """FLOPs one decode step spends per cached token and layer: q·k and p·v in every query head, 4·h·d."""
+    _check_positive(heads=heads, d=d)
+    return 4 * heads * d
+
+
+def decode_intensity(heads: int, kv_heads: int, b: int) -> Fraction:
+    """FLOPs per byte of a decode step's attention: 4·h·d / (2·h_kv·d·b) = 2·g/b, g = h / h_kv
+    query heads per KV head; d cancels, and so does the cache length."""
+    _check_positive(heads=heads, kv_heads=kv_heads, b=b)
+    if heads % kv_heads:
+        raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    return Fraction(decode_flops_per_token(heads, 1), kv_bytes_per_token(kv_heads, 1, b))
+
+
+def gqa_saving(heads: int, kv_heads: int) -> Fraction:
+    """How many times smaller the KV cache is with h_kv KV heads than with one per query head."""
+    _check_positive(heads=heads, kv_heads=kv_heads)
+    return Fraction(heads, kv_heads)
+
+
+# --- sliding-window attention (drill 06) ---------------------------------------------------
+
+
+def window_block_count(n: int, window: int, block: int) -> tuple[int, int]:
+    """(visited, total) (query block, key block) pairs of a causal sliding-window kernel with
+    square ``block`` tiles: row r sees keys r − window + 1 .. r, and query block m visits the key
+    blocks from the one holding its first row's first visible key up to the diagonal."""
+    _check_positive(n=n, window=window, block=block)
+    t = blocks_per_side(n, block)
+    visited = 0
+    for m in range(t):
+        first_key = max(0, m * block - window + 1)
+        visited += m - first_key // block + 1
+    return visited, t * t
+
+
+def window_visited_fraction(n: int, window: int, block: int) -> Fraction:
+    """The share of all block pairs a sliding-window kernel visits."""
+    visited, total = window_block_count(n, window, block)
+    return Fraction(visited, total)

@@ -58,6 +58,16 @@ SEEDED_HEADS = (8, 16, 32, 64)
 SEEDED_CAUSAL_LENGTHS = (1000, 2000, 4096, 5000, 8192, 16384)
 SEEDED_BLOCKS = (32, 64, 128)
 
+# The backward, decode and sliding-window questions (drills 04-06).
+HEADLINE_MODEL = (32, 32, 8)  # layers, query heads, KV heads (with HEADLINE_D = 128: a Llama-3-8B-like shape)
+# every drawn model shares its K/V heads (GQA): the questions say so
+HEADLINE_CONTEXT = 8192  # tokens in one sequence's cache, for the KV-cache explanation
+HEADLINE_WINDOW = (4096, 1024, 64)  # N, window, tile
+SEEDED_MODELS = ((32, 32, 8), (40, 40, 8), (80, 64, 8), (28, 28, 4), (24, 16, 2), (48, 32, 4))
+SEEDED_CONTEXTS = (4096, 8192, 32768, 131072)
+SEEDED_WINDOW_LENGTHS = (4096, 8192, 16384)
+SEEDED_WINDOWS = (256, 512, 1000, 1024, 2048)
+
 
 @dataclass(frozen=True)
 class Slip:
@@ -390,6 +400,140 @@ def causal_blocks_question(texts: QuizTexts, n: int, block: int) -> Question:
     return _numeric_question(texts, "causal-blocks", f"N={n},block={block}", "fraction", answer, slips, parameters, values)
 
 
+def backward_flops_question(texts: QuizTexts, n: int, d: int) -> Question:
+    parameters = {"N": n, "d": d}
+    answer = f.backward_flops_ratio()
+    forward, backward = len(f.FORWARD_MATMULS), len(f.BACKWARD_MATMULS)
+    slips = [
+        ("forgot-recompute", Fraction(backward - 1, forward)),  # S = QKᵀ counted as if stored
+        ("counted-forward-too", Fraction(backward + forward, forward)),  # forward + backward over forward
+        ("one-matmul-per-gradient", Fraction(3, forward)),  # dQ, dK, dV only
+        ("inverted", 1 / answer),
+    ]
+    values = {
+        "forward_flops": f.forward_flops(n, d),
+        "backward_flops": f.backward_flops(n, d),
+        "matmuls": "; ".join(f.BACKWARD_MATMULS),
+    }
+    return _numeric_question(texts, "backward-flops", f"N={n},d={d}", "ratio", answer, slips, parameters, values)
+
+
+def backward_bytes_question(texts: QuizTexts, n: int, d: int, dtype: str) -> Question:
+    parameters, key = _shape(n, d, dtype)
+    b = parameters["b"]
+    answer = f.backward_read_bytes(n, d, b)
+    lse = f.LSE_BYTES * n
+    slips = [
+        ("forgot-dtype-bytes", 5 * n * d + n),
+        ("forgot-o", 4 * n * d * b + lse),  # D = rowsum(dO ∘ O) needs O
+        ("counted-writes", 8 * n * d * b + lse),  # + dQ, dK, dV written
+        ("stored-p", 5 * n * d * b + f.stored_p_bytes(n, b)),  # a stored P read instead of L
+        *_byte_slips(answer),
+    ]
+    values = {
+        "tensors": 5 * n * d * b,
+        "lse": lse,
+        "lse_share": lse / answer,
+        "p_bytes": f.stored_p_bytes(n, b),
+        "p_text": format_bytes(f.stored_p_bytes(n, b)),
+        "p_over_lse": f.stored_p_bytes(n, b) // lse,
+    }
+    return _numeric_question(texts, "backward-bytes", key, "bytes", answer, slips, parameters, values)
+
+
+def _model(layers: int, heads: int, kv_heads: int, d: int, dtype: str) -> tuple[dict[str, Any], str]:
+    b = DTYPE_BYTES[dtype]
+    parameters = {"layers": layers, "heads": heads, "kv_heads": kv_heads, "d": d, "dtype": dtype, "b": b,
+                  "group": heads // kv_heads}
+    return parameters, f"L={layers},H={heads},KV={kv_heads},d={d},{dtype}"
+
+
+def decode_bytes_question(texts: QuizTexts, heads: int, kv_heads: int, d: int, dtype: str) -> Question:
+    parameters, key = _model(1, heads, kv_heads, d, dtype)
+    parameters.pop("layers")
+    key = key.split(",", 1)[1]
+    b = parameters["b"]
+    answer = f.kv_bytes_per_token(kv_heads, d, b)
+    slips = [
+        ("used-query-heads", f.kv_bytes_per_token(heads, d, b)),
+        ("forgot-v", kv_heads * d * b),
+        ("forgot-dtype-bytes", 2 * kv_heads * d),
+        *_byte_slips(answer),
+    ]
+    return _numeric_question(texts, "decode-bytes", key, "bytes", answer, slips, parameters, {})
+
+
+def decode_intensity_question(texts: QuizTexts, heads: int, kv_heads: int, d: int, dtype: str) -> Question:
+    parameters, key = _model(1, heads, kv_heads, d, dtype)
+    parameters.pop("layers")
+    key = key.split(",", 1)[1]
+    b = parameters["b"]
+    answer = f.decode_intensity(heads, kv_heads, b)
+    slips = [
+        ("ignored-sharing", Fraction(2, b)),  # one query head per K/V read
+        ("forgot-dtype-bytes", answer * b),
+        ("mac-as-one-flop", answer / 2),
+        ("counted-k-only", answer * 2),  # bytes of K alone
+    ]
+    values = {
+        "flops": f.decode_flops_per_token(heads, d),
+        "bytes": f.kv_bytes_per_token(kv_heads, d, b),
+    }
+    return _numeric_question(texts, "decode-intensity", key, "flops-per-byte", answer, slips, parameters, values)
+
+
+def kv_cache_question(texts: QuizTexts, layers: int, heads: int, kv_heads: int, d: int, dtype: str,
+                      context: int) -> Question:
+    parameters, key = _model(layers, heads, kv_heads, d, dtype)
+    b = parameters["b"]
+    answer = f.kv_bytes_per_token(kv_heads, d, b, layers)
+    slips = [
+        ("used-query-heads", f.kv_bytes_per_token(heads, d, b, layers)),
+        ("forgot-v", layers * kv_heads * d * b),
+        ("forgot-layers", f.kv_bytes_per_token(kv_heads, d, b)),
+        ("forgot-dtype-bytes", 2 * layers * kv_heads * d),
+        *_byte_slips(answer),
+    ]
+    values = {
+        "context": context,
+        "context_text": format_bytes(answer * context),
+        "mha_text": format_bytes(f.kv_bytes_per_token(heads, d, b, layers)),
+    }
+    return _numeric_question(texts, "kv-cache", key, "bytes", answer, slips, parameters, values)
+
+
+def gqa_saving_question(texts: QuizTexts, heads: int, kv_heads: int) -> Question:
+    parameters = {"heads": heads, "kv_heads": kv_heads}
+    answer = f.gqa_saving(heads, kv_heads)
+    slips = [
+        ("inverted", 1 / answer),
+        ("gave-fraction-saved", 1 - 1 / answer),
+    ]
+    values = {"saved": float(1 - 1 / answer)}
+    return _numeric_question(texts, "gqa-saving", f"H={heads},KV={kv_heads}", "ratio", answer, slips,
+                             parameters, values)
+
+
+def window_blocks_question(texts: QuizTexts, n: int, window: int, block: int) -> Question:
+    parameters = {"N": n, "window": window, "block": block}
+    visited, total = f.window_block_count(n, window, block)
+    answer = f.window_visited_fraction(n, window, block)
+    slips = [
+        ("no-lower-bound", f.causal_visited_fraction(n, block)),
+        ("window-over-n", Fraction(window, n)),
+        ("percent-without-sign", answer * 100),
+    ]
+    values = {
+        "T": f.blocks_per_side(n, block),
+        "visited": visited,
+        "total": total,
+        "causal": float(f.causal_visited_fraction(n, block)),
+        "full_span": -(-(window - 1) // block) + 1,
+    }
+    key = f"N={n},W={window},block={block}"
+    return _numeric_question(texts, "window-blocks", key, "fraction", answer, slips, parameters, values)
+
+
 def choice_question(texts: QuizTexts, kind: str, rng: random.Random | None = None) -> Question:
     """A multiple-choice question; with ``rng`` its options are shuffled (and relettered)."""
     words = texts.choices[kind]
@@ -425,7 +569,8 @@ def build_questions(
     gpu: GpuBudget | None = None,
     texts: QuizTexts | None = None,
 ) -> tuple[Question, ...]:
-    """The quiz, in order: traffic table, ratio, FLOPs, intensity, budgets, causal, why.
+    """The quiz, in order: traffic table, ratio, FLOPs, intensity, budgets, causal, why;
+    then the backward pass, decoding with a KV cache, GQA and the sliding window.
 
     ``gpu``: the budget of the GPU this runs on (see :func:`tutor.quiz.gpu.detect_gpu`);
     without one the budget questions use stated budgets.
@@ -461,6 +606,28 @@ def build_questions(
         causal_blocks_question(texts, causal_n, block),
         choice_question(texts, "why-fusing", rng),
         choice_question(texts, "causal-effect", rng),
+    ]
+    # The backward pass, decoding and the sliding window (drills 04-06): drawn after the
+    # questions above, so those keep their parameters for a given seed.
+    if rng is None:
+        layers, heads, kv_heads = HEADLINE_MODEL
+        context = HEADLINE_CONTEXT
+        window_n, window, window_block = HEADLINE_WINDOW
+    else:
+        layers, heads, kv_heads = rng.choice(SEEDED_MODELS)
+        context = rng.choice(SEEDED_CONTEXTS)
+        window_n, window, window_block = (rng.choice(SEEDED_WINDOW_LENGTHS), rng.choice(SEEDED_WINDOWS),
+                                          rng.choice(SEEDED_BLOCKS))
+    questions += [
+        backward_flops_question(texts, longest, d),
+        backward_bytes_question(texts, longest, d, dtype),
+        choice_question(texts, "lse-saves", rng),
+        decode_bytes_question(texts, heads, kv_heads, d, dtype),
+        decode_intensity_question(texts, heads, kv_heads, d, dtype),
+        choice_question(texts, "decode-bound", rng),
+        kv_cache_question(texts, layers, heads, kv_heads, d, dtype, context),
+        gqa_saving_question(texts, heads, kv_heads),
+        window_blocks_question(texts, window_n, window, window_block),
     ]
     return tuple(questions)
 

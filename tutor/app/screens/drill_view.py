@@ -14,6 +14,7 @@ from textual.widgets import Footer, Header, Static
 
 from tutor.app.widgets.check_indicator import CheckIndicator
 from tutor.app.widgets.result_view import Verdict, diagnosis_text, error_text, metrics_text
+from tutor.app.widgets.roofline_view import RooflineView
 from tutor.app.widgets.sparkline import AttemptHistory
 from tutor.app.widgets.status_bar import StatusBar
 from tutor.app.widgets.visit_map import VisitMapView
@@ -72,6 +73,7 @@ class DrillScreen(Screen):
             with Horizontal(id="numbers"):
                 yield Static(id="metrics")
                 yield VisitMapView(id="visit-map")
+            yield RooflineView(id="roofline")
             yield Static(id="error")
             yield Static(id="diagnosis")
             with Vertical(id="history-box"):
@@ -82,7 +84,8 @@ class DrillScreen(Screen):
         self.title = f"{self.drill.id} {self.drill.title}"
         self.sub_title = self.file_label
         self.query_one("#history-box").border_title = "attempts"
-        self.query_one(VisitMapView).border_title = "visited blocks"
+        self.query_one(VisitMapView).border_title = "visited blocks, per head"
+        self.query_one(RooflineView).border_title = "roofline"
         self._draw_result()
         self._draw_history()
         self._draw_running()
@@ -101,6 +104,7 @@ class DrillScreen(Screen):
         self.result = result
         if self.is_mounted:
             self._draw_result()
+            self._draw_running()
 
     def show_history(self, errors: Sequence[float | None], speedups: Sequence[float | None]) -> None:
         self.history = (errors, speedups)
@@ -120,6 +124,8 @@ class DrillScreen(Screen):
         indicator = self.query_one(CheckIndicator)
         if self.running:
             indicator.start(self.file_label)
+        elif self.result is not None and self.result.performance.status == "pending":
+            indicator.start(self.file_label, "timing")  # the verdict is shown; its timing follows
         else:
             indicator.stop()
 
@@ -134,6 +140,9 @@ class DrillScreen(Screen):
         error = self.query_one("#error", Static)
         diagnosis = self.query_one("#diagnosis", Static)
         numbers = self.query_one("#numbers")
+        roofline = self.query_one(RooflineView)
+        roofline.show(None if result is None or result.error is not None else result.roofline,
+                      bool(result and result.device and result.device.interpreter))
         if result is None:
             numbers.display = False
             error.display = True

@@ -1,4 +1,5 @@
-"""Says that a check is running (a spinner) while the last result stays on screen."""
+"""Says that a check is running (a spinner) while the last result stays on screen,
+or that the verdict on screen is in and its performance phase is being timed."""
 
 from __future__ import annotations
 
@@ -22,13 +23,15 @@ class CheckIndicator(Static):
         super().__init__(**kwargs)
         self.animate = animate
         self.file = ""
+        self.doing = "checking"  # or "timing": the verdict is shown, the timed launches run
         self._timer: Timer | None = None
 
     def on_mount(self) -> None:
         self.display = False
 
-    def start(self, file: str) -> None:
+    def start(self, file: str, doing: str = "checking") -> None:
         self.file = file
+        self.doing = doing
         self.frame = 0
         self.display = True
         if self.animate and self._timer is None:
@@ -50,7 +53,10 @@ class CheckIndicator(Static):
 
     def render(self) -> Text:
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(FRAMES[self.frame] + " checking ", style="bold")
+        text.append(f"{FRAMES[self.frame]} {self.doing} ", style="bold")
         text.append(self.file)
-        text.append(" … the last result stays below", style="dim")
+        if self.doing == "timing":
+            text.append(" … the verdict below is in; timed launches and roofline follow", style="dim")
+        else:
+            text.append(" … the last result stays below", style="dim")
         return text

@@ -21,13 +21,13 @@ LABEL = 13  # width of the label column
 PASSED_MARK, FAILED_MARK, NOT_RUN_MARK = "✔", "✘", "⚠"
 
 
+# the CSS class of each outcome (CheckResult.outcome decides; this only names it)
+VERDICT_CLASSES = {"solved": "solved", "passed-with-finding": "passed", "failed": "failed", "not-run": "error"}
+
+
 def verdict_kind(result: CheckResult) -> str:
     """"solved", "passed" (correct, but a finding is open), "failed" or "error"."""
-    if result.error is not None:
-        return "error"
-    if not result.passed:
-        return "failed"
-    return "solved" if result.solved else "passed"
+    return VERDICT_CLASSES[result.outcome]
 
 
 def verdict_text(result: CheckResult) -> Text:
@@ -64,11 +64,26 @@ def metrics_text(result: CheckResult) -> Text:
         err = Text(f"{result.max_abs_err:.1e}", style="bold green" if ok else "bold red")
         err.append(f"  {'≤' if ok else '>'} tolerance {result.tolerance:g}", style="")
     _row(text, "max abs err", err)
-    if result.full_ms is not None:
-        _row(text, "full", _ms(result.full_ms))
-    if result.causal_ms is not None:
-        speedup = result.speedup
-        _row(text, "causal", _ms(result.causal_ms), "" if speedup is None else f"{speedup:.2f}x vs full")
+    interpreter = result.device is not None and result.device.interpreter
+    if result.work_ratio is not None and result.visits is not None:
+        # counted, not timed: the causal launch's K/V blocks against the full launch's
+        _row(text, "causal work", f"{result.visits.visited_blocks}/{result.full_visited_blocks} blocks",
+             f"full/causal {result.work_ratio:.2f}x, counted")
+    if result.performance.status == "pending":
+        _row(text, "timing", "…", "the timed launches follow")
+    elif result.performance.status in ("failed", "cancelled"):
+        _row(text, "timing", result.performance.status, result.performance.reason)
+    if interpreter and result.full_ms is not None:
+        wall = f"full {_ms(result.full_ms)}"
+        if result.causal_ms is not None:
+            wall += f" · causal {_ms(result.causal_ms)}"
+        _row(text, "wall clock", Text(wall, style="dim"), "interpreter: not a speed")
+    else:
+        if result.full_ms is not None:
+            _row(text, "full", _ms(result.full_ms))
+        if result.causal_ms is not None:
+            speedup = result.speedup
+            _row(text, "causal", _ms(result.causal_ms), "" if speedup is None else f"{speedup:.2f}x vs full, timed")
     if result.sdpa_full_ms is not None or result.sdpa_causal_ms is not None:
         parts = []
         if result.sdpa_full_ms is not None:
@@ -83,11 +98,11 @@ def metrics_text(result: CheckResult) -> Text:
         _row(text, "torch sdpa", "-", "compared on a GPU only")
     if result.visits is not None and result.visited_fraction is not None:
         v = result.visits
-        value = f"{result.visited_fraction:.3f} ({v.visited_blocks}/{v.total_blocks})"
-        _row(text, "visited", value, f"ideal {result.ideal_fraction:.3f}")
+        value = f"{result.visited_fraction:.3f} ({v.visited_blocks}/{v.total_blocks} in total)"
+        _row(text, "visited", value, f"ideal {result.ideal_fraction:.3f}, {v.heads} heads")
     if result.shape:
         _row(text, "shape", shape_text(result.shape).replace("head_dim", "d"))
-    if result.timing_method and result.full_ms is not None:
+    if result.timing_method and result.full_ms is not None and not interpreter:
         text.append(result.timing_method, style="dim")
     text.rstrip()
     return text

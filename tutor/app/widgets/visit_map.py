@@ -109,6 +109,7 @@ def render_map(visits: VisitMap) -> Text:
                 text.append(gap)
         text.append("\n")
     counts = tally(grid)
+    text.append(f"\ncells per head (x {visits.heads} heads in total):", style="dim")
     for cell in Cell:
         text.append("\n")
         text.append(GLYPHS[cell], style=STYLES[cell])

@@ -46,6 +46,9 @@ class Correctness:
     shape: list[int]  # the default case's shape, as reported
     visits: list[VisitMap] = field(default_factory=list)  # the first one is headlined
     diagnosis: list[Diagnosis] = field(default_factory=list)
+    # the default shape's full launch, where the drill also runs a causal one: its
+    # visited blocks against the causal map's are the counted work ratio
+    full_visits: VisitMap | None = None
 
 
 @dataclass

@@ -90,6 +90,7 @@ def check_correctness(
     launches: list[CheckedLaunch] = []
     cases: list[CaseResult] = []
     visits: list[VisitMap] = []
+    full_visits: VisitMap | None = None
     for name, case_shape in plan.cases():
         q, k, v = launching.random_inputs(case_shape, device, generator)
         for causal in launch_modes(drill):
@@ -101,11 +102,14 @@ def check_correctness(
             # the map comes from the default shape's causal launch (or its only launch)
             if name == "default" and (causal or causal is None):
                 visits.append(visit_map(run, case_shape[2], block_m, block_n, bool(causal)))
+            elif name == "default" and causal is False:
+                full_visits = visit_map(run, case_shape[2], block_m, block_n, False)
     return Correctness(
         cases=cases,
         shape=list(plan.default),
         visits=visits,
         diagnosis=diagnose(drill, launches, visits[0] if visits else None, block_m, block_n),
+        full_visits=full_visits,
     )
 
 

@@ -1,0 +1,69 @@
+"""Shell completion generated from the parser, OSC 8 links and the editor command."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+
+import pytest
+
+from tutor.cli.completion import completion_script
+from tutor.links import editor_command, file_link, supports_hyperlinks
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_bash_completion_loads_and_completes_subcommands(tmp_path) -> None:
+    script = tmp_path / "flashtutor.bash"
+    script.write_text(completion_script("bash"))
+    probe = (f"source {script}\n"
+             "COMP_WORDS=(flashtutor d); COMP_CWORD=1; COMP_LINE='flashtutor d'; COMP_POINT=${#COMP_LINE}\n"
+             "_shtab_flashtutor flashtutor d flashtutor; printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert "doctor" in done.stdout.split()
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed here")
+def test_zsh_completion_parses(tmp_path) -> None:
+    script = tmp_path / "_flashtutor"
+    script.write_text(completion_script("zsh"))
+    assert subprocess.run(["zsh", "-n", str(script)], timeout=30).returncode == 0
+
+
+def test_fish_completion_lists_every_command_and_option() -> None:
+    script = completion_script("fish")
+    from tutor.cli import COMMAND_MODULES
+
+    assert "-a doctor" in script and "-a check" in script
+    assert "__fish_seen_subcommand_from check' -l json" in script
+    assert "completion" in COMMAND_MODULES
+
+
+def test_links_are_plain_text_off_a_terminal_or_on_an_unknown_one(tmp_path) -> None:
+    path = tmp_path / "01_causal_mask.py"
+    assert file_link(path, 57, stream=io.StringIO(), env={"TERM_PROGRAM": "WezTerm"}) == f"{path}:57"
+    assert file_link(path, 57, stream=_Tty(), env={"TERM": "xterm"}) == f"{path}:57"
+    assert not supports_hyperlinks(_Tty(), {"TERM": "dumb", "TERM_PROGRAM": "WezTerm"})
+
+
+def test_links_on_a_supporting_terminal_are_osc8(tmp_path) -> None:
+    path = tmp_path / "a b.py"
+    linked = file_link(path, 3, stream=_Tty(), env={"TERM_PROGRAM": "WezTerm"})
+    assert linked == f"\033]8;;file://{str(path.resolve()).replace(' ', '%20')}\033\\{path}:3\033]8;;\033\\"
+    assert file_link(path, stream=io.StringIO(), env={"FORCE_HYPERLINK": "1"}).startswith("\033]8;;file://")
+
+
+@pytest.mark.parametrize(("editor", "expected"), [
+    ("vim", ["vim", "+12", "f.py"]),
+    ("/usr/bin/nano -w", ["/usr/bin/nano", "-w", "+12", "f.py"]),
+    ("code --wait", ["code", "--wait", "-g", "f.py:12"]),
+    ("gedit", ["gedit", "f.py"]),
+    ("myed --line {line} {file}", ["myed", "--line", "12", "f.py"]),
+])
+def test_editor_command_puts_the_line_where_the_editor_takes_it(editor, expected) -> None:
+    assert editor_command(editor, "f.py", 12) == expected

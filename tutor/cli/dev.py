@@ -1,0 +1,104 @@
+"""``flashtutor dev``: tools for drill authors.
+
+``flashtutor dev check`` verifies every drill against its own data (see
+:mod:`tutor.devcheck`); ``flashtutor dev new NAME`` scaffolds a drill that
+``dev check`` then guides to completion (see :mod:`tutor.devnew`).  Both work
+on the content root (the clone's ``drills/`` and ``solutions/``), or on
+``--root DIR`` / ``$FLASHTUTOR_CONTENT_ROOT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from tutor.catalog import UnknownDrill
+from tutor.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from tutor.harness.device import DEVICE_CHOICES
+from tutor.paths import CONTENT_ROOT_ENV
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    dev = subparsers.add_parser(
+        "dev",
+        help="drill authors: check every drill against its data, scaffold a new one",
+        description="Tools for drill authors. See docs/DRILLS.md.",
+    )
+    commands = dev.add_subparsers(dest="dev_command", metavar="DEV_COMMAND")
+    check = commands.add_parser(
+        "check",
+        help="every drill: data parses, hint codes exist, shipped fails as documented, "
+        "solution passes, every diagnosis has a fixture that produces it",
+        description="Check every drill (or one) against its own data; exit 1 on any failure. "
+        "Kernels run through the real harness, one worker each (minutes on a CPU).",
+    )
+    check.add_argument("--drill", metavar="ID", help="only this drill (id, slug or name)")
+    check.add_argument("--quick", action="store_true", help="data checks only: run no kernel")
+    check.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    check.add_argument("--device", default="auto", choices=DEVICE_CHOICES,
+                       help="where the kernels run (default: a GPU when there is one)")
+    _root_option(check)
+    check.set_defaults(func=run_check_command)
+
+    new = commands.add_parser(
+        "new",
+        help="scaffold a new kernel drill (kernel with TODOs, TOML, solution, mistakes table)",
+        description="Write drills/NN_NAME.py and .toml, solutions/NN_NAME_solution.py and "
+        "NN_NAME.mistakes.toml with the next free id; then run `flashtutor dev check --drill NN`.",
+    )
+    new.add_argument("name", help="the drill's slug: lower-case words joined by _ (e.g. alibi_bias)")
+    new.add_argument("--id", dest="drill_id", metavar="NN", help="the id (default: one more than the last)")
+    _root_option(new)
+    new.set_defaults(func=run_new_command)
+    dev.set_defaults(func=lambda args: (dev.print_help(), EXIT_USAGE)[1])
+
+
+def _root_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", type=Path, metavar="DIR",
+                        help=f"the content root holding drills/ and solutions/ (default: ${CONTENT_ROOT_ENV}, "
+                        "else the clone this runs from)")
+
+
+def _use_root(args: argparse.Namespace) -> Path | None:
+    if args.root is None:
+        return None
+    root = args.root.resolve()
+    os.environ[CONTENT_ROOT_ENV] = str(root)  # the check workers inherit it
+    return root
+
+
+def run_check_command(args: argparse.Namespace) -> int:
+    from tutor import devcheck
+
+    root = _use_root(args)
+    progress = None if args.json else (lambda message: print(message, file=sys.stderr, flush=True))
+    try:
+        report = devcheck.run(root=root, drill=args.drill, quick=args.quick, device=args.device, progress=progress)
+    except UnknownDrill as exc:
+        print(f"flashtutor dev check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(devcheck.render_table(report))
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def run_new_command(args: argparse.Namespace) -> int:
+    from tutor import devnew
+
+    root = _use_root(args)
+    try:
+        written = devnew.scaffold(args.name, root=root, drill_id=args.drill_id)
+    except devnew.ScaffoldError as exc:
+        print(f"flashtutor dev new: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in written:
+        print(f"wrote {path}")
+    drill_id = written[0].name[:2]
+    print(f"\nNext: flashtutor dev check --drill {drill_id} --quick"
+          + (f" --root {root}" if root else "") + "  (it says what to do next)")
+    return EXIT_OK
