@@ -6,6 +6,7 @@ counted attempt and from the drill as shipped, decided under the progress lock."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -145,3 +146,25 @@ def test_check_on_an_unchanged_file_shows_the_result_but_is_no_new_attempt(tmp_p
     assert _progress(workspace)["02"]["attempts"] == 2
     # drill 02's second hint opens after two attempts; the second counted report says so
     assert "hint unlocked: What changes when the maximum moves" in second.stdout
+
+
+def test_a_performance_phase_goes_only_into_an_attempt_of_its_content(tmp_path: Path) -> None:
+    """The timed phase of a check that was not counted (the drill as shipped, after a
+    reset) must not overwrite the last attempt's speed-up."""
+    store = ProgressStore(tmp_path)
+    solved = recorded_result("01_passing", tmp_path)
+    mine = content_id(b"# my solved kernel\n")
+    store.record_check(solved, DRILL_01, mine)
+    before = store.drill("01").history[-1].speedup
+    shipped = recorded_result("01_failing", tmp_path)
+    shipped.device = dataclasses.replace(shipped.device, interpreter=False)  # timed ratios are the headline
+    shipped.full_ms, shipped.causal_ms = 1.0, 2.0
+    shipped_id = content_id(pristine_path(DRILL_01).read_bytes())
+    assert not store.record_check(shipped, DRILL_01, shipped_id).counted
+    assert shipped.headline_speedup == 0.5 != before
+    store.record_performance(shipped, shipped_id)
+    assert store.drill("01").history[-1].speedup == before
+    solved.device = dataclasses.replace(solved.device, interpreter=False)
+    solved.full_ms, solved.causal_ms = 1.75, 1.0
+    store.record_performance(solved, mine)  # the same content: its numbers go in
+    assert store.drill("01").history[-1].speedup == 1.75
