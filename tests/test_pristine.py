@@ -164,3 +164,34 @@ def test_reset_all_resets_every_kernel_drill_with_backups(
         assert f"restored {workspace / 'drills' / drill.file}" in out
     assert paper.read_text() == "my notes\n"  # a paper drill's notes are not a kernel to reset
     assert main(["reset"]) == 2 and main(["reset", "01", "--all"]) == 2
+
+
+@needs_git
+@pytest.mark.slow
+def test_a_wheel_install_inits_and_resets_the_shipped_drill(tmp_path: Path) -> None:
+    """A real wheel, built from a clone and installed into a fresh environment: its
+    tutor/_content is the content root, and no git is beside it."""
+    clone = _clone_of_the_working_tree(tmp_path)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
+                            str(clone)], capture_output=True, text=True, timeout=300)
+    if built.returncode != 0:
+        pytest.skip(f"pip could not build the wheel here: {built.stderr[-500:]}")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    wheel = next((tmp_path / "dist").glob("flashtutor-*.whl"))
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, timeout=300)
+    shutil.rmtree(clone)  # nothing of the clone is left to read from
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FLASHTUTOR_WORKSPACE")}
+    made = subprocess.run([python, "-m", "tutor", "init", str(tmp_path / "ws")], capture_output=True, text=True,
+                          env=env, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    drill = get_drill("01")
+    file = tmp_path / "ws" / "drills" / drill.file
+    assert file.read_bytes() == shipped(drill.file)
+    file.write_text(STUDENT)
+    reset = subprocess.run([python, "-m", "tutor", "reset", "01"], capture_output=True, text=True, env=env,
+                           cwd=tmp_path / "ws")
+    assert reset.returncode == 0, reset.stderr
+    assert "from the shipped copy" in reset.stdout and "_content" in reset.stdout
+    assert file.read_bytes() == shipped(drill.file)
