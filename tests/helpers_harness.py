@@ -86,19 +86,34 @@ def check_one(file: Path, drill: str | None = None, **options) -> CheckResult:
     return check_jobs([job(file, drill, **options)])[0]
 
 
-def run_python(*args: str | Path, cwd: Path = REPO, env: dict[str, str] | None = None,
+def scratch_workspace() -> Path:
+    """A fresh workspace made as `flashtutor init` makes one, in a temporary folder:
+    every CLI run here happens in one, never in the clone's own drills/ or .flashtutor/."""
+    from tutor.workspace import init_workspace
+
+    return init_workspace(Path(tempfile.mkdtemp(dir=_GENERATED, prefix="workspace-")) / "ws").workspace
+
+
+def run_python(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
                timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """Run Python in ``cwd``; without one, in a fresh scratch workspace that is also
+    ``$FLASHTUTOR_WORKSPACE`` (unless ``env`` names one)."""
+    env = dict(env or {})
+    if cwd is None:
+        cwd = scratch_workspace()
+        env.setdefault("FLASHTUTOR_WORKSPACE", str(cwd))
     return subprocess.run(
         [sys.executable, *map(str, args)],
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=timeout,
     )
 
 
-def run_cli(*args: str | Path, cwd: Path = REPO, env: dict[str, str] | None = None,
+def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
             timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    """``flashtutor ARGS`` in a subprocess (``python -m tutor`` runs the console script's ``main``)."""
+    """``flashtutor ARGS`` in a subprocess (``python -m tutor`` runs the console script's ``main``),
+    in a scratch workspace unless ``cwd`` is given."""
     return run_python("-m", "tutor", *args, cwd=cwd, env=env, timeout=timeout)

@@ -37,13 +37,13 @@ async def test_saving_the_solution_turns_the_view_passed_and_announces_hints(tmp
         assert "CPU · Triton interpreter" in text and "watch: native" in text
         drill_file.write_text(todo2_done)  # the student saves: correct, but every block still visited
         await wait_for(pilot, lambda: "PASSED · 1 finding open" in verdict(app), "PASSED with TODO 1 open")
-        # the second check opens the next tier (after_attempts = 2); the notification says so
+        # its diagnosis (TODO 1 open) opens the loop-bound hint at once; the notification says so
         await wait_for(pilot, lambda: "01: hint" in screen_text(app) and "press h to read" in screen_text(app),
                        "the hint announcement")
         assert "visited      1.000 (32/32 in total)  ideal 0.625, 2 heads" in screen_text(app)
         drill_file.write_text(solution_path(get_drill("01")).read_text())
         await wait_for(pilot, lambda: verdict(app).endswith("PASSED"), "PASSED after saving the solution")
-        await wait_for(pilot, lambda: "solved in 3 checks" in screen_text(app), "the solved notification")
+        await wait_for(pilot, lambda: "solved in 2 attempts" in screen_text(app), "the solved notification")
         text = screen_text(app)
         assert "visited      0.625 (20/32 in total)  ideal 0.625, 2 heads" in text
         assert "██ ·· ·· ··" in text  # the first query block skips every future block

@@ -121,7 +121,7 @@ async def test_hints_panel_shows_unlocked_hints_in_full_and_what_unlocks_the_res
         assert f"1 of {len(states)} hints unlocked" in text and "Both TODOs are inside" in text
         for state in states[1:]:
             assert f"{state.number}. [locked] {state.hint.title}" in text
-            assert state.unlock_rule.capitalize()[:40] in text  # "Opens after 2 checks, or at once when..."
+            assert state.unlock_rule.capitalize()[:40] in text  # "Opens after 2 attempts, or at once when..."
         await pilot.press("escape")
         assert isinstance(app.screen, DrillScreen)
 
@@ -226,14 +226,19 @@ async def test_quiz_answers_right_and_wrong_and_keeps_them(tmp_path):
         assert second is not first
         await pilot.press(*"129", "enter")
         await settle(pilot)
+        text = screen_text(app)  # a first wrong answer: how far off, not the answer; one more try
+        assert "✘ not yet (one more try)" in text and "relative error" in text and "why:" not in text
+        assert session.current() is second
+        await pilot.press(*"129", "enter")
+        await settle(pilot)
         text = screen_text(app)
-        assert "✘ wrong" in text and "relative error" in text
+        assert "✘ wrong" in text and "relative error" in text and "why:" in text
         await pilot.press("enter")
         await pilot.press(*"abc", "enter")
         await settle(pilot)
         assert "? not an answer" in screen_text(app) and session.current() is session.questions[2]
         await pilot.press("escape")
-        assert "✘ failing      03" in screen_text(app)
+        assert "~ in progress  03" in screen_text(app)  # one wrong answer does not fail an unfinished quiz
     answers = app.engine.progress.quiz_answers()
     assert answers[first.id]["correct"] and not answers[second.id]["correct"]
 

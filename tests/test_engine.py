@@ -29,7 +29,7 @@ from helpers_loop import (
     with_launcher,
 )
 
-from tutor.catalog import get_drill
+from tutor.catalog import get_drill, pristine_path
 from tutor.engine import CheckCancelled, CheckFinished, CheckStarted, WatcherStatus
 from tutor.hints import earned_unlocks
 from tutor.progress import FAILING, PASSED
@@ -133,9 +133,14 @@ def test_checks_unlock_hints_and_the_event_carries_them(tmp_path: Path) -> None:
     with running_engine(workspace) as (engine, log):
         earned: set[int] = set()
         newly = []
-        for attempt in (1, 2):  # the shipped drill, re-run by hand twice
+        mark = log.mark()
+        engine.recheck("01")  # the shipped drill, re-run by hand: not an attempt, opens nothing
+        opened = log.finished("01", after=mark)
+        assert not opened.counted and opened.record.attempts == 0 and not opened.newly_unlocked
+        shipped = pristine_path(drill).read_text()
+        for attempt in (1, 2):  # two saves of new content (each still the unsolved kernel)
             mark = log.mark()
-            engine.recheck("01")
+            save_in_place(drill_file(workspace, "01"), f"{shipped}\n# edit {attempt}\n")
             finished = log.finished("01", after=mark)
             assert finished.record.attempts == attempt
             now = earned_unlocks(drill, attempt, finished.result.codes)  # the drill's own rules decide

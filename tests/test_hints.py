@@ -64,7 +64,7 @@ def test_unlocks_are_recorded_persist_and_are_never_taken_back(tmp_path: Path) -
 
 def test_unlock_rules_read_as_words() -> None:
     rule = unlock_rule(DRILL_01.hints[1])
-    assert rule == "opens after 2 checks, or at once when a check reports diagonal-unmasked, mask-off-by-one or mask-reversed"
+    assert rule == "opens after 2 attempts, or at once when a check reports diagonal-unmasked, mask-off-by-one or mask-reversed"
     assert unlock_rule(DRILL_01.hints[0]) == "open from the start"
 
 
@@ -78,7 +78,7 @@ def test_flashtutor_hint_prints_the_open_hints_and_what_opens_the_next(
     out = capsys.readouterr().out
     assert DRILL_01.hints[0].title in out and DRILL_01.hints[1].title in out
     assert DRILL_01.hints[1].text.splitlines()[0] not in out  # locked: title and rule, not the text
-    assert 'next: hint 2/4, "Which keys may a query row see?", opens after 2 checks' in out
+    assert 'next: hint 2/4, "Which keys may a query row see?", opens after 2 attempts' in out
 
     ProgressStore(tmp_path).record_check(recorded("01_todo2_only"), DRILL_01)  # opens "The loop bound"
     assert main(["hint", "01"]) == 0

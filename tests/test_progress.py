@@ -109,7 +109,7 @@ def test_an_unwritable_workspace_keeps_progress_in_memory_and_says_why(tmp_path:
     assert (first.progress.attempts, second.progress.attempts) == (1, 2)
     assert second.progress.status == PASSED and store.drill("01").attempts == 2
     assert store.save_error is not None and "cannot save progress" in store.save_error
-    assert any("Checks still run" in w for w in store.warnings)
+    assert any("progress is NOT being saved (checks still run" in w for w in store.warnings)
     assert (tmp_path / ".flashtutor").read_text() == "in the way"
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,11 @@ from tutor.quiz import build_questions, detect_gpu
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def flashtutor(*args: str, stdin: str = "", cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def flashtutor(*args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The CLI, never in the clone itself: by default in an empty temporary folder."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("FLASHTUTOR_WORKSPACE", None)
+    cwd = cwd or Path(tempfile.mkdtemp(prefix="flashtutor-quiz-cli-"))
     return subprocess.run([sys.executable, "-m", "tutor", *args], input=stdin, capture_output=True,
                           text=True, timeout=120, env=env, cwd=cwd)
 
@@ -29,7 +32,8 @@ SCRIPT = [
     "abc",                  # garbage: asked again
     "",                     # empty: asked again
     "138 MB",               # naive 4k: right
-    "1.08e9",               # naive 16k: wrong, the elements not the bytes
+    "1.08e9",               # naive 16k: wrong, the elements not the bytes; the answer is not shown yet
+    "1.08e9",               # the second try: wrong again, now the answer is shown
     "1 MiB",                # fused 1k
     "4,194,304 bytes",      # fused 4k
     "16.8 MB",              # fused 16k
@@ -41,7 +45,8 @@ SCRIPT = [
     "16,594",               # HBM
     "0.53",                 # causal blocks
     "b",                    # why fusing
-    "d",                    # causal effect: wrong
+    "d",                    # causal effect: wrong (one more try)
+    "d",                    # wrong again: the answer is shown
     "2.5x",                 # backward FLOPs over forward
     "21 MB",                # backward reads
     "b",                    # what the log-sum-exp saves
@@ -63,19 +68,24 @@ def test_a_scripted_sitting_then_a_resumed_one(tmp_path):
     assert "stated budgets (--no-gpu)" in out
     assert out.count("Try again.") == 2 and "'abc' is not a number" in out and "Type an answer" in out
     assert "Right. 9 MiB = 9,437,184 bytes" in out
+    assert "Not yet: 1,080,000,000 bytes" in out and "One more try before the answer is shown." in out
+    first_try = out[out.index("Not yet: 1,080,000,000 bytes"):out.index("Wrong: 1,080,000,000 bytes")]
+    assert "2,164,260,864" not in first_try and "Why:" not in first_try  # the answer is not given away
+    assert "Not (d). One more try" in out
     assert "Wrong: 1,080,000,000 bytes" in out and "50.1% below the answer" in out
     assert "Likely slip: Your number counts elements, not bytes" in out
     assert "Why: Q, K and V are read once" in out
     assert out.count("Why:") == len(questions)
     assert "Wrong: the answer is (b)." in out
-    assert out.rstrip().endswith(f"Score: {len(questions) - 2}/{len(questions)} right")
+    assert f"Score: {len(questions) - 2}/{len(questions)} right; your answers are saved." in out
 
     answers = ProgressStore(tmp_path).quiz_answers()
     assert set(answers) == {q.id for q in questions}
     wrong = {qid for qid, a in answers.items() if not a["correct"]}
     assert wrong == {"naive-bytes:N=16384,d=128,fp16", "causal-effect"}
     assert answers["traffic-ratio:N=16384,d=128,fp16"]["answer"] == "129x"
-    assert ProgressStore(tmp_path).status("03") == "failing"
+    assert ProgressStore(tmp_path).status("03") == "failing"  # the quiz was finished with wrong answers
+    assert ProgressStore(tmp_path).drill("03").attempts == len(questions) + 2  # what list and the app show
 
     # The next sitting asks only the two answered wrong, then says the quiz is done.
     second = flashtutor("quiz", "--no-gpu", "--workspace", str(tmp_path), stdin="2.16 GB\nb\n")
@@ -85,7 +95,7 @@ def test_a_scripted_sitting_then_a_resumed_one(tmp_path):
     assert f"Score: {len(questions)}/{len(questions)} right ({len(questions) - 2} of them" in second.stdout
     answers = ProgressStore(tmp_path).quiz_answers()
     assert all(a["correct"] for a in answers.values())
-    assert answers["naive-bytes:N=16384,d=128,fp16"]["attempts"] == 2
+    assert answers["naive-bytes:N=16384,d=128,fp16"]["attempts"] == 3
     assert ProgressStore(tmp_path).status("03") == "passed"
 
 
@@ -96,6 +106,7 @@ def test_end_of_input_stops_the_quiz_and_keeps_what_was_answered(tmp_path):
     assert "Stopped before the end; answers so far are saved." in result.stdout
     first = build_questions(seed=4)[0]
     assert list(ProgressStore(tmp_path).quiz_answers()) == [first.id]
+    assert ProgressStore(tmp_path).status("03") == "in-progress"  # not failing: the quiz is not finished
 
 
 def test_list_json_reveal_matches_the_engine():

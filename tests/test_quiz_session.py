@@ -31,9 +31,13 @@ def test_a_sitting_records_every_real_answer_and_scores_it(tmp_path, questions):
     assert invalid.status == "invalid"
     assert session.current() == questions[0] and store.quiz_answers() == {}  # nothing recorded, ask again
     for index, question in enumerate(questions):
+        if index in (1, 7):  # wrong twice: the first try does not show the answer, the second does
+            first = session.answer(wrong_answer(question))
+            assert first.status == "wrong" and not first.final and not first.explanation
+            assert question.answer_text not in first.message and session.current() == question
         text = wrong_answer(question) if index in (1, 7) else right_answer(question)
         feedback = session.answer(text)
-        assert feedback.question_id == question.id
+        assert feedback.question_id == question.id and feedback.final
         assert feedback.status == ("wrong" if index in (1, 7) else "right")
     assert session.done and session.current() is None
     assert session.score.right == len(questions) - 2 and session.score.wrong == 2
@@ -42,7 +46,8 @@ def test_a_sitting_records_every_real_answer_and_scores_it(tmp_path, questions):
     assert set(answers) == {q.id for q in questions}
     assert [answers[q.id]["correct"] for q in questions] == [i not in (1, 7) for i in range(len(questions))]
     assert answers[questions[0].id]["answer"] == right_answer(questions[0])
-    assert all(a["attempts"] == 1 and a["at"] > 0 for a in answers.values())
+    assert [a["attempts"] for a in answers.values()] == [2 if i in (1, 7) else 1 for i in range(len(questions))]
+    assert ProgressStore(tmp_path).drill("03").attempts == len(questions) + 2  # one count everywhere
     with pytest.raises(RuntimeError):
         session.answer("1")
 
@@ -51,6 +56,7 @@ def test_a_new_sitting_resumes_where_the_last_stopped(tmp_path, questions):
     first = QuizSession(questions, ProgressStore(tmp_path))
     first.answer(right_answer(questions[0]))
     first.answer(wrong_answer(questions[1]))
+    first.answer(wrong_answer(questions[1]))  # the second try, wrong too: the answer is shown, next question
     first.answer(right_answer(questions[2]))
 
     second = QuizSession(questions, ProgressStore(tmp_path))
@@ -59,7 +65,7 @@ def test_a_new_sitting_resumes_where_the_last_stopped(tmp_path, questions):
     assert second.position == 3  # two of the questions before it are done
     assert second.score.right == 2 and second.score.earlier == 2
     second.answer(right_answer(questions[1]))
-    assert ProgressStore(tmp_path).quiz_answers()[questions[1].id]["attempts"] == 2
+    assert ProgressStore(tmp_path).quiz_answers()[questions[1].id]["attempts"] == 3
     assert second.current() == questions[3]
     assert "2 of them from an earlier sitting" in str(second.score)
 

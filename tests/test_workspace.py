@@ -87,7 +87,8 @@ def _git(repo: Path, *args: str) -> None:
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_reset_in_a_clone_takes_the_committed_drill_from_git(tmp_path: Path) -> None:
     """In a clone the workspace is the content root: drills/<file> is the edited
-    file itself, and the pristine one is what HEAD holds."""
+    file itself, and the pristine one is git's object of the shipped version
+    (even when the student has committed their edit over it)."""
     clone = tmp_path / "clone"
     (clone / "drills").mkdir(parents=True)
     committed = pristine_path(DRILL).read_text()
@@ -96,9 +97,10 @@ def test_reset_in_a_clone_takes_the_committed_drill_from_git(tmp_path: Path) -> 
     _git(clone, "add", "drills")
     _git(clone, "commit", "-q", "-m", "drills")
     (clone / "drills" / DRILL.file).write_text(STUDENT)
+    _git(clone, "commit", "-q", "-am", "my work")
 
     report = reset_drill(DRILL, clone, content=clone)
-    assert report.source == f"git (HEAD:drills/{DRILL.file})"
+    assert report.source.startswith(f"git (the shipped version of drills/{DRILL.file}")
     assert (clone / "drills" / DRILL.file).read_text() == committed
     assert report.backup is not None and report.backup.read_text() == STUDENT
 
@@ -107,6 +109,6 @@ def test_reset_in_a_clone_without_git_history_says_so(tmp_path: Path) -> None:
     clone = tmp_path / "not-a-repo"
     (clone / "drills").mkdir(parents=True)
     (clone / "drills" / DRILL.file).write_text(STUDENT)
-    with pytest.raises(WorkspaceError, match="pristine drill is the committed one"):
+    with pytest.raises(WorkspaceError, match="has been edited, and git has no shipped version"):
         reset_drill(DRILL, clone, content=clone)
     assert (clone / "drills" / DRILL.file).read_text() == STUDENT  # untouched

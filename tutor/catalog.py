@@ -200,8 +200,10 @@ def get_drill(key: str) -> Drill:
 
 
 def pristine_path(drill: Drill) -> Path:
-    """The drill as shipped (inside the package, or the clone's own copy)."""
-    return content_root() / "drills" / drill.file
+    """A file holding the drill as shipped, never an edited copy (see :mod:`tutor.pristine`)."""
+    from tutor.pristine import shipped_path
+
+    return shipped_path(drill.file)
 
 
 def solution_path(drill: Drill) -> Path:

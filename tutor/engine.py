@@ -32,7 +32,8 @@ Events (frozen dataclasses, passed to ``on_event``):
     crash are results too) with correctness, diagnosis and visit map; it has
     been recorded: ``record`` is the drill's :class:`~tutor.progress.DrillProgress`
     after it, ``newly_unlocked`` the :class:`~tutor.catalog.Hint` objects it
-    unlocked.  ``result.performance.status`` is ``"pending"`` when a
+    unlocked; ``counted`` is False when it was not a new attempt (the content of
+    the last attempt, or the drill as shipped: ``not_counted`` says which).  ``result.performance.status`` is ``"pending"`` when a
     ``PerformanceFinished`` for the same content follows, else ``"skipped"``.
     A check of a deleted file (error kind ``missing-file``) is reported but
     not recorded: deleting a file is not an attempt.
@@ -80,7 +81,7 @@ from pathlib import Path
 from tutor.catalog import Drill, Hint, all_drills, get_drill
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import HintState, hint_states
-from tutor.progress import DrillProgress, ProgressStore
+from tutor.progress import DrillProgress, ProgressStore, file_content_id
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.watcher import SaveDebouncer
 
@@ -119,6 +120,8 @@ class CheckFinished:
     result: CheckResult
     newly_unlocked: list[Hint]
     record: DrillProgress
+    counted: bool = True  # False: the same content as the last attempt, or the drill as shipped
+    not_counted: str | None = None  # why it was not counted, in words
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,11 @@ class TutorEngine:
             self._cond.notify_all()
         return self.device if self._warm_done.wait(timeout_s) else None
 
+    def send_warnings(self) -> None:
+        """Send the progress store's warnings not sent yet, as ``EngineWarning``s (for a
+        front end that wrote to ``progress`` itself, as the app's quiz does)."""
+        self._emit_warnings()
+
     # -- what front ends read --------------------------------------------------------
     def hints(self, drill_id: str) -> list[HintState]:
         drill = get_drill(drill_id)
@@ -401,11 +409,12 @@ class TutorEngine:
         assert self._runner is not None
         drill = get_drill(drill_id)
         self._emit(CheckStarted(drill_id, request.file, request.trigger))
+        content = file_content_id(request.file)  # read as the check starts; a later save cancels it
         verdicts: list[CheckResult] = []
 
         def on_verdict(verdict: CheckResult) -> None:
             verdicts.append(verdict)
-            self._verdict(drill, request, verdict)
+            self._verdict(drill, request, verdict, content)
 
         try:
             result = self._runner.check(drill_id, request.file, timing=self.timing, seed=self.seed, cancel=cancel,
@@ -415,15 +424,15 @@ class TutorEngine:
                 self._emit(EngineError(str(exc)))
             return
         if not verdicts:  # no performance phase: this result is the verdict
-            self._verdict(drill, request, result)
+            self._verdict(drill, request, result, content)
             return
         record = self.progress.drill(drill_id)
         if result.performance.status == "done":
-            record = self.progress.record_performance(result)
+            record = self.progress.record_performance(result, content)
         if not self._stopping:
             self._emit(PerformanceFinished(drill_id, result, record))
 
-    def _verdict(self, drill: Drill, request: _Request, result: CheckResult) -> None:
+    def _verdict(self, drill: Drill, request: _Request, result: CheckResult, content: str | None = None) -> None:
         """Record and publish a verdict (the first phase of a check)."""
         drill_id = drill.id
         self._device_known(result.device)
@@ -435,6 +444,7 @@ class TutorEngine:
             # a deleted file is not an attempt: report it, record nothing
             self._emit(CheckFinished(drill_id, result, [], self.progress.drill(drill_id)))
             return
-        record = self.progress.record_check(result, drill)
+        record = self.progress.record_check(result, drill, content)
         self._emit_warnings()
-        self._emit(CheckFinished(drill_id, result, record.unlocked_hints(drill), record.progress))
+        self._emit(CheckFinished(drill_id, result, record.unlocked_hints(drill), record.progress,
+                                 record.counted, record.not_counted))

@@ -5,7 +5,9 @@ read into :class:`tutor.catalog.Hint`).  A hint is open when
 
 * it has neither rule (``open_from_start``: the first tier), or
 * a check reported one of its ``unlock_codes`` (it opens at once), or
-* the drill has been checked ``after_attempts`` times.
+* the drill has ``after_attempts`` attempts: checks of distinct content
+  (:mod:`tutor.progress`; re-checking an unchanged file, or the drill as
+  shipped, is no attempt).
 
 Earned unlocks are stored in the progress file and never taken back.
 """
@@ -34,7 +36,7 @@ class HintState:
 
 
 def earned_unlocks(drill: Drill, attempts: int, codes: Iterable[str]) -> set[int]:
-    """The hints (indices) that a drill checked ``attempts`` times, whose latest
+    """The hints (indices) that a drill with ``attempts`` distinct attempts, whose latest
     check reported ``codes``, has earned.  Open-from-start hints are not earned."""
     reported = set(codes)
     return {
@@ -55,12 +57,12 @@ def hint_states(drill: Drill, earned: Iterable[int]) -> list[HintState]:
 
 
 def unlock_rule(hint: Hint) -> str:
-    """What opens ``hint``, in words: "after 2 checks, or at once when a check reports todo2-open"."""
+    """What opens ``hint``, in words: "after 2 attempts, or at once when a check reports todo2-open"."""
     if hint.open_from_start:
         return "open from the start"
     parts = []
     if hint.after_attempts is not None:
-        parts.append(f"after {hint.after_attempts} check{'s' if hint.after_attempts != 1 else ''}")
+        parts.append(f"after {hint.after_attempts} attempt{'s' if hint.after_attempts != 1 else ''}")
     if hint.unlock_codes:
         codes = list(hint.unlock_codes)
         listed = codes[0] if len(codes) == 1 else ", ".join(codes[:-1]) + " or " + codes[-1]

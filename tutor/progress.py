@@ -1,10 +1,21 @@
 """The student's progress, kept in ``<workspace>/.flashtutor/progress.json``.
 
-Per drill: its status (``not-started``, ``failing``, ``passed`` — passed means
-the latest check *solved* it: PASSED with no open finding), the number of
-checks, when it was first solved and after how many checks, the best error,
+Per drill: its status (``not-started``, ``failing``, ``passed`` — the state of
+the drill file as last checked; passed means that check *solved* it: PASSED
+with no open finding), the number of attempts, when it was first solved and
+after how many attempts (``solved_before``: a pass once recorded is never taken
+back, even when the file is later reset or broken), the best error,
 the best speed-up of a passing kernel, the recent attempts (for a sparkline)
 and the hints it has unlocked.  Besides the drills: the quiz answers.
+
+An attempt is a distinct content: a check counts only when the file's bytes
+(their git blob id, :func:`content_id`) differ from the drill's last counted
+attempt and from the drill as shipped, decided under the file lock, so two
+front ends on one workspace count a save once, and opening a drill, starting
+``watch`` or re-running ``check`` on an unchanged file count nothing.  Such a
+check still runs and is shown; it sets the status (the file's current state)
+once the drill has been worked on, and changes nothing else.  A crash or a
+syntax error of new content is an attempt like any other.
 
 Every change is a read-modify-write of the file under an advisory lock, so
 two stores on one workspace (the engine's and the quiz's, or ``watch`` in one
@@ -43,15 +54,17 @@ from tutor.catalog import Drill, Hint, get_drill
 from tutor.harness.result import CheckResult
 from tutor.hints import earned_unlocks
 from tutor.paths import WORKSPACE_STATE_DIR
+from tutor.pristine import PristineError, blob_id, manifest
 
 STATE_FILE = "progress.json"
 FORMAT_VERSION = 1
 HISTORY_LIMIT = 50  # attempts kept per drill, newest last
 
 NOT_STARTED = "not-started"
+IN_PROGRESS = "in-progress"  # a paper drill whose quiz is not finished yet
 FAILING = "failing"
 PASSED = "passed"
-STATUSES = (NOT_STARTED, FAILING, PASSED)
+STATUSES = (NOT_STARTED, IN_PROGRESS, FAILING, PASSED)
 
 
 class CorruptProgress(ValueError):
@@ -69,6 +82,7 @@ class Attempt:
     speedup: float | None
     codes: list[str] = field(default_factory=list)  # diagnosis codes
     error: str | None = None  # the error kind when the check could not run
+    content: str | None = None  # git blob id of the file's bytes that were checked
 
 
 @dataclass
@@ -83,6 +97,48 @@ class DrillProgress:
     unlocked_hints: list[int] = field(default_factory=list)  # earned unlocks, indices into Drill.hints
     history: list[Attempt] = field(default_factory=list)
 
+    @property
+    def solved_before(self) -> bool:
+        """Solved at least once: the solution gate opens for good."""
+        return self.first_passed_at is not None
+
+    @property
+    def last_content(self) -> str | None:
+        """The content id of the last counted attempt."""
+        return self.history[-1].content if self.history else None
+
+
+def status_words(progress: DrillProgress) -> str:
+    """The status as a front end shows it: the current file's state, and that it
+    was solved before when the current file no longer is (``failing, solved before``)."""
+    if progress.status != PASSED and progress.solved_before:
+        return f"{progress.status}, solved before"
+    return progress.status
+
+
+def content_id(data: bytes) -> str:
+    """The id of a drill file's content: git's blob id of its bytes."""
+    return blob_id(data)
+
+
+def file_content_id(path: Path) -> str | None:
+    """:func:`content_id` of the file at ``path``; None when it cannot be read."""
+    try:
+        return content_id(Path(path).read_bytes())
+    except OSError:
+        return None
+
+
+def _shipped_id(drill: Drill) -> str | None:
+    try:
+        return manifest().get(drill.file)
+    except PristineError:
+        return None
+
+
+NOT_COUNTED_SAME = "same content as your last attempt"
+NOT_COUNTED_SHIPPED = "the drill as shipped, not yet edited"
+
 
 @dataclass(frozen=True)
 class CheckRecord:
@@ -92,6 +148,8 @@ class CheckRecord:
     drill: str
     progress: DrillProgress
     newly_unlocked: list[int]
+    counted: bool = True  # False: not a new attempt (``not_counted`` says why)
+    not_counted: str | None = None
 
     def unlocked_hints(self, drill: Drill) -> list[Hint]:
         """The hints this check unlocked, as the drill's :class:`~tutor.catalog.Hint` objects."""
@@ -161,7 +219,9 @@ class ProgressStore:
         self._lock = threading.RLock()
         self._state = self._read()
         writable_dir = self.directory if self.directory.exists() else self.workspace
-        if not os.access(writable_dir, os.W_OK):
+        if self.directory.exists() and not self.directory.is_dir():
+            self._memory_only(f"cannot save progress: {self.directory} is not a folder")
+        elif not os.access(writable_dir, os.W_OK):
             self._memory_only(f"cannot save progress: {writable_dir} is not writable")
 
     # -- reading -------------------------------------------------------------------
@@ -189,9 +249,12 @@ class ProgressStore:
             return {key: dict(value) for key, value in self._state.quiz.items()}
 
     # -- changing ------------------------------------------------------------------
-    def record_check(self, result: CheckResult, drill: Drill | None = None) -> CheckRecord:
-        """Count one check of ``result.drill``: status, attempts, bests, history and
-        the hints its diagnosis codes or the new attempt count unlock."""
+    def record_check(self, result: CheckResult, drill: Drill | None = None, content: str | None = None) -> CheckRecord:
+        """Record one check of ``result.drill``, whose file held ``content`` (its
+        :func:`content_id`; None: unknown, always counted).  A new content counts as
+        an attempt: status, attempts, bests, history and the hints its diagnosis
+        codes or the new attempt count unlock.  The last counted content or the
+        shipped drill again is not an attempt (``CheckRecord.counted`` is False)."""
         meta = drill or get_drill(result.drill)
         now = time.time()
         attempt = Attempt(
@@ -202,11 +265,23 @@ class ProgressStore:
             speedup=_finite(result.speedup) if result.error is None else None,
             codes=list(result.codes),
             error=None if result.error is None else result.error.kind,
+            content=content,
         )
+        shipped = _shipped_id(meta) if content is not None else None
         newly: list[int] = []
+        why: list[str] = []
 
         def change(state: _State) -> None:
             progress = state.drills.setdefault(meta.id, DrillProgress())
+            if content is not None and content == progress.last_content:
+                why[:] = [NOT_COUNTED_SAME]
+            elif content is not None and content == shipped:
+                why[:] = [NOT_COUNTED_SHIPPED]
+            if why:  # not an attempt: only the current file's state, once the drill is under way
+                if progress.attempts or progress.solved_before:
+                    progress.status = PASSED if attempt.solved else FAILING
+                    progress.last_checked_at = now
+                return
             progress.attempts += 1
             progress.last_checked_at = now
             progress.status = PASSED if attempt.solved else FAILING
@@ -225,17 +300,22 @@ class ProgressStore:
             progress.unlocked_hints = sorted(set(progress.unlocked_hints) | earned)
 
         state = self._update(change)
-        return CheckRecord(drill=meta.id, progress=_copy(state.drills[meta.id]), newly_unlocked=list(newly))
+        return CheckRecord(drill=meta.id, progress=_copy(state.drills[meta.id]), newly_unlocked=list(newly),
+                           counted=not why, not_counted=why[0] if why else None)
 
-    def record_performance(self, result: CheckResult) -> DrillProgress:
+    def record_performance(self, result: CheckResult, content: str | None = None) -> DrillProgress:
         """The performance phase of the check just recorded by :meth:`record_check`
         completed: its speed-up goes into that attempt and the drill's best.  Not
-        an attempt of its own."""
+        an attempt of its own.  With ``content``, only into an attempt of that
+        content (a check that was not counted, such as the drill as shipped,
+        leaves the last attempt's numbers alone)."""
         speedup = _finite(result.headline_speedup) if result.error is None else None
 
         def change(state: _State) -> None:
             progress = state.drills.get(result.drill)
             if progress is None or not progress.history or speedup is None:
+                return
+            if content is not None and progress.history[-1].content not in (content, None):
                 return
             progress.history[-1].speedup = speedup
             if progress.history[-1].passed:
@@ -279,6 +359,7 @@ class ProgressStore:
             if drill is not None:
                 progress = state.drills.setdefault(drill.id, DrillProgress())
                 answers = sum(entry["attempts"] for entry in state.quiz.values())
+                progress.attempts = answers  # a paper drill's attempts: its answers, one count everywhere
                 earned = earned_unlocks(drill, answers, slips)
                 newly[:] = sorted(earned - set(progress.unlocked_hints))
                 progress.unlocked_hints = sorted(set(progress.unlocked_hints) | earned)
@@ -354,4 +435,5 @@ class ProgressStore:
     def _memory_only(self, message: str) -> None:
         if self.save_error is None:
             self.save_error = message
-            self.warnings.append(f"{message}. Checks still run; attempts and hints are kept until you quit.")
+            self.warnings.append(f"{message}: progress is NOT being saved (checks still run; nothing they "
+                                 "record outlives this session)")

@@ -1,11 +1,10 @@
-"""Make a workspace (``flashtutor init``) and restore a drill (``flashtutor reset``).
+"""Make a workspace (``flashtutor init``) and restore drills (``flashtutor reset``).
 
-Where the pristine drill comes from depends on the layout (see
-:mod:`tutor.paths`):
-
-* an installed package: its own copy, ``tutor/_content/drills/<file>``;
-* a clone, where the workspace *is* the content root, so ``drills/<file>`` is
-  the file the student edited: the committed version, ``git show HEAD:drills/<file>``.
+The pristine drill is always the shipped one, pinned by hash
+(:mod:`tutor.pristine`): the content root's copy when it is unedited, else
+git's object of the shipped version.  An edited copy is never handed out, so
+an editable install (whose content root is the clone the student edits), a
+wheel and a clone all give the shipped text.
 
 A reset first copies the student's version to
 ``<workspace>/.flashtutor/backups/<name>.<time>.py`` and says where; the
@@ -17,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +23,7 @@ from pathlib import Path
 from tutor.atomic import write_text_atomically
 from tutor.catalog import Drill
 from tutor.paths import WORKSPACE_STATE_DIR, content_root
+from tutor.pristine import PristineError, shipped_bytes, shipped_names, shipped_text
 
 BACKUP_DIR = "backups"
 
@@ -59,56 +58,35 @@ def init_workspace(directory: Path, content: Path | None = None) -> InitReport:
     directory = Path(directory).expanduser()
     if directory.exists() and _same(directory, content):
         raise WorkspaceError(f"{directory} is the flashtutor checkout itself: it already is a workspace")
-    sources = sorted(
-        p for p in (content / "drills").iterdir()
-        if p.suffix in (".py", ".md") and not p.name.startswith("_") and p.is_file()  # not a package __init__.py
-    )
-    if not sources:
-        raise WorkspaceError(f"no drills found in {content / 'drills'}: the installation looks broken")
+    names = shipped_names()
+    if not names:
+        raise WorkspaceError("no drills are listed as shipped: the installation looks broken")
     report = InitReport(workspace=directory.absolute())
     try:
         (directory / "drills").mkdir(parents=True, exist_ok=True)
         (directory / WORKSPACE_STATE_DIR).mkdir(exist_ok=True)
-        for source in sources:
-            target = directory / "drills" / source.name
+        for name in names:
+            target = directory / "drills" / name
             if target.exists():
                 report.kept.append(target)
                 continue
-            shutil.copyfile(source, target)
+            data, _ = shipped_bytes(name, content)
+            target.write_bytes(data)
             report.created.append(target)
+    except PristineError as exc:
+        raise WorkspaceError(str(exc)) from None
     except OSError as exc:
         raise WorkspaceError(f"cannot create the workspace in {directory}: {exc.strerror or exc}") from None
     report.workspace = directory.resolve()
     return report
 
 
-def pristine_text(drill: Drill, workspace: Path, content: Path | None = None) -> tuple[str, str]:
-    """The drill as shipped and where it came from (in words)."""
-    content = content or content_root()
-    relative = f"drills/{drill.file}"
-    if not _same(workspace, content):
-        path = content / "drills" / drill.file
-        try:
-            return path.read_text(encoding="utf-8"), f"the pristine copy {path}"
-        except OSError as exc:
-            raise WorkspaceError(f"cannot read the pristine copy {path}: {exc.strerror or exc}") from None
-    # a clone: the working file is the student's; the committed one is pristine
+def pristine_text(drill: Drill, workspace: Path | None = None, content: Path | None = None) -> tuple[str, str]:
+    """The drill as shipped and where it came from (in words); never an edited copy."""
     try:
-        shown = subprocess.run(
-            ["git", "show", f"HEAD:./{relative}"],
-            cwd=workspace, capture_output=True, text=True, timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise WorkspaceError(
-            f"cannot restore {relative}: in a clone the pristine drill is the committed one, and git "
-            f"could not be run ({exc}). Install git, or copy the file from a fresh clone."
-        ) from None
-    if shown.returncode != 0:
-        raise WorkspaceError(
-            f"cannot restore {relative}: in a clone the pristine drill is the committed one, but "
-            f"`git show HEAD:{relative}` failed: {shown.stderr.strip() or 'no output'}"
-        )
-    return shown.stdout, f"git (HEAD:{relative})"
+        return shipped_text(drill.file, content)
+    except PristineError as exc:
+        raise WorkspaceError(str(exc)) from None
 
 
 def _backup_path(workspace: Path, drill: Drill) -> Path:
@@ -124,7 +102,7 @@ def _backup_path(workspace: Path, drill: Drill) -> Path:
 
 
 def reset_drill(drill: Drill, workspace: Path, content: Path | None = None) -> ResetReport:
-    """Back up the student's version of ``drill`` and restore the pristine one."""
+    """Back up the student's version of ``drill`` and restore the shipped one."""
     workspace = Path(workspace)
     file = workspace / "drills" / drill.file
     text, source = pristine_text(drill, workspace, content)
@@ -146,4 +124,5 @@ def reset_drill(drill: Drill, workspace: Path, content: Path | None = None) -> R
         where = f" (your version is safe in {backup})" if backup is not None and backup.exists() else ""
         raise WorkspaceError(f"cannot reset {file}: {exc.strerror or exc}{where}") from None
     return ResetReport(file=file, source=source, backup=backup, changed=True)
+
 

@@ -49,7 +49,7 @@ from tutor.catalog import Drill, all_drills, get_drill, solution_path
 from tutor.engine import EngineError, Event, TutorEngine
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import hint_states
-from tutor.progress import PASSED, DrillProgress
+from tutor.progress import DrillProgress
 from tutor.quiz import QuizSession, build_questions
 from tutor.runner import DEFAULT_TIMEOUT_S
 from tutor.workspace import WorkspaceError, reset_drill
@@ -184,8 +184,8 @@ class FlashTutorApp(App[int]):
             plural = "s" if len(event.newly_unlocked) > 1 else ""
             self.say(f"{titles}\npress h to read {'them' if plural else 'it'}",
                      title=f"{drill.id}: hint{plural} unlocked", timeout=8)
-        if result.solved and event.record.attempts_to_pass == event.record.attempts:
-            self.say(f"{drill.id} {drill.title} solved in {event.record.attempts} checks. n: the next drill.",
+        if result.solved and event.counted and event.record.attempts_to_pass == event.record.attempts:
+            self.say(f"{drill.id} {drill.title} solved in {event.record.attempts} attempts. n: the next drill.",
                      title="solved", timeout=8)
         self._refresh_list()
 
@@ -241,8 +241,8 @@ class FlashTutorApp(App[int]):
             if drill.kind == "paper":
                 right = sum(1 for a in answers.values() if a["correct"])
                 quiz = f"quiz {right} right" if answers else "quiz"
-            attempts = p.attempts if drill.kind == "kernel" else sum(a["attempts"] for a in answers.values())
-            rows.append(DrillRow(drill, p.status, attempts, p.best_max_abs_err, p.best_speedup, quiz))
+            rows.append(DrillRow(drill, p.status, p.attempts, p.best_max_abs_err, p.best_speedup, quiz,
+                                 solved_before=p.solved_before))
         return rows
 
     def _refresh_list(self) -> None:
@@ -388,8 +388,7 @@ class FlashTutorApp(App[int]):
         drill = self._current_drill()
         if drill is None:
             return
-        passed = self.engine.progress.status(drill.id) == PASSED
-        if passed:
+        if self.engine.progress.drill(drill.id).solved_before:  # passed once stays passed for the gate
             self._show_solution(drill)
             return
 
@@ -444,6 +443,7 @@ class FlashTutorApp(App[int]):
     @on(QuizScreen.Answered)
     def _quiz_answered(self, message: QuizScreen.Answered) -> None:
         self._refresh_list()
+        self.engine.send_warnings()  # an answer that could not be saved says so, once
 
 
 def history_series(progress: DrillProgress) -> tuple[list[float | None], list[float | None]]:

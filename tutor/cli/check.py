@@ -10,7 +10,7 @@ from tutor.cli import EXIT_FAILED, EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
 from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
 from tutor.paths import default_workspace
-from tutor.progress import PASSED, ProgressStore
+from tutor.progress import CheckRecord, DrillProgress, ProgressStore, file_content_id, status_words
 from tutor.report import performance_lines, verdict_lines
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.targets import Target, TargetError, resolve, workspace_file
@@ -78,12 +78,13 @@ def run_check_command(args: argparse.Namespace) -> int:
                 continue
             title = f"{target.drill.id} {target.drill.title} ({target.file})"
             shown: list[CheckResult] = []
+            content = file_content_id(target.file)  # the bytes this check reads
 
             def on_verdict(verdict: CheckResult, target: Target = target, title: str = title,
-                           shown: list[CheckResult] = shown) -> None:
+                           shown: list[CheckResult] = shown, content: str | None = content) -> None:
                 """The verdict is printed (and recorded) as soon as it is known."""
                 shown.append(verdict)
-                _show_verdict(args, target, verdict, title)
+                _show_verdict(args, target, verdict, title, content)
 
             try:
                 result = runner.check(target.drill.id, target.file, timing=not args.no_timing, seed=args.seed,
@@ -92,11 +93,11 @@ def run_check_command(args: argparse.Namespace) -> int:
                 print(f"flashtutor: {exc}", file=sys.stderr)
                 return EXIT_NOT_RUN
             if not shown:  # no performance phase: the result is the verdict
-                _show_verdict(args, target, result, title)
+                _show_verdict(args, target, result, title, content)
             else:
                 if not args.json and sys.stderr.isatty():
                     print("\033[K", end="", file=sys.stderr, flush=True)  # erase the indicator
-                _record_performance(target, result)
+                _record_performance(target, result, content)
             if args.json:
                 print(result.to_json())  # one object: both phases (or performance marked skipped)
             else:
@@ -108,13 +109,14 @@ def run_check_command(args: argparse.Namespace) -> int:
     return max(codes, default=EXIT_OK)
 
 
-def _show_verdict(args: argparse.Namespace, target: Target, verdict: CheckResult, title: str) -> None:
-    unlocked = _record_progress(target, verdict)
+def _show_verdict(args: argparse.Namespace, target: Target, verdict: CheckResult, title: str,
+                  content: str | None = None) -> None:
+    record, store = _record_progress(target, verdict, content)
     if args.json:
         return  # --json prints one object per drill once both phases are in
     print("\n".join(verdict_lines(verdict, title)), flush=True)
-    for hint in unlocked:
-        print(f"\nhint unlocked: {hint.title} (`flashtutor hint {target.drill.id}`)")
+    unlocked = record.unlocked_hints(target.drill) if record is not None else []
+    print(_progress_lines(target, record, store, unlocked), end="")
     if verdict.performance.status == "pending":
         print()
         if sys.stderr.isatty():  # an indicator while the timed launches run; erased when they are in
@@ -122,38 +124,57 @@ def _show_verdict(args: argparse.Namespace, target: Target, verdict: CheckResult
     sys.stdout.flush()
 
 
-def _record_performance(target: Target, result: CheckResult) -> None:
+def _record_performance(target: Target, result: CheckResult, content: str | None = None) -> None:
     workspace = default_workspace()
     if workspace is None or target.file != workspace_file(target.drill, workspace).resolve():
         return
     if result.performance.status == "done":
-        ProgressStore(workspace).record_performance(result)
+        ProgressStore(workspace).record_performance(result, content)
 
 
-def _record_progress(target: Target, result: CheckResult) -> list[Hint]:
-    """A check of the workspace's own drill file counts as an attempt, as a save in
-    `watch` or the app does; a check of some other file (a solution, a copy) does not.
-    Returns the hints it unlocked."""
+def _record_progress(target: Target, result: CheckResult,
+                     content: str | None) -> tuple[CheckRecord | None, ProgressStore | None]:
+    """A check of the workspace's own drill file counts as an attempt when its content
+    is new, as a save in `watch` or the app does; a check of some other file (a
+    solution, a copy) is not recorded."""
     workspace = default_workspace()
     if workspace is None or target.file != workspace_file(target.drill, workspace).resolve():
-        return []
-    return ProgressStore(workspace).record_check(result, target.drill).unlocked_hints(target.drill)
+        return None, None
+    store = ProgressStore(workspace)
+    record = store.record_check(result, target.drill, content)
+    for warning in store.warnings:  # said once per command, plainly (not writable, file moved aside)
+        print(f"flashtutor: {warning}", file=sys.stderr)
+    return record, store
+
+
+def _progress_lines(target: Target, record: CheckRecord | None, store: ProgressStore | None,
+                    unlocked: list[Hint]) -> str:
+    if record is None or store is None:
+        return ""
+    lines = []
+    if not record.counted:
+        lines.append(f"not a new attempt ({record.not_counted}): attempts stay at {record.progress.attempts}")
+    for hint in unlocked:
+        lines.append(f"hint unlocked: {hint.title} (`flashtutor hint {target.drill.id}`)"
+                     + (" - for this command only: progress is not being saved" if store.save_error else ""))
+    return "".join(f"\n{line}" for line in lines) + ("\n" if lines else "")
 
 
 def run_list_command(args: argparse.Namespace) -> int:
     """The drills with their status and attempts; the mark reads without colour:
-    ``[x]`` passed, ``[!]`` failing, ``[ ]`` not started."""
-    marks = {"passed": "[x]", "failing": "[!]", "not-started": "[ ]"}
+    ``[x]`` passed, ``[!]`` failing, ``[~]`` in progress (a quiz), ``[ ]`` not started.
+    The status is the current file's state, with ``solved before`` when it no
+    longer passes but once did."""
+    marks = {"passed": "[x]", "failing": "[!]", "in-progress": "[~]", "not-started": "[ ]"}
     workspace = default_workspace()
     progress = ProgressStore(workspace).all_drills() if workspace is not None else {}
     drills = all_drills()
-    print(f"    {'id':<4}{'drill':<40} {'status':<12} {'attempts':>8}  file")
+    print(f"    {'id':<4}{'drill':<40} {'status':<23} {'attempts':>8}  file")
     for drill in drills:
-        record = progress.get(drill.id)
-        status = record.status if record else "not-started"
-        attempts = record.attempts if record else 0
-        print(f"{marks[status]} {drill.id:<4}{drill.title:<40} {status:<12} {attempts:>8}  drills/{drill.file}")
-    done = sum(1 for d in drills if progress.get(d.id) and progress[d.id].status == PASSED)
+        record = progress.get(drill.id) or DrillProgress()
+        print(f"{marks[record.status]} {drill.id:<4}{drill.title:<40} {status_words(record):<23} "
+              f"{record.attempts:>8}  drills/{drill.file}")
+    done = sum(1 for d in drills if d.id in progress and progress[d.id].solved_before)
     where = f"workspace {workspace}" if workspace is not None else "no workspace found (`flashtutor init DIR` makes one)"
     print(f"\n{done}/{len(drills)} done · {where}")
     return EXIT_OK

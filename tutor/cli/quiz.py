@@ -96,9 +96,7 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
         print(f"{session.skipped} answered right in an earlier sitting are skipped (--restart asks them again).")
     if store is None:
         print("No workspace found: answers are not saved (use --workspace DIR).")
-    else:
-        for warning in store.warnings:
-            print(f"flashtutor: {warning}", file=sys.stderr)
+    warned = _warn(store, 0)
     print("Type each answer and press Enter; units are fine (2.16 GB, 129x, 4k).\n")
 
     while not session.done:
@@ -111,20 +109,42 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
                 text = input("> ")
             except EOFError:
                 record_drill_status(store, session, DRILL_ID)
-                saved = "answers so far are saved" if store is not None else "nothing was saved"
-                print(f"\n\nStopped before the end; {saved}.")
+                print(f"\n\nStopped before the end; {_saved(store, 'answers so far are saved')}.")
                 print(f"Score: {session.score}")
                 return EXIT_FAILED
             feedback = session.answer(text)
+            warned = _warn(store, warned)  # a write that failed only now says so, once
             print(_render_feedback(feedback))
             for hint in session.newly_unlocked:
-                print(f"hint unlocked: {hint.title} (`flashtutor hint {DRILL_ID}`)")
-            if feedback.counts:
+                print(f"hint unlocked: {hint.title} (`flashtutor hint {DRILL_ID}`)"
+                      + (" - for this sitting only, not saved" if _not_saving(store) else ""))
+            if feedback.counts and feedback.final:
                 break
         print()
     record_drill_status(store, session, DRILL_ID)
-    print(f"Score: {session.score}")
+    print(f"Score: {session.score}" + ("" if store is None else f"; {_saved(store, 'your answers are saved')}."))
     return EXIT_OK if session.score.right == session.score.total else EXIT_FAILED
+
+
+def _warn(store: ProgressStore | None, shown: int) -> int:
+    """Print the store's warnings not shown yet; returns how many have been shown."""
+    warnings = store.warnings if store is not None else []
+    for warning in warnings[shown:]:
+        print(f"flashtutor: {warning}", file=sys.stderr)
+    return len(warnings)
+
+
+def _not_saving(store: ProgressStore | None) -> bool:
+    return store is not None and store.save_error is not None
+
+
+def _saved(store: ProgressStore | None, saved: str) -> str:
+    """Whether the answers are kept, never claimed when they are not."""
+    if store is None:
+        return "nothing was saved (no workspace)"
+    if store.save_error is not None:
+        return "nothing was saved: progress is not being saved in this workspace"
+    return saved
 
 
 def _render_feedback(feedback: AnswerFeedback) -> str:
@@ -133,7 +153,8 @@ def _render_feedback(feedback: AnswerFeedback) -> str:
     lines = [_wrap(feedback.message)]
     if feedback.slip:
         lines.append(_wrap(f"Likely slip: {feedback.slip}"))
-    lines.append(_wrap(f"Why: {feedback.explanation}"))
+    if feedback.final:
+        lines.append(_wrap(f"Why: {feedback.explanation}"))
     return "\n".join(lines)
 
 

@@ -5,16 +5,21 @@ of the drill is checked and the report printed: the verdict at once, the
 performance phase (timings, roofline) below it when it arrives; a spinner runs
 while a check does and while its performance is timed; new hints are printed
 as they unlock; once the drill is solved it asks before moving on to the next
-one.  Input is read a line at a time from stdin
-(Enter re-runs), so it can be scripted.
+one.  In a terminal each key acts at once (the terminal is put in cbreak mode,
+and restored on exit); when stdin is not a terminal it is read a line at a
+time (Enter re-runs), so it can be scripted.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import queue
+import select
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +41,7 @@ from tutor.engine import (
 )
 from tutor.hints import hint_states
 from tutor.paths import default_workspace
-from tutor.progress import PASSED, ProgressStore
+from tutor.progress import ProgressStore
 from tutor.report import performance_lines, verdict, verdict_lines
 
 KEYS = "Enter or r: re-run · h: hints · n: next drill · q: quit"
@@ -68,7 +73,7 @@ def kernel_drills() -> list[Drill]:
 
 def first_unsolved(progress: ProgressStore) -> Drill:
     drills = kernel_drills()
-    return next((d for d in drills if progress.status(d.id) != PASSED), drills[0])
+    return next((d for d in drills if not progress.drill(d.id).solved_before), drills[0])
 
 
 def next_drill(drill: Drill) -> Drill | None:
@@ -78,9 +83,60 @@ def next_drill(drill: Drill) -> Drill | None:
 
 
 def _read_stdin(events: queue.Queue) -> None:
+    """Not a terminal: one command per line."""
     for line in sys.stdin:
         events.put(_Line(line.strip().lower()))
     events.put(_Line(None))
+
+
+ESCAPE, END_OF_TEXT = "\x1b", "\x04"
+
+
+def _read_keys(fd: int, events: queue.Queue) -> None:
+    """A terminal in cbreak mode: one command per key, no Enter needed (Enter alone
+    re-runs).  An escape sequence (an arrow key) is read whole and ignored; Ctrl-D
+    closes input as end of file does."""
+    while True:
+        try:
+            data = os.read(fd, 1)
+        except OSError:
+            data = b""
+        key = data.decode("utf-8", errors="replace")
+        if not data or key == END_OF_TEXT:
+            events.put(_Line(None))
+            return
+        if key == ESCAPE:
+            while select.select([fd], [], [], 0.05)[0] and os.read(fd, 16):
+                pass
+        elif key in ("\r", "\n"):
+            events.put(_Line(""))
+        elif key.isprintable() and not key.isspace():
+            events.put(_Line(key.lower()))
+
+
+@contextmanager
+def single_keys(stream) -> Iterator[bool]:
+    """While inside, a terminal ``stream`` delivers each key as it is typed (cbreak:
+    no line editing, no echo; Ctrl-C still interrupts).  Its settings are restored
+    on the way out, however it is left.  Yields False (and changes nothing) when
+    ``stream`` is not a terminal."""
+    try:
+        fd = stream.fileno()
+        is_terminal = os.isatty(fd)
+    except (AttributeError, OSError, ValueError):
+        is_terminal = False
+    if not is_terminal:
+        yield False
+        return
+    import termios
+    import tty
+
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield True
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
 class WatchSession:
@@ -165,7 +221,10 @@ class WatchSession:
             self.console.clear()
         style = OUTCOME_STYLES[event.result.outcome]
         self.say("\n".join(verdict_lines(event.result, title=f"{drill.id} {drill.title} ({drill.file})")))
-        self.say(f"attempt {event.record.attempts}", style=style)
+        if event.counted:
+            self.say(f"attempt {event.record.attempts}", style=style)
+        else:
+            self.say(f"not a new attempt ({event.not_counted}); attempts: {event.record.attempts}", style=style)
         for hint in event.newly_unlocked:
             number = drill.hints.index(hint) + 1
             self.say(f"\nnew hint unlocked - hint {number}: {hint.title}\n{hint.text}", style="cyan")
@@ -248,12 +307,14 @@ def run_watch_command(args: argparse.Namespace) -> int:
         print(f"flashtutor: {drill.id} is a paper drill: run `flashtutor quiz`", file=sys.stderr)
         return EXIT_NOT_RUN
     session = WatchSession(engine, drill, Console(highlight=False), events)
-    threading.Thread(target=_read_stdin, args=(events,), daemon=True, name="flashtutor-stdin").start()
-    engine.start()
-    try:
-        return session.loop()
-    except KeyboardInterrupt:
-        return EXIT_OK
-    finally:
-        session.stop_spinner()
-        engine.stop()
+    with single_keys(sys.stdin) as keys:
+        reader = (_read_keys, (sys.stdin.fileno(), events)) if keys else (_read_stdin, (events,))
+        threading.Thread(target=reader[0], args=reader[1], daemon=True, name="flashtutor-stdin").start()
+        engine.start()
+        try:
+            return session.loop()
+        except KeyboardInterrupt:
+            return EXIT_OK
+        finally:
+            session.stop_spinner()
+            engine.stop()

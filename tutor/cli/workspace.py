@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tutor.catalog import UnknownDrill, get_drill
-from tutor.cli import EXIT_NOT_RUN, EXIT_OK
+from tutor.catalog import UnknownDrill, all_drills, get_drill
+from tutor.cli import EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
 from tutor.hints import hint_states, next_locked
 from tutor.paths import default_workspace
 from tutor.progress import ProgressStore
@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     init.set_defaults(func=run_init_command)
 
     reset = subparsers.add_parser("reset", help="restore a drill as shipped (your version is backed up first)")
-    reset.add_argument("drill", help="drill id (01) or name (causal_mask)")
+    reset.add_argument("drill", nargs="?", help="drill id (01) or name (causal_mask)")
+    reset.add_argument("--all", action="store_true", help="reset every kernel drill (each backed up first)")
     reset.set_defaults(func=run_reset_command)
 
     hint = subparsers.add_parser("hint", help="the hints you have unlocked, and what unlocks the next")
@@ -54,20 +55,27 @@ def run_init_command(args: argparse.Namespace) -> int:
 
 
 def run_reset_command(args: argparse.Namespace) -> int:
+    if bool(args.drill) == bool(args.all):
+        print("flashtutor: name one drill (`flashtutor reset 01`) or use --all", file=sys.stderr)
+        return EXIT_USAGE
     workspace = default_workspace()
     if workspace is None:
         return _fail(NO_WORKSPACE)
     try:
-        drill = get_drill(args.drill)
-        report = reset_drill(drill, workspace)
-    except (UnknownDrill, WorkspaceError) as exc:
+        drills = [d for d in all_drills() if d.kind == "kernel"] if args.all else [get_drill(args.drill)]
+    except UnknownDrill as exc:
         return _fail(str(exc))
-    if not report.changed:
-        print(f"{report.file} is already as shipped: nothing to reset")
-        return EXIT_OK
-    if report.backup is not None:
-        print(f"your version is saved in {report.backup}")
-    print(f"restored {report.file} from {report.source}")
+    for drill in drills:
+        try:
+            report = reset_drill(drill, workspace)
+        except WorkspaceError as exc:
+            return _fail(str(exc))
+        if not report.changed:
+            print(f"{report.file} is already as shipped: nothing to reset")
+            continue
+        if report.backup is not None:
+            print(f"your version is saved in {report.backup}")
+        print(f"restored {report.file} from {report.source}")
     return EXIT_OK
 
 

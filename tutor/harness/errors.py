@@ -36,6 +36,36 @@ def syntax_error(exc: SyntaxError, file: str) -> CheckError:
     )
 
 
+def not_utf8(exc: UnicodeDecodeError, data: bytes, file: str) -> CheckError:
+    """The file's bytes are not UTF-8 text: say where, by line, not by byte offset."""
+    line = data.count(b"\n", 0, exc.start) + 1
+    bad = data[exc.start:exc.end]
+    shown = data.split(b"\n")[line - 1].decode("utf-8", errors="replace").rstrip()
+    return CheckError(
+        kind="syntax",
+        message=f"not UTF-8 text (line {line}): byte{'s' if len(bad) > 1 else ''} {bad.hex(' ')} cannot be read; "
+                "save the file as UTF-8",
+        file=file,
+        line=line,
+        source_line=shown or None,
+    )
+
+
+def launcher_mismatch(exc: BaseException, file: str) -> CheckError:
+    """The launcher's ``def`` does not take the tutor's call: point at the ``def``."""
+    code = getattr(exc.launcher, "__code__", None)  # type: ignore[attr-defined]
+    here = code is not None and Path(code.co_filename).resolve() == Path(file).resolve()
+    line = code.co_firstlineno if here else None
+    return CheckError(
+        kind="missing-function",
+        message=f"the launcher's signature does not take the tutor's call ({exc.reason}); "  # type: ignore[attr-defined]
+                f"expected: {exc.expected}",  # type: ignore[attr-defined]
+        file=file,
+        line=line,
+        source_line=_source_line(file, line),
+    )
+
+
 def bad_output_error(message: str, file: str, launcher: object) -> CheckError:
     """The launcher returned the wrong thing: point at the launcher itself."""
     code = getattr(launcher, "__code__", None)
@@ -112,6 +142,8 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None, dur
     """
     if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).resolve() == Path(file).resolve():
         return syntax_error(exc, file)
+    if type(exc).__name__ == "LauncherMismatch":
+        return launcher_mismatch(exc, file)
     if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"):
         line = _compile_error_line(exc, module)
         detail = str(exc)

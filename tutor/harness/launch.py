@@ -13,7 +13,7 @@ from types import ModuleType
 
 import torch
 
-from tutor.harness.loader import LAUNCHER
+from tutor.harness.loader import LAUNCHER, check_launcher_call
 
 POISON_BITS = 0x7D5A  # an fp16 NaN with a payload; computed NaNs are 0x7E00 / 0x7FFF
 GUARD_ROWS = 128  # rows of head_dim after the output that must stay untouched
@@ -82,7 +82,9 @@ def run_launcher(
     kwargs = {"out": out, "visits": visits}
     if causal is not None:
         kwargs["causal"] = causal
-    returned = getattr(module, LAUNCHER)(q, k, v, **kwargs)
+    launcher = getattr(module, LAUNCHER)
+    check_launcher_call(launcher, ("q", "k", "v"), (q, k, v), kwargs)  # a wrong def: say so at its line
+    returned = launcher(q, k, v, **kwargs)
     if q.is_cuda:
         torch.cuda.synchronize()  # surface asynchronous faults here, inside the student's launch
     result = out if returned is None else returned

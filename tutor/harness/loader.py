@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -27,11 +28,15 @@ def load_student_module(path: Path) -> ModuleType:
     """
     file = str(path)
     try:
-        source = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise LoadFailed(CheckError(kind="missing-file", message=f"no such file: {file}", file=file)) from None
     except OSError as exc:
         raise LoadFailed(CheckError(kind="missing-file", message=f"cannot read {file}: {exc}", file=file)) from None
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LoadFailed(errors.not_utf8(exc, data, file)) from None
     try:
         code = compile(source, file, "exec")
     except SyntaxError as exc:
@@ -55,3 +60,35 @@ def load_student_module(path: Path) -> ModuleType:
             )
         )
     return module
+
+
+class LauncherMismatch(TypeError):
+    """The launcher's parameters do not take the call the tutor makes."""
+
+    def __init__(self, launcher: object, expected: str, reason: str):
+        super().__init__(reason)
+        self.launcher = launcher
+        self.expected = expected
+        self.reason = reason
+
+
+def expected_call(names: tuple[str, ...], keywords: dict[str, object]) -> str:
+    """The launcher's ``def`` line the tutor's call fits: ``def attention(q, k, v, causal=False, out=None, visits=None)``."""
+    flags = [f"{key}={value}" for key, value in keywords.items() if isinstance(value, bool)]  # causal=False
+    buffers = [f"{key}=None" for key, value in keywords.items() if not isinstance(value, bool)]  # out=, visits=
+    params = [*names, *(flag.replace("=True", "=False") for flag in flags), *buffers]
+    return f"def {LAUNCHER}({', '.join(params)})"
+
+
+def check_launcher_call(launcher: object, names: tuple[str, ...], args: tuple, keywords: dict[str, object]) -> None:
+    """Raise :class:`LauncherMismatch` when ``launcher(*args, **keywords)`` cannot bind
+    (a missing or misspelt parameter), before the call: Python's own TypeError for
+    it names no line of the student's file."""
+    try:
+        signature = inspect.signature(launcher)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # not introspectable: let the call itself say
+        return
+    try:
+        signature.bind(*args, **keywords)
+    except TypeError as exc:
+        raise LauncherMismatch(launcher, expected_call(names, keywords), str(exc)) from None

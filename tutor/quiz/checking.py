@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from tutor.quiz.model import Question, QuizTexts, load_texts
-from tutor.quiz.units import AnswerError, Reading, format_quantity, parse_number
+from tutor.quiz.units import AnswerError, Reading, format_quantity, grouped, parse_number
 
 AnswerStatus = Literal["right", "wrong", "invalid"]
 RIGHT: AnswerStatus = "right"
@@ -44,6 +44,7 @@ class AnswerFeedback:
     slip_codes: tuple[str, ...] = ()
     reading: str = ""
     answer_text: str = ""
+    final: bool = True  # False: a first wrong answer, the answer not shown; the question is asked again
 
     @property
     def right(self) -> bool:
@@ -55,11 +56,22 @@ class AnswerFeedback:
         return self.status != INVALID
 
 
-def check_answer(question: Question, text: str, texts: QuizTexts | None = None) -> AnswerFeedback:
-    """Check ``text`` as an answer to ``question``; never raises for bad input."""
+def check_answer(question: Question, text: str, texts: QuizTexts | None = None,
+                 reveal: bool = True) -> AnswerFeedback:
+    """Check ``text`` as an answer to ``question``; never raises for bad input.
+    With ``reveal=False`` a wrong answer is told how far off it is and which slip
+    it matches, but not the answer nor the explanation (``final`` is False)."""
     texts = texts or load_texts()
     if question.is_choice:
-        return _check_choice(question, text, texts)
+        feedback = _check_choice(question, text, texts, reveal)
+    else:
+        feedback = _check_number(question, text, texts, reveal)
+    if reveal or feedback.status != WRONG:
+        return feedback
+    return replace(feedback, explanation="", answer_text="", final=False)
+
+
+def _check_number(question: Question, text: str, texts: QuizTexts, reveal: bool = True) -> AnswerFeedback:
     try:
         readings = parse_number(text, question.quantity)
     except AnswerError as exc:
@@ -75,9 +87,9 @@ def check_answer(question: Question, text: str, texts: QuizTexts | None = None) 
     if slip is None:
         ratio = 1 + relative_error  # given / answer
         slip_free = texts.messages["close" if 0.1 <= ratio <= 10 else "far"]
-        message = f"{_wrong_message(texts, question, reading, relative_error)} {slip_free}"
+        message = f"{_wrong_message(texts, question, reading, relative_error, reveal)} {slip_free}"
     else:
-        message = _wrong_message(texts, question, reading, relative_error)
+        message = _wrong_message(texts, question, reading, relative_error, reveal)
     return replace(common, message=message, slip=slip, slip_codes=codes)
 
 
@@ -91,15 +103,18 @@ def _right_message(texts: QuizTexts, question: Question, reading: Reading, relat
     return f"{texts.messages['right']} {_shown(question, reading)}{off}."
 
 
-def _wrong_message(texts: QuizTexts, question: Question, reading: Reading, relative_error: float) -> str:
+def _wrong_message(texts: QuizTexts, question: Question, reading: Reading, relative_error: float,
+                   reveal: bool = True) -> str:
     given = _shown(question, reading)
     direction = "above" if relative_error > 0 else "below"
     ratio = 1 + relative_error
     if 0 < ratio and not 0.1 < ratio < 10:
         factor = max(ratio, 1 / ratio)
-        distance = f"{factor:,.0f}x {direction}" if factor >= 100 else f"{factor:.3g}x {direction}"
+        distance = f"{grouped(factor)}x {direction}" if factor >= 100 else f"{factor:.3g}x {direction}"
     else:
         distance = f"{_percent(relative_error)} {direction}"
+    if not reveal:
+        return texts.messages["wrong_first"].format(given=given, distance=distance)
     return texts.messages["wrong"].format(given=given, distance=distance, answer=question.answer_text)
 
 
@@ -115,7 +130,7 @@ def _match_slips(question: Question, value: float) -> tuple[tuple[str, ...], str
     return codes, (" ".join(messages) if messages else None)
 
 
-def _check_choice(question: Question, text: str, texts: QuizTexts) -> AnswerFeedback:
+def _check_choice(question: Question, text: str, texts: QuizTexts, reveal: bool = True) -> AnswerFeedback:
     keys = [o.key for o in question.options]
     key = text.strip().strip("()").rstrip(").").strip().lower()
     if key not in keys:
@@ -127,6 +142,9 @@ def _check_choice(question: Question, text: str, texts: QuizTexts) -> AnswerFeed
     if key == question.answer:
         return replace(common, status=RIGHT, message=texts.messages["right"])
     option = next(o for o in question.options if o.key == key)
-    message = texts.messages["choice_wrong"].format(answer=question.answer)
+    if reveal:
+        message = texts.messages["choice_wrong"].format(answer=question.answer)
+    else:
+        message = texts.messages["choice_wrong_first"].format(given=key)
     codes = (option.slip,) if option.slip else ()
     return replace(common, message=message, slip=option.why or None, slip_codes=codes)

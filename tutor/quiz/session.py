@@ -2,7 +2,8 @@
 
 A :class:`QuizSession` walks a list of questions.  ``answer(text)`` checks the
 text against ``current()``: an invalid answer leaves the question in place (ask
-again); a right or wrong one is recorded in the store and moves on.  Questions
+again); a right or wrong one is recorded in the store; a right one, or a second
+wrong one, moves on (a first wrong one gets a second try, the answer not shown).  Questions
 answered right in an earlier sitting are skipped unless ``restart=True``, so a
 quiz resumes where it stopped.
 """
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tutor.catalog import Hint, get_drill
-from tutor.progress import FAILING, PASSED, ProgressStore
+from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, ProgressStore
 from tutor.quiz.checking import AnswerFeedback, check_answer
 from tutor.quiz.model import DRILL_ID, Question, QuizTexts, load_texts
 
@@ -60,8 +61,10 @@ class QuizSession:
         skip = frozenset() if restart else self.answered_before
         self._pending: list[Question] = [q for q in self.questions if q.id not in skip]
         self._skipped = len(self.questions) - len(self._pending)
-        self.history: list[AnswerFeedback] = []
+        self.history: list[AnswerFeedback] = []  # the final answer to each question asked
+        self.answers: list[AnswerFeedback] = []  # every counted answer, first tries included
         self.newly_unlocked: list[Hint] = []  # hints drill 03 earned with the latest answer
+        self._wrong_once: set[str] = set()  # questions answered wrong once: the next answer is the last
 
     def current(self) -> Question | None:
         """The question to ask now; None when the quiz is done."""
@@ -96,20 +99,27 @@ class QuizSession:
         )
 
     @property
+    def tried(self) -> bool:
+        """Some answer was given in this sitting (a first wrong one included)."""
+        return bool(self.answers)
+
+    @property
     def slip_codes(self) -> frozenset[str]:
         """Every slip code this sitting's answers matched (for unlocking the drill's hints)."""
-        return frozenset(code for feedback in self.history for code in feedback.slip_codes)
+        return frozenset(code for feedback in self.answers for code in feedback.slip_codes)
 
     def answer(self, text: str) -> AnswerFeedback:
         """Check ``text`` against the current question.
 
         ``invalid``: nothing changes, ask again.  ``right``/``wrong``: the answer
-        is stored and the session moves to the next question.
+        is stored (an attempt).  A first wrong answer does not show the answer
+        (``feedback.final`` is False) and the same question is asked once more;
+        a right answer, or a second wrong one, shows it and moves on.
         """
         question = self.current()
         if question is None:
             raise RuntimeError("the quiz is done: there is no question to answer")
-        feedback = check_answer(question, text, self.texts)
+        feedback = check_answer(question, text, self.texts, reveal=question.id in self._wrong_once)
         self.newly_unlocked = []
         if not feedback.counts:
             return feedback
@@ -118,18 +128,26 @@ class QuizSession:
                 question.id, text.strip(), feedback.right, get_drill(DRILL_ID), feedback.slip_codes
             )
             self.newly_unlocked = [get_drill(DRILL_ID).hints[i] for i in unlocked]
+        self.answers.append(feedback)
+        if not feedback.final:
+            self._wrong_once.add(question.id)
+            return feedback
         self.history.append(feedback)
         self._pending.pop(0)
         return feedback
 
 
 def record_drill_status(store: ProgressStore | None, session: QuizSession, drill_id: str) -> None:
-    """The paper drill's status after a sitting, the one rule every front end applies:
-    passed once every question of the set is right; a set with wrong answers marks
-    it failing, but never takes a pass away.  With no ``store`` nothing is recorded."""
-    if store is None or not session.history:
+    """The paper drill's status after an answer or a sitting, the one rule every front
+    end applies: in progress until the quiz is finished; then passed when every
+    question of the set is right, failing when some are wrong (a pass once recorded
+    is kept: ``solved_before``).  With no ``store`` nothing is recorded."""
+    if store is None or not session.tried:
         return
-    if session.done and session.score.right == session.score.total:
+    if not session.done:
+        if store.status(drill_id) == NOT_STARTED:
+            store.set_status(drill_id, IN_PROGRESS)
+    elif session.score.right == session.score.total:
         store.set_status(drill_id, PASSED)
-    elif store.status(drill_id) != PASSED:
+    else:
         store.set_status(drill_id, FAILING)

@@ -140,7 +140,7 @@ def _apply_suffix(value: float, suffix: str, quantity: str, raw: str) -> tuple[R
         if key in _BYTE_UNITS:
             factor, unit = _BYTE_UNITS[key]
             how = (f"{shown} bytes" if factor == 1
-                   else f"{shown} {suffix.strip()} = {value * factor:,.0f} bytes ({unit})")
+                   else f"{shown} {suffix.strip()} = {grouped(value * factor)} bytes ({unit})")
             return (Reading(value * factor, how),)
         if key in _BINARY:
             return _both_scales(value, key, "bytes")
@@ -158,7 +158,7 @@ def _apply_suffix(value: float, suffix: str, quantity: str, raw: str) -> tuple[R
             return (Reading(value, f"{shown} FLOP"),)
         if prefix in _DECIMAL:
             factor = _DECIMAL[prefix]
-            return (Reading(value * factor, f"{shown} {prefix.upper()}FLOP = {value * factor:,.0f} FLOP"),)
+            return (Reading(value * factor, f"{shown} {prefix.upper()}FLOP = {grouped(value * factor)} FLOP"),)
     elif quantity == "flops-per-byte":
         if key in _INTENSITY_UNITS:
             return (Reading(value, f"{shown} FLOP/byte"),)
@@ -172,8 +172,8 @@ def _both_scales(value: float, key: str, unit: str) -> tuple[Reading, ...]:
     letter = key.upper() if key != "k" else "k"
     decimal, binary = value * _DECIMAL[key], value * _BINARY[key]
     return (
-        Reading(decimal, f"{value:,.15g}{letter} = {decimal:,.0f} {unit} ({letter} = {_DECIMAL[key]:,})"),
-        Reading(binary, f"{value:,.15g}{letter} = {binary:,.0f} {unit} ({letter} = {_BINARY[key]:,})"),
+        Reading(decimal, f"{value:,.15g}{letter} = {grouped(decimal)} {unit} ({letter} = {_DECIMAL[key]:,})"),
+        Reading(binary, f"{value:,.15g}{letter} = {grouped(binary)} {unit} ({letter} = {_BINARY[key]:,})"),
     )
 
 
@@ -188,10 +188,18 @@ def _wrong_unit_message(raw: str, suffix: str, quantity: str) -> str:
 
 # --- writing numbers for people ------------------------------------------------------------
 
+EXACT_UP_TO = 1e15  # past this, every digit is not worth a line: 1e99 is written 1e+99
+
+
+def grouped(value: float) -> str:
+    """A whole number with thousands separators (``2,164,260,864``), or, past
+    :data:`EXACT_UP_TO`, in scientific notation, so no answer prints a 100-digit number."""
+    return f"{value:,.0f}" if abs(value) < EXACT_UP_TO else f"{value:.6g}"
+
 
 def format_bytes(value: float) -> str:
     """``2,164,260,864 bytes (2.16 GB, 2.02 GiB)``: exact count, then both unit families."""
-    exact = f"{value:,.0f} bytes" if float(value).is_integer() else f"{value:,.1f} bytes"
+    exact = f"{grouped(value)} bytes" if float(value).is_integer() or abs(value) >= EXACT_UP_TO else f"{value:,.1f} bytes"
     if abs(value) < 1000:
         return exact
     return f"{exact} ({_scaled(value, 1000, _DECIMAL_BYTES)}, {_scaled(value, 1024, _BINARY_BYTES)})"
@@ -206,13 +214,13 @@ def _scaled(value: float, base: int, units: tuple[str, ...]) -> str:
     while abs(scaled) >= base and index < len(units) - 1:
         scaled /= base
         index += 1
-    text = f"{scaled:.3g}" if abs(scaled) < 1000 else f"{scaled:.0f}"
+    text = f"{scaled:.3g}" if abs(scaled) < 1000 else grouped(scaled)
     return f"{text} {units[index]}"
 
 
 def format_count(value: float, unit: str = "") -> str:
     """An integer with thousands separators, or a number to 6 significant digits."""
-    text = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.6g}"
+    text = grouped(value) if float(value).is_integer() else f"{value:,.6g}"
     return f"{text} {unit}".strip()
 
 

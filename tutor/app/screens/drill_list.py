@@ -15,11 +15,12 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from tutor.app.widgets.status_bar import StatusBar
 from tutor.catalog import Drill
-from tutor.progress import FAILING, NOT_STARTED, PASSED
+from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED
 
 # Status -> the mark a reader needs no colour for, its words, and a style for those with colour.
 STATUS_MARKS: dict[str, tuple[str, str, str]] = {
     NOT_STARTED: ("·", "not started", "dim"),
+    IN_PROGRESS: ("~", "in progress", "bold yellow"),
     FAILING: ("✘", "failing", "bold red"),
     PASSED: ("✔", "passed", "bold green"),
 }
@@ -30,15 +31,18 @@ class DrillRow:
     """One line of the list, built by the app from the catalog and the progress file."""
 
     drill: Drill
-    status: str  # tutor.progress.NOT_STARTED | FAILING | PASSED
+    status: str  # tutor.progress.NOT_STARTED | IN_PROGRESS | FAILING | PASSED
     attempts: int
     best_error: float | None = None
     best_speedup: float | None = None
     quiz_score: str = ""  # paper drills: "4/12 right"
+    solved_before: bool = False  # solved once (tutor.progress.DrillProgress.solved_before)
 
     def cells(self) -> tuple[Text, str, str, str, str]:
         mark, words, style = STATUS_MARKS.get(self.status, ("?", self.status, ""))
         status = Text(f"{mark} {words}", style=style)
+        if self.solved_before and self.status != PASSED:  # the current file fails; the pass is kept
+            status.append(" · solved before", style="green")
         if self.drill.kind == "paper":
             best = self.quiz_score or "quiz"
         else:
@@ -49,7 +53,7 @@ class DrillRow:
 
 
 def progress_text(rows: Sequence[DrillRow], width: int = 20) -> Text:
-    done = sum(r.status == PASSED for r in rows)
+    done = sum(r.solved_before or r.status == PASSED for r in rows)
     total = len(rows) or 1
     filled = round(width * done / total)
     text = Text()

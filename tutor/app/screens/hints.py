@@ -17,7 +17,7 @@ from tutor.hints import HintState
 def hints_markdown(drill: Drill, states: Sequence[HintState], attempts: int) -> str:
     """The whole panel as Markdown; a locked hint shows its title and its rule only."""
     opened = sum(s.unlocked for s in states)
-    checks = f"{attempts} check{'s' if attempts != 1 else ''} so far"
+    checks = f"{attempts} attempt{'s' if attempts != 1 else ''} so far"
     lines = [f"**{drill.id} {drill.title}** · {opened} of {len(states)} hints unlocked · {checks}", ""]
     for state in states:
         if state.unlocked:

@@ -22,9 +22,13 @@ STYLES = {"right": "bold green", "wrong": "bold red", "invalid": "bold yellow"}
 
 def feedback_text(feedback: AnswerFeedback) -> Text:
     text = Text()
-    text.append(MARKS[feedback.status], style=STYLES[feedback.status])
-    if feedback.relative_error is not None:
-        text.append(f"   relative error {feedback.relative_error:+.2%}", style="bold")
+    mark = MARKS[feedback.status] if feedback.final else "✘ not yet (one more try)"
+    text.append(mark, style=STYLES[feedback.status])
+    error = feedback.relative_error
+    if error is not None and abs(error) < 10:
+        text.append(f"   relative error {error:+.2%}", style="bold")
+    elif error is not None:  # a number far off: its ratio to the answer, at a sane width
+        text.append(f"   {1 + error:.3g}x the answer", style="bold")
     text.append("\n" + feedback.message)
     if feedback.slip:
         text.append("\n" + feedback.slip, style="italic")
@@ -90,7 +94,12 @@ class QuizScreen(Screen):
         shown = self.query_one("#question", Static)
         if question is None:
             done = Text("Quiz done.  ", style="bold")
-            done.append(f"Score: {self.session.score}.  Your answers are saved in the workspace's progress.")
+            store = self.session.store
+            if store is not None and store.save_error is None:
+                kept = "Your answers are saved in the workspace's progress."
+            else:
+                kept = "Your answers are NOT saved: progress is not being saved in this workspace."
+            done.append(f"Score: {self.session.score}.  {kept}")
             shown.update(done)
             self.query_one("#answer", Input).display = False
             return
@@ -102,7 +111,10 @@ class QuizScreen(Screen):
         shown = self.query_one("#feedback", Static)
         shown.display = True
         text = feedback_text(feedback)
-        if feedback.counts:
+        if feedback.counts and not feedback.final:
+            text.append("\n\n")
+            text.append("Type another answer and press Enter.", style="dim")
+        elif feedback.counts:
             text.append("\n\n")
             text.append("Enter: next question" if not self.session.done else "Enter: see the score", style="dim")
         shown.update(text)
@@ -133,6 +145,7 @@ class QuizScreen(Screen):
         self.query_one("#answer", Input).value = ""
         self._show_progress()
         self._show_feedback(feedback)
-        if feedback.counts:
+        if feedback.counts and feedback.final:
             self.reviewing = feedback
+        if feedback.counts:
             self.post_message(self.Answered(feedback))

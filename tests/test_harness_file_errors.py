@@ -1,0 +1,50 @@
+"""Two files that cannot run, reported at the student's line.
+
+A drill file that is not UTF-8 used to come back as a runtime
+`UnicodeDecodeError` at a byte offset; a launcher with the wrong signature as
+Python's TypeError with no line.  Now: "not UTF-8 text (line N)", and the
+launcher's `def` line with the signature the tutor calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers_harness import check_one, shipped_solution
+
+from tutor.harness.loader import LoadFailed, load_student_module
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_file_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
+    lines = shipped_solution("01").read_bytes().split(b"\n")
+    lines.insert(4, "# noted in a Latin-1 editor: café".encode("latin-1"))
+    file = tmp_path / "01_causal_mask.py"
+    file.write_bytes(b"\n".join(lines))
+    with pytest.raises(LoadFailed) as failed:
+        load_student_module(file)
+    error = failed.value.error
+    assert error.kind == "syntax" and error.line == 5
+    assert error.message.startswith("not UTF-8 text (line 5): byte e9 cannot be read")
+    assert error.source_line is not None and error.source_line.startswith("# noted in a Latin-1 editor: caf")
+    result = check_one(file)  # and so in a real worker
+    assert result.error is not None and result.error.message == error.message and result.error.line == 5
+    assert "UnicodeDecodeError" not in result.error.message
+
+
+@pytest.mark.parametrize(("drill", "wrong", "expected"), [
+    ("01", "def attention(q, k, v, causal=False, out=None):",
+     "def attention(q, k, v, causal=False, out=None, visits=None)"),
+    ("02", "def attention(q, k, v, o=None, visits=None):", "def attention(q, k, v, out=None, visits=None)"),
+])
+def test_a_launcher_with_the_wrong_signature_points_at_its_def(tmp_path: Path, drill, wrong, expected) -> None:
+    source = shipped_solution(drill).read_text()
+    shipped_def = next(line for line in source.splitlines() if line.startswith("def attention("))
+    file = tmp_path / shipped_solution(drill).name
+    file.write_text(source.replace(shipped_def, wrong))
+    result = check_one(file, drill)
+    error = result.error
+    assert error is not None and not result.passed
+    assert error.line == file.read_text().splitlines().index(wrong) + 1 and error.source_line == wrong
+    assert f"expected: {expected}" in error.message and "unexpected keyword argument" in error.message
