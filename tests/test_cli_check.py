@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers_harness import BAD, BROKEN, TRACEBACK, fixture_line, run_cli, run_python, shipped_drill, shipped_solution
 
-from tutor.catalog import get_drill
+from tutor.catalog import get_drill, kernel_drills
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUN = 0, 1, 2, 3
 
@@ -166,11 +166,101 @@ def test_the_report_has_the_spec_format():
     # the speed-up shown on the interpreter is the counted work ratio, never a wall-clock one
     assert float(work["ratio"]) == pytest.approx(int(work["full"]) / int(work["causal"]), abs=0.005)
     assert "x vs full" not in run.stdout
+    after = run.stdout[found[4].end():]
+    assert "Expected until TODO 2 is done:" in after
+    assert "TODO 1 is still open" in after
+    assert_clean(run)
+
+
+def test_a_passed_kernel_with_a_finding_exits_1_and_says_finding():
+    run = run_cli("check", BROKEN / "01_todo2_only.py", "--drill", "01", "--no-timing")
+    assert run.returncode == EXIT_FAILED
+    assert "result        : PASSED" in run.stdout
+    assert "\nfinding: Causal is not meaningfully faster than full" in run.stdout
+
+
+def one_json_object(run: subprocess.CompletedProcess[str]) -> dict:
+    data = json.loads(run.stdout)  # the whole of stdout is one object
+    assert isinstance(data, dict) and JSON_KEYS <= set(data)
+    return data
+
+
+def test_json_of_a_solved_drill():
+    run = run_cli("check", shipped_solution("01"), "--json")
+    assert run.returncode == EXIT_OK, output(run)
+    data = one_json_object(run)
+    assert data["drill"] == "01" and data["passed"] is True and data["error"] is None
+    assert data["diagnosis"] == [] and data["tolerance"] == 0.02
+    assert 0 <= data["max_abs_err"] <= data["tolerance"]
+    assert data["full_ms"] > 0 and data["causal_ms"] > 0
+    assert data["speedup"] == pytest.approx(data["full_ms"] / data["causal_ms"])
+    assert data["visited_fraction"] == pytest.approx(data["visited_blocks"] / data["total_blocks"])
+    assert data["visited_fraction"] == data["ideal_fraction"] < 1
+    assert data["device"]["kind"] in ("cpu", "cuda", "rocm")
+
+
+def test_json_of_a_failing_drill_lists_the_diagnoses():
+    run = run_cli("check", "02", "--json", "--no-timing")
+    assert run.returncode == EXIT_FAILED
+    data = one_json_object(run)
+    assert data["passed"] is False and data["error"] is None
+    assert [d["code"] for d in data["diagnosis"]] == ["never-rescaled"]
+    assert all(set(d) >= {"code", "message"} and d["message"] for d in data["diagnosis"])
+    assert data["full_ms"] is None and data["speedup"] is None  # --no-timing
+
+
+def test_json_of_a_file_that_cannot_run_has_the_error():
+    path = BAD / "syntax_error.py"
+    run = run_cli("check", path, "--drill", "01", "--json")
+    assert run.returncode == EXIT_NOT_RUN
+    data = one_json_object(run)
+    assert data["passed"] is False
+    assert data["error"]["kind"] == "syntax"
+    assert data["error"]["line"] == fixture_line(path, "    if CAUSAL\n")
+    assert "expected ':'" in data["error"]["message"]
+
+
+# -- --all, and the drills run as scripts --------------------------------------------
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A workspace whose drill 01 is solved and every other kernel drill is as shipped."""
+    drills = tmp_path / "drills"
+    drills.mkdir()
+    shutil.copyfile(shipped_solution("01"), drills / get_drill("01").file)
+    for drill in LATER_KERNEL_DRILLS:
+        shutil.copyfile(shipped_drill(drill.id), drills / drill.file)
+    return tmp_path
+
+
+# the kernel drills after 01, each FAILED as shipped
+LATER_KERNEL_DRILLS = [d for d in kernel_drills() if d.id != "01"]
+
+
+@pytest.mark.slow
+def test_all_checks_every_drill(workspace: Path):
+    env = {"FLASHTUTOR_WORKSPACE": str(workspace)}
+    report = run_cli("check", "--all", "--no-timing", env=env)
+    assert report.returncode == EXIT_FAILED, output(report)  # the worst of the drills: 02 fails
+    assert re.findall(r"^result        : (\w+)$", report.stdout, re.M) == ["PASSED"] + ["FAILED"] * len(LATER_KERNEL_DRILLS)
+    assert f"01 Causal masking ({workspace / 'drills' / get_drill('01').file})" in report.stdout
+    assert "03 " + get_drill("03").title + ": a paper drill" in report.stdout
+    as_json = run_cli("check", "--all", "--no-timing", "--json", env=env)
+    objects = [json.loads(line) for line in as_json.stdout.splitlines() if line.strip()]
+    assert [(o["drill"], o["passed"]) for o in objects] == [("01", True)] + [(d.id, False) for d in LATER_KERNEL_DRILLS]
+    for run in (report, as_json):
+        assert_clean(run)
+
+
+def test_the_shipped_drill_runs_as_a_script_and_fails():
     run = run_python(shipped_drill("01"))
     assert run.returncode == EXIT_FAILED, output(run)
     assert "result        : FAILED" in run.stdout
     assert "Expected until TODO 2 is done:" in run.stdout
     assert_clean(run)
+
+
 
 
 def test_the_01_solution_as_a_script_prints_the_exact_fraction_and_three_reasons():

@@ -50,7 +50,7 @@ def test_cli_json_and_exit_code(tmp_path: Path) -> None:
 def test_no_workspace_is_an_error_with_the_fix(tmp_path: Path) -> None:
     done = _doctor(tmp_path, env={"PYTHONPATH": str(REPO), "FLASHTUTOR_WORKSPACE": str(tmp_path)})
     assert done.returncode == 3
-    assert f"no drills found in {tmp_path}" in done.stdout and "flashtutor init DIR" in done.stdout
+    assert f"no drills in {tmp_path}" in done.stdout and "flashtutor init DIR" in done.stdout
 
 
 def test_a_broken_triton_fails_the_kernel_probe(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from packaging.version import InvalidVersion, Version
 
 from tutor.harness.device import INTERPRETER_MIN_TRITON, interpreter_supports
+from tutor.paths import NO_WORKSPACE
 
 Level = Literal["ok", "warning", "error"]
 
@@ -166,8 +167,8 @@ def known_bad(versions: dict[str, str], has_gpu: bool) -> list[Finding]:
 
 def probe_workspace(workspace: Path | None) -> list[Finding]:
     if workspace is None or not (workspace / "drills").is_dir():
-        return [Finding("workspace", "error", f"no drills found {'in ' + str(workspace) if workspace else 'here'}",
-                        "run inside a clone of flashtutor, or `flashtutor init DIR` and run there")]
+        where = f"no drills in {workspace}" if workspace else "no workspace found"
+        return [Finding("workspace", "error", where, NO_WORKSPACE)]
     found = [Finding("workspace", "ok", str(workspace))]
     try:
         with tempfile.NamedTemporaryFile(dir=workspace, prefix=".flashtutor-doctor-"):

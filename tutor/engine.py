@@ -78,7 +78,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tutor.catalog import Drill, Hint, all_drills, get_drill
+from tutor.catalog import Drill, Hint, get_drill, kernel_drills
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import HintState, hint_states
 from tutor.progress import DrillProgress, ProgressStore, file_content_id
@@ -191,7 +191,7 @@ class TutorEngine:
         self.watcher_mode: str | None = None
         self.watcher_reason = ""
         self._on_event = on_event or (lambda event: None)
-        self._kernel_drills: dict[str, Drill] = {d.file: d for d in all_drills() if d.kind == "kernel"}
+        self._kernel_drills: dict[str, Drill] = {d.file: d for d in kernel_drills()}
         self._debouncer = SaveDebouncer(self.notify_saved_now)
         self._cond = threading.Condition()
         self._pending: dict[str, _Request] = {}
@@ -291,7 +291,7 @@ class TutorEngine:
     # -- internals -------------------------------------------------------------------
     def _kernel_drill(self, drill_id: str) -> Drill:
         drill = get_drill(drill_id)
-        if drill.kind != "kernel":
+        if not drill.is_kernel:
             raise ValueError(f"drill {drill.id} is a paper drill: it is answered in the quiz, not checked")
         return drill
 

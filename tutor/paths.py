@@ -65,3 +65,20 @@ def default_workspace() -> Path | None:
     if content_root() == SOURCE_ROOT:
         return SOURCE_ROOT
     return None
+
+
+NO_WORKSPACE = ("no drills here: run this inside a clone of flashtutor or a workspace, or make one with "
+                "`flashtutor init DIR` and run it there")
+
+
+class NoWorkspace(LookupError):
+    """No workspace where one is needed; ``str()`` is :data:`NO_WORKSPACE`."""
+
+
+def require_workspace(explicit: Path | None = None) -> Path:
+    """The workspace a command works in: ``explicit`` (or one above it), else
+    :func:`default_workspace`; raises :class:`NoWorkspace` when it has no ``drills/``."""
+    found = find_workspace(explicit.expanduser()) if explicit is not None else default_workspace()
+    if found is None or not (found / "drills").is_dir():
+        raise NoWorkspace(NO_WORKSPACE)
+    return found

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tutor.catalog import Drill, UnknownDrill, all_drills, get_drill
-from tutor.paths import default_workspace
+from tutor.paths import NoWorkspace, require_workspace
 
 
 class TargetError(Exception):
@@ -27,12 +27,10 @@ class Target:
 
 
 def workspace_file(drill: Drill, workspace: Path | None = None) -> Path:
-    root = workspace or default_workspace()
-    if root is None:
-        raise TargetError(
-            "no drills found here: run this inside a clone of flashtutor, or make a workspace with "
-            "`flashtutor init DIR` and run it there"
-        )
+    try:
+        root = workspace or require_workspace()
+    except NoWorkspace as exc:
+        raise TargetError(str(exc)) from None
     return root / "drills" / drill.file
 
 

@@ -45,7 +45,7 @@ from tutor.app.screens.quiz import QuizScreen
 from tutor.app.screens.text_page import TextPage
 from tutor.app.widgets.result_view import display_path
 from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
-from tutor.catalog import Drill, all_drills, get_drill, solution_path
+from tutor.catalog import Drill, all_drills, get_drill, kernel_drills, next_drill, solution_path
 from tutor.engine import EngineError, Event, TutorEngine
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import hint_states
@@ -238,7 +238,7 @@ class FlashTutorApp(App[int]):
         for drill in all_drills():
             p = progress.get(drill.id, DrillProgress())
             quiz = ""
-            if drill.kind == "paper":
+            if not drill.is_kernel:
                 right = sum(1 for a in answers.values() if a["correct"])
                 quiz = f"quiz {right} right" if answers else "quiz"
             rows.append(DrillRow(drill, p.status, p.attempts, p.best_max_abs_err, p.best_speedup, quiz,
@@ -271,7 +271,7 @@ class FlashTutorApp(App[int]):
 
     def open_drill(self, drill: Drill) -> None:
         """The drill view (kernel drills) or the quiz (the paper drill)."""
-        if drill.kind == "paper":
+        if not drill.is_kernel:
             self.action_quiz()
             return
         self._pop_to_list()
@@ -298,18 +298,18 @@ class FlashTutorApp(App[int]):
 
     def action_next_drill(self) -> None:
         current = self._current_drill()
-        drills = list(all_drills())
-        index = drills.index(current) if current in drills else -1
-        if index + 1 >= len(drills):
+        upcoming = next_drill(current.id if current else None)
+        if upcoming is None:
             self.say("That was the last drill.", title="flashtutor")
             return
-        self.open_drill(drills[index + 1])
+        self.open_drill(upcoming)
 
     # -- drill actions --------------------------------------------------------------------
     def _kernel_drill_or_say(self) -> Drill | None:
         drill = self._current_drill()
-        if drill is None or drill.kind != "kernel":
-            self.say("Open a kernel drill first (01 or 02).", title="flashtutor")
+        if drill is None or not drill.is_kernel:
+            kernels = ", ".join(d.id for d in kernel_drills())
+            self.say(f"Open a kernel drill first ({kernels}).", title="flashtutor")
             return None
         return drill
 

@@ -68,7 +68,7 @@ def run_check_command(args: argparse.Namespace) -> int:
     codes = []
     with CheckRunner(device=args.device, timeout_s=args.timeout, warm=len(targets) > 1) as runner:
         for target in targets:
-            if target.drill.kind != "kernel":
+            if not target.drill.is_kernel:
                 if not args.json:
                     print(_paper_drill_line(target.drill) + "\n")
                 continue

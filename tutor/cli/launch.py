@@ -13,12 +13,8 @@ from pathlib import Path
 
 from tutor.catalog import UnknownDrill, get_drill
 from tutor.cli import EXIT_OK, EXIT_USAGE
-from tutor.paths import default_workspace, find_workspace
+from tutor.paths import NoWorkspace, require_workspace
 
-NO_WORKSPACE = (
-    "flashtutor: no drills here. Run `flashtutor launch` inside a clone of flashtutor or a workspace,\n"
-    "or create one with `flashtutor init DIR` and run it there (or pass --workspace DIR)."
-)
 NO_TTY = (
     "flashtutor: `launch` is a full-screen terminal app and needs a terminal on stdin, stdout and stderr\n"
     "(it was started with {which} redirected). In scripts and pipes use `flashtutor watch` or `flashtutor check`."
@@ -42,12 +38,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     launch.set_defaults(func=run_launch_command)
 
 
-def resolve_workspace(explicit: Path | None) -> Path | None:
-    if explicit is not None:
-        return find_workspace(explicit.expanduser())
-    return default_workspace()
-
-
 def missing_tty() -> str | None:
     """Which standard streams are not a terminal, or None when all are (Textual
     reads keys from stdin and draws on stderr; stdout redirected means a pipe)."""
@@ -59,9 +49,10 @@ def missing_tty() -> str | None:
 
 
 def run_launch_command(args: argparse.Namespace) -> int:
-    workspace = resolve_workspace(args.workspace)
-    if workspace is None or not (workspace / "drills").is_dir():
-        print(NO_WORKSPACE, file=sys.stderr)
+    try:
+        workspace = require_workspace(args.workspace)
+    except NoWorkspace as exc:
+        print(f"flashtutor: {exc} (or pass --workspace DIR)", file=sys.stderr)
         return EXIT_USAGE
     first = None
     if args.drill:

@@ -21,11 +21,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from rich.console import Console
 
-from tutor.catalog import Drill, UnknownDrill, all_drills, get_drill
+from tutor.catalog import Drill, UnknownDrill, get_drill, kernel_drills, next_drill
 from tutor.cli import EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
 from tutor.cli.check import add_runner_options
 from tutor.engine import (
@@ -40,7 +39,7 @@ from tutor.engine import (
     WatcherStatus,
 )
 from tutor.hints import hint_states
-from tutor.paths import default_workspace
+from tutor.paths import NoWorkspace, require_workspace
 from tutor.progress import ProgressStore
 from tutor.report import performance_lines, verdict, verdict_lines
 
@@ -67,19 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     watch.set_defaults(func=run_watch_command)
 
 
-def kernel_drills() -> list[Drill]:
-    return [d for d in all_drills() if d.kind == "kernel"]
-
-
 def first_unsolved(progress: ProgressStore) -> Drill:
     drills = kernel_drills()
     return next((d for d in drills if not progress.drill(d.id).solved_before), drills[0])
-
-
-def next_drill(drill: Drill) -> Drill | None:
-    order = list(all_drills())
-    later = order[order.index(drill) + 1:]
-    return later[0] if later else None
 
 
 def _read_stdin(events: queue.Queue) -> None:
@@ -242,11 +231,11 @@ class WatchSession:
             self.say("\n" + "\n".join(lines), style="dim" if event.result.performance.status != "done" else None)
 
     def offer_next(self, drill: Drill) -> None:
-        upcoming = next_drill(drill)
+        upcoming = next_drill(drill.id)
         if upcoming is None:
             self.say(f"\n{drill.id} is done, and it was the last drill. Well done!", style="green")
             return
-        if upcoming.kind != "kernel":
+        if not upcoming.is_kernel:
             self.say(f"\n{drill.id} is done. Next is {upcoming.id} {upcoming.title}, a paper drill: "
                      "run `flashtutor quiz`.", style="green")
             return
@@ -268,10 +257,11 @@ class WatchSession:
         elif text == "h":
             self.print_hints()
         elif text == "n":
-            upcoming = next_drill(self.drill)
-            if upcoming is None or upcoming.kind != "kernel":
+            upcoming = next_drill(self.drill.id, kind="kernel")
+            if upcoming is None:
+                paper_left = next_drill(self.drill.id, kind="paper") is not None
                 self.say("no kernel drill after this one" + ("; `flashtutor quiz` asks the paper drill"
-                                                              if upcoming is not None else ""))
+                                                              if paper_left else ""))
             else:
                 self.focus(upcoming)
         elif text in ("q", "quit", "exit"):
@@ -290,10 +280,10 @@ class WatchSession:
 
 
 def run_watch_command(args: argparse.Namespace) -> int:
-    workspace = default_workspace()
-    if workspace is None or not (Path(workspace) / "drills").is_dir():
-        print("flashtutor: no drills found here: run this inside a clone of flashtutor, or make a workspace "
-              "with `flashtutor init DIR` and run it there", file=sys.stderr)
+    try:
+        workspace = require_workspace()
+    except NoWorkspace as exc:
+        print(f"flashtutor: {exc}", file=sys.stderr)
         return EXIT_NOT_RUN
     events: queue.Queue = queue.Queue()
     engine = TutorEngine(workspace, device=args.device, timeout_s=args.timeout, on_event=events.put,
@@ -303,7 +293,7 @@ def run_watch_command(args: argparse.Namespace) -> int:
     except UnknownDrill as exc:
         print(f"flashtutor: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if drill.kind != "kernel":
+    if not drill.is_kernel:
         print(f"flashtutor: {drill.id} is a paper drill: run `flashtutor quiz`", file=sys.stderr)
         return EXIT_NOT_RUN
     session = WatchSession(engine, drill, Console(highlight=False), events)

@@ -6,16 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from tutor.catalog import UnknownDrill, all_drills, get_drill
+from tutor.catalog import UnknownDrill, get_drill, kernel_drills
 from tutor.cli import EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
 from tutor.hints import hint_states, next_locked
-from tutor.paths import default_workspace
+from tutor.paths import NoWorkspace, default_workspace, require_workspace
 from tutor.progress import ProgressStore
 from tutor.workspace import WorkspaceError, init_workspace, reset_drill
 
 DEFAULT_INIT_DIR = "flashtutor"
-NO_WORKSPACE = ("no drills found here: run this inside a clone of flashtutor, or make a workspace with "
-                "`flashtutor init DIR` and run it there")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,11 +56,12 @@ def run_reset_command(args: argparse.Namespace) -> int:
     if bool(args.drill) == bool(args.all):
         print("flashtutor: name one drill (`flashtutor reset 01`) or use --all", file=sys.stderr)
         return EXIT_USAGE
-    workspace = default_workspace()
-    if workspace is None:
-        return _fail(NO_WORKSPACE)
     try:
-        drills = [d for d in all_drills() if d.kind == "kernel"] if args.all else [get_drill(args.drill)]
+        workspace = require_workspace()
+    except NoWorkspace as exc:
+        return _fail(str(exc))
+    try:
+        drills = list(kernel_drills()) if args.all else [get_drill(args.drill)]
     except UnknownDrill as exc:
         return _fail(str(exc))
     for drill in drills:

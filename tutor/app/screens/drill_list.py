@@ -43,7 +43,7 @@ class DrillRow:
         status = Text(f"{mark} {words}", style=style)
         if self.solved_before and self.status != PASSED:  # the current file fails; the pass is kept
             status.append(" · solved before", style="green")
-        if self.drill.kind == "paper":
+        if not self.drill.is_kernel:
             best = self.quiz_score or "quiz"
         else:
             error = "-" if self.best_error is None else f"{self.best_error:.1e}"

@@ -332,7 +332,7 @@ def nan_structure(run_: Launch, sl: Slicing) -> str | None:
     each of them one with an empty slice, and the rest is finite.  (Not "every
     sequence with an empty slice": a kernel may skip slices that start past the
     cache's end and NaN only on those inside it.)"""
-    b, h = run_.case.batch, run_.case.heads
+    b = run_.case.batch
     bad = (~torch.isfinite(run_.out.double().cpu())).any(dim=-1)  # (batch, heads)
     with_empty = torch.tensor([sl.has_empty(i) for i in range(b)])
     whole = bool((bad.all(dim=1) == bad.any(dim=1)).all())
