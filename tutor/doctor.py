@@ -137,11 +137,14 @@ def probe_device() -> tuple[Finding, bool]:
 def probe_kernel(mode: Literal["interpreter", "compiled"]) -> Finding:
     """Run the tiny kernel in a child process (a crash there cannot take the doctor down)."""
     name = f"triton {mode}"
-    try:
-        done = subprocess.run([sys.executable, "-c", _KERNEL_PROBE, mode], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return Finding(name, "error", f"a 16-element kernel did not finish in {PROBE_TIMEOUT_S:g} s")
+    with tempfile.TemporaryDirectory(prefix="flashtutor-doctor-") as scratch:
+        script = Path(scratch) / "probe_kernel.py"  # compiled @jit needs its source in a file
+        script.write_text(_KERNEL_PROBE, encoding="utf-8")
+        try:
+            done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True,
+                                  timeout=PROBE_TIMEOUT_S, cwd=scratch)
+        except subprocess.TimeoutExpired:
+            return Finding(name, "error", f"a 16-element kernel did not finish in {PROBE_TIMEOUT_S:g} s")
     if done.returncode == 0 and done.stdout.strip().endswith("ok"):
         return Finding(name, "ok", "runs a tiny kernel correctly")
     last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
