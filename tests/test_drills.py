@@ -39,7 +39,7 @@ def test_every_solution_passes_and_is_solved(checked, solution: Path):
     assert result.passed and result.solved, result.codes
     assert result.diagnosis == []
     assert result.max_abs_err is not None and result.max_abs_err <= result.tolerance
-    assert {c.name for c in result.cases} == {"default", "ragged", "short"}
+    assert {c.name for c in result.cases} == {"default", "ragged", "short", "hostile"}
     assert all(c.passed and c.nonfinite == 0 and c.unwritten == 0 for c in result.cases)
 
 

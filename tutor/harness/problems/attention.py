@@ -3,7 +3,9 @@
 Correctness runs three shapes (see :mod:`tutor.harness.shapes`), each in
 every mode the drill lists, on fresh standard-normal fp16 inputs into a
 poisoned output, against a float64 reference; the visit map comes from the
-default shape's causal launch (or its only launch).
+default shape's causal launch (or its only launch).  A fourth, "hostile" case
+runs the default shape on inputs built to break unsafe numerics
+(:mod:`tutor.harness.inputs`); when only it fails, its own diagnosis says why.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import dataclasses
 import torch
 
 from tutor.catalog import Drill
+from tutor.harness import inputs as hostile
 from tutor.harness import launch as launching
 from tutor.harness.diagnose import CheckedLaunch, diagnose
 from tutor.harness.problems import Correctness, TimedLaunches
 from tutor.harness.reference import attention_reference
-from tutor.harness.result import CaseResult, VisitMap
+from tutor.harness.result import CaseResult, Diagnosis, VisitMap
 from tutor.harness.shapes import plan_for
 
 
@@ -82,7 +85,9 @@ def check_correctness(
     device: str,
     generator: torch.Generator,
     shape: tuple[int, int, int, int] | None = None,
+    shape_only: bool = False,
 ) -> Correctness:
+    """``shape_only``: run ``shape`` alone (no ragged, short or hostile case)."""
     plan = plan_for(interpreter)
     if shape is not None:
         plan = dataclasses.replace(plan, default=tuple(shape))
@@ -90,7 +95,7 @@ def check_correctness(
     launches: list[CheckedLaunch] = []
     cases: list[CaseResult] = []
     visits: list[VisitMap] = []
-    for name, case_shape in plan.cases():
+    for name, case_shape in (plan.cases()[:1] if shape_only else plan.cases()):
         q, k, v = launching.random_inputs(case_shape, device, generator)
         for causal in launch_modes(drill):
             run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
@@ -101,12 +106,29 @@ def check_correctness(
             # the map comes from the default shape's causal launch (or its only launch)
             if name == "default" and (causal or causal is None):
                 visits.append(visit_map(run, case_shape[2], block_m, block_n, bool(causal)))
-    return Correctness(
-        cases=cases,
-        shape=list(plan.default),
-        visits=visits,
-        diagnosis=diagnose(drill, launches, visits[0] if visits else None, block_m, block_n),
-    )
+    diagnosis = diagnose(drill, launches, visits[0] if visits else None, block_m, block_n)
+    if not shape_only:
+        found = hostile_case(drill, module, plan.default, device, generator, all(c.passed for c in cases), block_n, cases)
+        diagnosis = found + diagnosis
+    return Correctness(cases=cases, shape=list(plan.default), visits=visits, diagnosis=diagnosis)
+
+
+def hostile_case(drill: Drill, module, shape, device: str, generator: torch.Generator, standard_passed: bool,
+                 block_n: int, cases: list[CaseResult]) -> list[Diagnosis]:
+    """Run the hostile case in every mode (appending to ``cases``); diagnose it
+    only when the standard cases all passed (otherwise their diagnosis stands)."""
+    q, k, v = hostile.hostile_inputs(shape, device, generator)
+    codes: dict[str, str] = {}
+    for causal in launch_modes(drill):
+        run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
+        expected = attention_reference(q, k, v, causal=bool(causal))
+        case = evaluate("hostile", bool(causal), run, expected, drill.tolerance)
+        cases.append(case)
+        if standard_passed and not case.passed:
+            for code, detail in hostile.hostile_findings(run.out, expected, q, k, bool(causal), block_n, drill.tolerance):
+                codes.setdefault(code, detail)
+    return [Diagnosis(code, drill.diagnosis_text(code).message + detail, drill.diagnosis_text(code).severity)
+            for code, detail in codes.items()]
 
 
 def timing_launches(drill: Drill, module, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
