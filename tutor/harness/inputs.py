@@ -93,7 +93,7 @@ def hostile_findings(
     standard-normal case passed.
 
     The code follows from which rows went wrong, measured against the true
-    scores: a wrong row whose largest score sits in its *first* K/V block and
+    scores: an Inf/NaN row whose largest score sits in its *first* K/V block and
     exceeds what exp of a raw score survives means the scores are exponentiated
     without any maximum subtracted (``no-running-max``); wrong rows only where
     the maximum arrives in a later block, while first-block maxima of the same
@@ -122,8 +122,9 @@ def hostile_findings(
             parts.append(f"{int(wrong.sum())} of {wrong.numel()} '{name}' rows come out {how} (largest score {worst:.0f})")
     mode = " causal" if causal else ""
     detail = f" Measured on the hostile{mode} case (seq={seq}): " + "; ".join(parts) + "."
-    if (bad & early).any():
+    overflow = bad & nonfinite
+    if (overflow & early).any():
         return [("no-running-max", detail)]
-    if (bad & ~late).sum() == 0 and (early & ~bad).any():
+    if overflow.any() and (bad & ~(overflow & late)).sum() == 0 and (early & ~bad).any():
         return [("stale-max", detail)]
     return [("hostile-wrong", detail)]
