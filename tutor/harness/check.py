@@ -53,7 +53,8 @@ def run_check(job: CheckJob, dev: Device) -> CheckResult:
         module = load_student_module(Path(job.file))
         problem = problem_module(drill.problem)
         found = problem.check_correctness(
-            drill, module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape
+            drill, module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape,
+            **({"shape_only": True} if job.shape_only else {}),
         )
         result.cases, result.shape, result.diagnosis = found.cases, found.shape, found.diagnosis
         result.guard_findings = found.guard_findings

@@ -43,3 +43,14 @@ CPU_PLAN = ShapePlan(
 
 def plan_for(interpreter: bool) -> ShapePlan:
     return CPU_PLAN if interpreter else GPU_PLAN
+
+
+# a length that is a multiple of every power-of-two block size up to this
+WHOLE_BLOCKS = 256
+
+
+def whole_block_shape(interpreter: bool) -> Shape:
+    """The default shape with its length rounded up to a multiple of WHOLE_BLOCKS:
+    a kernel that crashes only on ragged lengths runs this one to the end."""
+    batch, heads, seq, head_dim = plan_for(interpreter).default
+    return (batch, heads, -(-seq // WHOLE_BLOCKS) * WHOLE_BLOCKS, head_dim)
