@@ -43,7 +43,7 @@ def row_groups(seq: int) -> dict[str, torch.Tensor]:
 
 def hostile_inputs(shape: tuple[int, ...], device: str, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
     """fp16 q, k, v of ``shape`` with the row groups above (v stays standard normal)."""
-    batch, heads, seq, head_dim = shape
+    seq, head_dim = shape[2], shape[3]
     q, k, v = (torch.randn(shape, generator=generator, dtype=torch.float32) for _ in range(3))
     root = head_dim**0.5
     groups = row_groups(seq)

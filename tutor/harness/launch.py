@@ -87,7 +87,7 @@ def run_launcher(
     Every tensor goes in as a view inside a guard band; ``fills`` maps "Q", "K",
     "V" to what their margins hold ("nan", the default, or "zero")."""
     q, k, v = inputs
-    batch, heads, seq, head_dim = q.shape
+    batch, heads, seq, _ = q.shape
     blocks = max(int(getattr(module, "BLOCK_M", 0) or 0), int(getattr(module, "BLOCK_N", 0) or 0))
     margin = guarding.margin_elements(tuple(q.shape), 2 * blocks)
     fills = fills or {}
