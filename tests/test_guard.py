@@ -97,6 +97,7 @@ GUARD_ENTRIES = {
     ("02", "k_load_and_scores_unmasked"): ("K", "after", "read"),
     ("02", "store_unmasked"): ("output", "after", "write"),
     ("02", "loop_one_block_too_far"): ("visit map", "after", "write"),
+    ("01", "loop_one_block_too_far"): ("visit map", "after", "write"),
 }
 
 
