@@ -43,7 +43,7 @@ def test_hostile_inputs_are_finite_fp16_with_the_documented_row_groups():
     large, late, negative, normal = (rows[rows % 4 == i] for i in (1, 2, 3, 0))
     # large: every score (so every causal row, even one that sees a single key) far above
     # what exp of a raw score survives in fp16, and past fp32's exp2 limit at the top
-    assert s[..., large, :].min() > 60 and s[..., large, :].amax(-1).min() > 130
+    assert s[..., large, :].min() > 90 and s[..., large, :].amax(-1).min() > 100
     # late-max: the largest score of every such row is its last key's, far above the first block's
     top = s[..., late, :].argmax(-1)
     assert (top >= 192).all()

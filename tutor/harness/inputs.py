@@ -28,7 +28,7 @@ import torch
 
 GROUPS = ("normal", "large", "late-max", "negative")
 LARGE_SHIFT = 120.0  # added to every score of a "large" row
-LARGE_SPREAD = 10.0  # the standard deviation of a "large" row's scores around it
+LARGE_SPREAD = 4.0  # the standard deviation of a "large" row's scores around it
 RAMP_SCORE = 150.0  # a "late-max" row's extra score at the last key (0 at key 0)
 NEGATIVE_SHIFT = 8.0  # subtracted from every score of a "negative" row
 _RAMP_K = 8.0  # k[..., 0] runs 0.._RAMP_K over the keys; q[late rows, 0] sets the height
