@@ -115,7 +115,8 @@ def check_correctness(
         diagnosis = [d for d in diagnosis if d.code not in ("nan-in-output", "nan-first-block")]
     diagnosis = said + diagnosis
     if not shape_only:
-        found = hostile_case(drill, module, plan.default, device, generator, all(c.passed for c in cases), block_n, cases)
+        found = hostile_case(drill, module, plan.default, device, generator, all(c.passed for c in cases), block_n,
+                             cases, findings)
         diagnosis = found + diagnosis
     return Correctness(cases=cases, shape=list(plan.default), visits=visits, diagnosis=diagnosis,
                        guard_findings=findings)
@@ -178,9 +179,10 @@ def _mode(drill: Drill, case: CaseResult) -> str:
 
 
 def hostile_case(drill: Drill, module, shape, device: str, generator: torch.Generator, standard_passed: bool,
-                 block_n: int, cases: list[CaseResult]) -> list[Diagnosis]:
-    """Run the hostile case in every mode (appending to ``cases``); diagnose it
-    only when the standard cases all passed (otherwise their diagnosis stands)."""
+                 block_n: int, cases: list[CaseResult], findings: list[GuardFinding]) -> list[Diagnosis]:
+    """Run the hostile case in every mode (appending to ``cases``, and its stores
+    into a guard band to ``findings``); diagnose it only when the standard cases
+    all passed (otherwise their diagnosis stands)."""
     q, k, v = hostile.hostile_inputs(shape, device, generator)
     codes: dict[str, str] = {}
     for causal in launch_modes(drill):
@@ -188,6 +190,7 @@ def hostile_case(drill: Drill, module, shape, device: str, generator: torch.Gene
         expected = attention_reference(q, k, v, causal=bool(causal))
         case = evaluate("hostile", bool(causal), run, expected, drill.tolerance)
         cases.append(case)
+        findings += [GuardFinding(t, side, "write", case.name, case.causal, case.shape, n) for t, side, n in run.writes_past_the_end()]
         if standard_passed and not case.passed:
             for code, detail in hostile.hostile_findings(run.out, expected, q, k, bool(causal), block_n, drill.tolerance):
                 codes.setdefault(code, detail)
