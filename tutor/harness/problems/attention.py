@@ -4,7 +4,7 @@ Correctness runs three shapes (see :mod:`tutor.harness.shapes`), each in
 every mode the drill lists, on fresh standard-normal fp16 inputs into a
 poisoned output, against a float64 reference; the visit map comes from the
 default shape's causal launch (or its only launch).  A fourth, "hostile" case
-runs the default shape on inputs built to break unsafe numerics
+runs its own shape on inputs built to break unsafe numerics
 (:mod:`tutor.harness.inputs`); when only it fails, its own diagnosis says why.
 """
 
@@ -115,7 +115,7 @@ def check_correctness(
         diagnosis = [d for d in diagnosis if d.code not in ("nan-in-output", "nan-first-block")]
     diagnosis = said + diagnosis
     if not shape_only:
-        found = hostile_case(drill, module, plan.default, device, generator, all(c.passed for c in cases), block_n,
+        found = hostile_case(drill, module, plan.hostile, device, generator, all(c.passed for c in cases), block_n,
                              cases, findings)
         diagnosis = found + diagnosis
     return Correctness(cases=cases, shape=list(plan.default), visits=visits, diagnosis=diagnosis,
