@@ -22,7 +22,7 @@ from tutor.mistakes import load
 OWN = {  # names; the guard-band entries are in tests/test_guard.py
     "01": ["no_running_max", "stale_max", "scores_in_fp16", "m_i_starts_at_zero", "masks_minus_1e9", "natural_exp"],
     "02": ["no_running_max", "stale_max", "scores_in_fp16", "m_i_starts_at_zero", "natural_exp", "mask_minus_1e9",
-           "block_n_32"],
+           "q_prescaled_in_fp16", "block_n_32"],
 }
 SEED = 7
 
