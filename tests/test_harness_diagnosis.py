@@ -17,6 +17,7 @@ from helpers_harness import BROKEN, REPO, check_files, drill_of
 
 from tutor.catalog import get_drill
 from tutor.harness.result import CheckResult
+from tutor.mistakes import load as load_mistakes
 
 # fixture -> (PASSED?, the diagnosis codes in the order the report gives them)
 EXPECTED: dict[str, tuple[bool, list[str]]] = {
@@ -64,6 +65,8 @@ def test_every_fixture_has_an_expectation_and_every_expectation_a_fixture():
 @pytest.mark.parametrize("drill_id", ["01", "02"])
 def test_every_diagnosis_code_of_the_drill_is_produced_by_a_real_kernel(drill_id: str):
     produced = {code for name, (_, codes) in EXPECTED.items() if name.startswith(drill_id) for code in codes}
+    # and the student-like kernels of solutions/NN_slug.mistakes.toml (tests/test_hostile.py, test_guard.py run them)
+    produced |= {code for mistake in load_mistakes(get_drill(drill_id)) for code in mistake.codes}
     assert set(get_drill(drill_id).diagnoses) == produced | SHIPPED_CODES[drill_id]
 
 

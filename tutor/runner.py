@@ -207,6 +207,33 @@ class Worker:
         self.log_path.unlink(missing_ok=True)
 
 
+def explain_crash(job: dict, result: CheckResult, device: str, timeout_s: float,
+                  cancel: threading.Event | None = None) -> CheckResult:
+    """A worker that died on the check's shapes (all ragged: no length is a multiple
+    of the block) gets one more run, in a fresh worker, of the default shape rounded
+    up to whole blocks and nothing else.  If that one survives, the crash comes
+    from the ragged tail, and the message says so."""
+    if result.error is None or result.error.kind != "crash" or job.get("shape") is not None or result.device is None:
+        return result
+    from tutor.harness.shapes import plan_for, whole_block_shape
+
+    shape = whole_block_shape(result.device.interpreter)
+    worker = Worker(device)
+    try:
+        again = worker.run({**job, "shape": list(shape), "shape_only": True, "timing": False}, timeout_s, cancel)
+    finally:
+        worker.close()
+    if again.error is not None:
+        return result
+    seqs = ", ".join(str(s[2]) for _, s in plan_for(result.device.interpreter).cases())
+    result.error.message += (
+        f" The same kernel at seq = {shape[2]}, a multiple of every block size up to {shape[2]}, ran to the end"
+        f" without crashing, while the check's lengths (seq = {seqs}) leave a ragged last block: the kernel reads"
+        " or writes past the end of the sequence there. Check the masks of the last block's loads and of the store."
+    )
+    return result
+
+
 class CheckRunner:
     """Runs checks one at a time, each in a fresh worker, with a spare kept warm.
 
@@ -256,6 +283,7 @@ class CheckRunner:
         try:
             result = worker.run(job, self.timeout_s, cancel, on_verdict)
             self.device = worker.device or self.device
+            result = explain_crash(job, result, self.device_preference, self.timeout_s, cancel)
             self._reuse_sdpa_timing(drill, result, baseline)
             return result
         finally:

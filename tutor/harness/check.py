@@ -59,9 +59,11 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
         state.module = load_student_module(Path(job.file))
         state.problem = problem_module(drill.problem)
         found = state.problem.check_correctness(
-            drill, state.module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape
+            drill, state.module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape,
+            **({"shape_only": True} if job.shape_only else {}),
         )
         result.cases, result.shape, result.diagnosis = found.cases, found.shape, found.diagnosis
+        result.guard_findings = found.guard_findings
         result.visits = found.visits[0] if found.visits else None
         result.extra_visits = found.visits[1:]
         full_visits = getattr(found, "full_visits", None)

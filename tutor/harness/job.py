@@ -19,6 +19,8 @@ class CheckJob:
     # replaces the device's default correctness shape (batch, heads, seq, head_dim),
     # the one whose visit map is reported; the ragged and short shapes still run
     shape: tuple[int, int, int, int] | None = None
+    # run ``shape`` alone: no ragged, short or hostile case (the crash re-run, tutor.runner)
+    shape_only: bool = False
 
     def __post_init__(self) -> None:
         if self.shape is not None:  # a JSON list after crossing the process boundary

@@ -1,18 +1,20 @@
 """Run the student's launcher once, on fresh inputs, into a poisoned output.
 
 The output lives inside a larger buffer: every element, and a guard region
-after the end, starts as a NaN bit pattern no kernel computes.  An element
-still holding it afterwards was never written; a guard element that changed
-was written out of bounds.
+before and after it, starts as a NaN bit pattern no kernel computes.  An
+element still holding it afterwards was never written; a guard element that
+changed was written out of bounds.  Q, K, V and the visit map get guard bands
+too (:mod:`tutor.harness.guard`): a load past the end of an input reads NaN.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 
 import torch
 
+from tutor.harness import guard as guarding
 from tutor.harness.loader import LAUNCHER, check_launcher_call
 
 POISON_BITS = 0x7D5A  # an fp16 NaN with a payload; computed NaNs are 0x7E00 / 0x7FFF
@@ -31,6 +33,7 @@ class Launch:
     out: torch.Tensor
     guard: torch.Tensor
     visits: torch.Tensor | None
+    bands: list[guarding.Band] = field(default_factory=list)  # Q, K, V, output, visit map
 
     @property
     def unwritten(self) -> int:
@@ -38,7 +41,14 @@ class Launch:
 
     @property
     def wrote_out_of_bounds(self) -> bool:
+        out_band = [b for b in self.bands if b.name == "output"]
+        if out_band:
+            return bool(out_band[0].changed())
         return bool((self.guard != POISON_BITS).any())
+
+    def writes_past_the_end(self) -> list[tuple[str, str, int]]:
+        """(tensor, side, margin elements changed) for every band a store reached."""
+        return [(b.name, side, n) for b in self.bands for side, n in b.changed().items()]
 
 
 def random_inputs(shape: tuple[int, ...], device: str, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
@@ -69,22 +79,38 @@ def run_launcher(
     inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     causal: bool | None,
     record_visits: bool,
+    fills: dict[str, str] | None = None,
 ) -> Launch:
     """Call ``module.attention`` once.  ``causal=None`` means the launcher takes no
-    ``causal`` argument (full attention only, as in drill 02)."""
+    ``causal`` argument (full attention only, as in drill 02).
+
+    Every tensor goes in as a view inside a guard band; ``fills`` maps "Q", "K",
+    "V" to what their margins hold ("nan", the default, or "zero")."""
     q, k, v = inputs
     batch, heads, seq, _ = q.shape
-    out, guard = poisoned_output(tuple(q.shape), str(q.device))
+    blocks = max(int(getattr(module, "BLOCK_M", 0) or 0), int(getattr(module, "BLOCK_N", 0) or 0))
+    margin = guarding.margin_elements(tuple(q.shape), 2 * blocks)
+    fills = fills or {}
+    bands = [guarding.input_band(name, t, margin, fills.get(name, "nan")) for name, t in zip("QKV", inputs, strict=True)]
+    out_band = guarding.band("output", tuple(q.shape), torch.float16, str(q.device), margin, POISON_BITS & 0xFFFF,
+                             inside_bits=POISON_BITS & 0xFFFF)
+    bands.append(out_band)
+    out = out_band.view
     visits = None
     if record_visits:
         n_m, n_n = visit_grid(seq, module.BLOCK_M, module.BLOCK_N)
-        visits = torch.zeros((batch * heads, n_m, n_n), dtype=torch.int32, device=q.device)
+        shape = (batch * heads, n_m, n_n)
+        visit_band = guarding.band("visit map", shape, torch.int32, str(q.device),
+                                   guarding.margin_elements(shape, 2 * n_m), guarding.VISIT_SENTINEL, inside_bits=0)
+        bands.append(visit_band)
+        visits = visit_band.view
     kwargs = {"out": out, "visits": visits}
     if causal is not None:
         kwargs["causal"] = causal
     launcher = getattr(module, LAUNCHER)
-    check_launcher_call(launcher, ("q", "k", "v"), (q, k, v), kwargs)  # a wrong def: say so at its line
-    returned = launcher(q, k, v, **kwargs)
+    views = (bands[0].view, bands[1].view, bands[2].view)
+    check_launcher_call(launcher, ("q", "k", "v"), views, kwargs)  # a wrong def: say so at its line
+    returned = launcher(*views, **kwargs)
     if q.is_cuda:
         torch.cuda.synchronize()  # surface asynchronous faults here, inside the student's launch
     result = out if returned is None else returned
@@ -97,4 +123,4 @@ def run_launcher(
     if result.data_ptr() != out.data_ptr():
         # the launcher made its own output: check that one, without the poison guarantees
         out = result
-    return Launch(q=q, k=k, v=v, out=out, guard=guard, visits=visits)
+    return Launch(q=q, k=k, v=v, out=out, guard=out_band.side("after"), visits=visits, bands=bands)

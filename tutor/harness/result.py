@@ -102,6 +102,20 @@ class CaseResult:
 
 
 @dataclass
+class GuardFinding:
+    """A guard band (tutor/harness/guard.py) that a launch reached."""
+
+    tensor: str  # "Q", "K", "V", "output", "visit map"
+    side: str  # "before" or "after" the tensor
+    access: str  # "read" (NaN from the margin reached the output) or "write" (a margin changed)
+    case: str  # the case it was seen on ("default", "ragged", ...)
+    causal: bool
+    shape: list[int]
+    elements: int  # margin elements written, or output elements the margin's NaN reached
+    clean_shape: list[int] | None = None  # the same launch at a block-multiple length showed nothing
+
+
+@dataclass
 class VisitMap:
     """Which (query block, key block) pairs the kernel visited, summed over batch*heads.
 
@@ -161,6 +175,7 @@ class CheckResult:
     visits: VisitMap | None = None  # from the causal launch (or the full one for full-only drills)
     extra_visits: list[VisitMap] = field(default_factory=list)  # a problem's other loops (drill 04's dQ loop)
     diagnosis: list[Diagnosis] = field(default_factory=list)
+    guard_findings: list[GuardFinding] = field(default_factory=list)  # which tensor, side and shape
     error: CheckError | None = None
     output: str = ""  # what the student's code printed (tail)
     duration_s: float = 0.0  # wall time of the verdict phase inside the worker
@@ -287,6 +302,7 @@ class CheckResult:
             visits=None if visits is None else VisitMap(**visits),
             extra_visits=[VisitMap(**m) for m in data.get("extra_visits", [])],
             diagnosis=[Diagnosis(**d) for d in data.get("diagnosis", [])],
+            guard_findings=[GuardFinding(**g) for g in data.get("guard_findings", [])],
             error=None if error is None else CheckError(**error),
             output=data.get("output", ""),
             duration_s=data.get("duration_s", 0.0),

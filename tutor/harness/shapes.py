@@ -1,7 +1,10 @@
 """The shapes a check runs, per device.
 
 Correctness runs three shapes: the default one, one whose length leaves a
-ragged last block of a single row, and one shorter than a block.  Timing runs
+ragged last block of a single row, and one shorter than a block; the hostile
+case (:mod:`tutor.harness.inputs`) runs its own, on the interpreter a smaller
+one (three K/V blocks of 64, the last one ragged: enough for a maximum that
+arrives late) so that it adds little to a check.  Timing runs
 one shape: on a GPU it must fill the chip several waves deep, or a correct
 causal kernel shows no speed-up (the default 2x8x1000x64 is one wave on an
 H200: the last query blocks, which do the most work, set the time); on the
@@ -21,6 +24,7 @@ class ShapePlan:
     ragged: Shape
     short: Shape
     timing: Shape
+    hostile: Shape
 
     def cases(self) -> list[tuple[str, Shape]]:
         return [("default", self.default), ("ragged", self.ragged), ("short", self.short)]
@@ -31,6 +35,7 @@ GPU_PLAN = ShapePlan(
     ragged=(1, 2, 129, 64),
     short=(1, 1, 37, 64),
     timing=(4, 16, 4096, 64),
+    hostile=(2, 8, 1000, 64),
 )
 
 CPU_PLAN = ShapePlan(
@@ -38,8 +43,20 @@ CPU_PLAN = ShapePlan(
     ragged=(1, 2, 129, 64),
     short=(1, 1, 37, 64),
     timing=(1, 2, 200, 64),
+    hostile=(1, 1, 136, 64),
 )
 
 
 def plan_for(interpreter: bool) -> ShapePlan:
     return CPU_PLAN if interpreter else GPU_PLAN
+
+
+# a length that is a multiple of every power-of-two block size up to this
+WHOLE_BLOCKS = 256
+
+
+def whole_block_shape(interpreter: bool) -> Shape:
+    """The default shape with its length rounded up to a multiple of WHOLE_BLOCKS:
+    a kernel that crashes only on ragged lengths runs this one to the end."""
+    batch, heads, seq, head_dim = plan_for(interpreter).default
+    return (batch, heads, -(-seq // WHOLE_BLOCKS) * WHOLE_BLOCKS, head_dim)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from tutor.harness.result import CaseResult, Diagnosis, VisitMap
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 # problem name -> module that implements it (imported when first needed)
 PROBLEMS: dict[str, str] = {
@@ -52,6 +52,7 @@ class Correctness:
     # the default shape's full launch, where the drill also runs a causal one: its
     # visited blocks against the causal map's are the counted work ratio
     full_visits: VisitMap | None = None
+    guard_findings: list[GuardFinding] = field(default_factory=list)  # guard bands a launch reached
 
 
 @dataclass

@@ -3,7 +3,9 @@
 Correctness runs three shapes (see :mod:`tutor.harness.shapes`), each in
 every mode the drill lists, on fresh standard-normal fp16 inputs into a
 poisoned output, against a float64 reference; the visit map comes from the
-default shape's causal launch (or its only launch).
+default shape's causal launch (or its only launch).  A fourth, "hostile" case
+runs its own shape on inputs built to break unsafe numerics
+(:mod:`tutor.harness.inputs`); when only it fails, its own diagnosis says why.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import dataclasses
 import torch
 
 from tutor.catalog import Drill
+from tutor.harness import guard as guarding
+from tutor.harness import inputs as hostile
 from tutor.harness import launch as launching
 from tutor.harness.diagnose import CheckedLaunch, diagnose
 from tutor.harness.problems import Correctness, TimedLaunches
 from tutor.harness.reference import attention_reference
-from tutor.harness.result import CaseResult, VisitMap
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 from tutor.harness.shapes import plan_for
 
 
@@ -82,7 +86,9 @@ def check_correctness(
     device: str,
     generator: torch.Generator,
     shape: tuple[int, int, int, int] | None = None,
+    shape_only: bool = False,
 ) -> Correctness:
+    """``shape_only``: run ``shape`` alone (no ragged, short or hostile case)."""
     plan = plan_for(interpreter)
     if shape is not None:
         plan = dataclasses.replace(plan, default=tuple(shape))
@@ -91,7 +97,8 @@ def check_correctness(
     cases: list[CaseResult] = []
     visits: list[VisitMap] = []
     full_visits: VisitMap | None = None
-    for name, case_shape in plan.cases():
+    runs: list[tuple[bool | None, launching.Launch]] = []
+    for name, case_shape in (plan.cases()[:1] if shape_only else plan.cases()):
         q, k, v = launching.random_inputs(case_shape, device, generator)
         for causal in launch_modes(drill):
             run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
@@ -99,18 +106,99 @@ def check_correctness(
             case = evaluate(name, bool(causal), run, expected, drill.tolerance)
             cases.append(case)
             launches.append(CheckedLaunch(case=case, q=q, k=k, v=v, out=run.out, expected=expected))
+            runs.append((causal, run))
             # the map comes from the default shape's causal launch (or its only launch)
             if name == "default" and (causal or causal is None):
                 visits.append(visit_map(run, case_shape[2], block_m, block_n, bool(causal)))
             elif name == "default" and causal is False:
                 full_visits = visit_map(run, case_shape[2], block_m, block_n, False)
-    return Correctness(
-        cases=cases,
-        shape=list(plan.default),
-        visits=visits,
-        diagnosis=diagnose(drill, launches, visits[0] if visits else None, block_m, block_n),
-        full_visits=full_visits,
-    )
+    diagnosis = diagnose(drill, launches, visits[0] if visits else None, block_m, block_n)
+    findings, said = guard_report(drill, module, launches, runs, device, generator)
+    if any(d.code == "read-past-end" for d in said):  # the NaN is explained: not the kernel's own arithmetic
+        diagnosis = [d for d in diagnosis if d.code not in ("nan-in-output", "nan-first-block")]
+    diagnosis = said + diagnosis
+    if not shape_only:
+        found = hostile_case(drill, module, plan.hostile, device, generator, all(c.passed for c in cases), block_n,
+                             cases, findings)
+        diagnosis = found + diagnosis
+    return Correctness(cases=cases, shape=list(plan.default), visits=visits, diagnosis=diagnosis,
+                       guard_findings=findings, full_visits=full_visits)
+
+
+READ_WHERE = {"Q": "The last query block's load of Q", "K": "The last K/V block's load of K",
+              "V": "The last K/V block's load of V"}
+
+
+def guard_report(drill: Drill, module, launches: list[CheckedLaunch], runs: list[tuple[bool | None, launching.Launch]],
+                 device: str, generator: torch.Generator) -> tuple[list[GuardFinding], list[Diagnosis]]:
+    """What the guard bands saw: stores into a margin (every launch) and, for the
+    first launch with NaN in its output, which input's margin that NaN came from
+    (re-running it with finite margins, then NaN on one side of one tensor), and
+    whether the same launch at a block-multiple length is clean."""
+    findings: list[GuardFinding] = []
+    said: dict[str, str] = {}
+    for checked, (_, run) in zip(launches, runs, strict=True):
+        case = checked.case
+        for tensor, side, n in run.writes_past_the_end():
+            findings.append(GuardFinding(tensor, side, "write", case.name, case.causal, case.shape, n))
+            if tensor != "output":  # the output's margins are said by store-out-of-bounds
+                said.setdefault("write-past-end", f" The {tensor} was written {n} element{'s' * (n != 1)} {side} its "
+                                f"{'end' if side == 'after' else 'start'} (seq={case.shape[2]}{_mode(drill, case)}).")
+    nan_launch = next(((c, r) for c, r in zip(launches, runs, strict=True) if c.case.nonfinite), None)
+    if nan_launch is not None:
+        checked, (causal, _) = nan_launch
+        case = checked.case
+
+        def again(fills: dict[str, str], inputs=(checked.q, checked.k, checked.v)) -> torch.Tensor:
+            return launching.run_launcher(module, inputs, causal, record_visits=True, fills=fills).out
+
+        reads = guarding.probe_reads(again, launching.POISON_BITS, case.nonfinite)
+        clean = None
+        if reads:
+            block = max(int(module.BLOCK_M), int(module.BLOCK_N))
+            batch, heads, seq, head_dim = case.shape
+            whole = (batch, heads, -(-seq // block) * block, head_dim)
+            if whole[2] != seq:
+                out = again({}, launching.random_inputs(whole, device, generator))
+                clean = list(whole) if guarding.computed_nans(out, launching.POISON_BITS) == 0 else None
+        for tensor, side, n in reads:
+            findings.append(GuardFinding(tensor, side, "read", case.name, case.causal, case.shape, n, clean))
+            where = "end" if side == "after" else "start"
+            text = (f" {tensor} is read past its {where} when seq = {case.shape[2]}{_mode(drill, case)}: with NaN only"
+                    f" {side} {tensor} and every other margin finite, {n} output elements become NaN; with every"
+                    " margin finite, none of them do")
+            text += f"; at seq = {clean[2]}, a multiple of the block sizes, nothing is read there." if clean else "."
+            if side == "after":
+                text += f" {READ_WHERE[tensor]} has no mask (or one that lets rows past N_CTX through)."
+            said["read-past-end"] = said.get("read-past-end", "") + text
+    return findings, [Diagnosis(code, drill.diagnosis_text(code).message + detail, drill.diagnosis_text(code).severity)
+                      for code, detail in said.items()]
+
+
+def _mode(drill: Drill, case: CaseResult) -> str:
+    if "full" in drill.modes and "causal" in drill.modes:
+        return ", causal" if case.causal else ", full"
+    return ""
+
+
+def hostile_case(drill: Drill, module, shape, device: str, generator: torch.Generator, standard_passed: bool,
+                 block_n: int, cases: list[CaseResult], findings: list[GuardFinding]) -> list[Diagnosis]:
+    """Run the hostile case in every mode (appending to ``cases``, and its stores
+    into a guard band to ``findings``); diagnose it only when the standard cases
+    all passed (otherwise their diagnosis stands)."""
+    q, k, v = hostile.hostile_inputs(shape, device, generator)
+    codes: dict[str, str] = {}
+    for causal in launch_modes(drill):
+        run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
+        expected = attention_reference(q, k, v, causal=bool(causal))
+        case = evaluate("hostile", bool(causal), run, expected, drill.tolerance)
+        cases.append(case)
+        findings += [GuardFinding(t, side, "write", case.name, case.causal, case.shape, n) for t, side, n in run.writes_past_the_end()]
+        if standard_passed and not case.passed:
+            for code, detail in hostile.hostile_findings(run.out, expected, q, k, bool(causal), block_n, drill.tolerance):
+                codes.setdefault(code, detail)
+    return [Diagnosis(code, drill.diagnosis_text(code).message + detail, drill.diagnosis_text(code).severity)
+            for code, detail in codes.items()]
 
 
 def timing_launches(drill: Drill, module, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:

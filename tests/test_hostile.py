@@ -1,0 +1,94 @@
+"""Hostile inputs (tutor/harness/inputs.py): scores that overflow exp unless the
+running maximum is subtracted, a maximum that arrives in the last K/V block,
+rows whose scores are all negative.  Unsafe kernels fail drill 02 with a code
+that says why; every solution and correct-but-different kernel still passes.
+
+The kernels run through the real harness (``run_check``, Triton's interpreter)
+in this process; the mistakes come from solutions/NN_slug.mistakes.toml."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tutor.catalog import get_drill, solution_path
+from tutor.harness import inputs
+from tutor.harness.check import run_check
+from tutor.harness.device import select_device
+from tutor.harness.job import CheckJob
+from tutor.mistakes import load
+
+# this helper's entries in the mistakes files ("# guard bands and hostile inputs")
+OWN = {  # names; the guard-band entries are in tests/test_guard.py
+    "01": ["no_running_max", "stale_max", "scores_in_fp16", "m_i_starts_at_zero", "masks_minus_1e9", "natural_exp"],
+    "02": ["no_running_max", "stale_max", "scores_in_fp16", "m_i_starts_at_zero", "natural_exp", "mask_minus_1e9",
+           "q_prescaled_in_fp16", "block_n_32"],
+}
+SEED = 7
+
+
+def _scores(q, k):
+    """Independent of the harness: scaled scores in float64, row by row."""
+    q64, k64 = q.double(), k.double()
+    return torch.einsum("bhid,bhjd->bhij", q64, k64) / q.shape[-1] ** 0.5
+
+
+def test_hostile_inputs_are_finite_fp16_with_the_documented_row_groups():
+    shape = (1, 2, 200, 64)
+    q, k, v = inputs.hostile_inputs(shape, "cpu", torch.Generator().manual_seed(0))
+    for t in (q, k, v):
+        assert t.dtype == torch.float16 and torch.isfinite(t).all()
+    s = _scores(q, k)
+    rows = torch.arange(200)
+    large, late, negative, normal = (rows[rows % 4 == i] for i in (1, 2, 3, 0))
+    # large: every score (so every causal row, even one that sees a single key) far above
+    # what exp of a raw score survives in fp16, and past fp32's exp2 limit at the top
+    assert s[..., large, :].min() > 90 and s[..., large, :].amax(-1).min() > 100
+    # late-max: the largest score of every such row is its last key's, far above the first block's
+    top = s[..., late, :].argmax(-1)
+    assert (top >= 192).all()
+    assert (s[..., late, :].amax(-1) - s[..., late, :64].amax(-1)).min() > 90
+    # negative: every score below 0 but not so low that a kernel whose m_i starts at 0 underflows
+    assert s[..., negative, :].max() < 0 and s[..., negative, :].min() > -20
+    assert s[..., normal, :].abs().max() < 8
+
+
+def _check(drill: str, path) -> object:
+    return run_check(CheckJob(drill=drill, file=str(path), timing=False, seed=SEED), select_device("cpu"))
+
+
+def _errors_and_findings(result) -> list[str]:
+    return [d.code for d in result.diagnosis if d.severity in ("error", "finding")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("drill", ["01", "02"])
+def test_every_solution_passes_every_case_including_the_hostile_one(drill):
+    root = solution_path(get_drill(drill)).parent
+    for path in sorted(root.glob(f"{drill}_*.py")):
+        result = _check(drill, path)
+        assert result.error is None, (path.name, result.error)
+        names = [c.name for c in result.cases]
+        assert "hostile" in names, names
+        assert result.passed, (path.name, [(c.name, c.causal, c.max_abs_err) for c in result.cases])
+        assert _errors_and_findings(result) == [], (path.name, result.codes)
+
+
+def _own(drill: str):
+    found = {m.name: m for m in load(get_drill(drill))}
+    return [found[name] for name in OWN[drill]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mistake", [m for d in OWN for m in _own(d)], ids=lambda m: m.stem)
+def test_each_hostile_mistake_entry_gets_its_verdict_and_codes(mistake, tmp_path):
+    drill = get_drill(mistake.drill)
+    path = tmp_path / f"{mistake.stem}.py"
+    path.write_text(mistake.text(drill), encoding="utf-8")
+    result = _check(mistake.drill, path)
+    assert result.error is None, result.error
+    assert result.passed == mistake.passes, [(c.name, c.causal, c.max_abs_err) for c in result.cases]
+    assert _errors_and_findings(result) == list(mistake.codes), [d.message for d in result.diagnosis]
+    if not mistake.passes:
+        # unsafe numerics: only the hostile case fails, every standard-normal case passes
+        assert {c.name for c in result.cases if not c.passed} == {"hostile"}

@@ -1,0 +1,130 @@
+"""Inputs built to break numerically unsafe kernels (the "hostile" case).
+
+Standard-normal q and k give scores of a few units: ``exp`` of a raw score
+never overflows, so a kernel that keeps no running maximum still passes.  The
+hostile case gives every fourth query row one of these properties (dims 0 and
+1 of q and k are set aside to build them; the rest stays standard normal):
+
+* ``normal``   -- rows as in the standard cases (a control);
+* ``large``    -- every score around +``LARGE_SHIFT`` (spread ~``LARGE_SPREAD``,
+  so even a causal row that sees one key scores far above 0): exp and exp2
+  of a raw score overflow fp32 (and p overflows fp16 long before);
+* ``late-max`` -- a score ramp over the keys (up to +``RAMP_SCORE`` at the last
+  key): the row's maximum keeps rising and arrives in its *last* K/V block, so
+  a maximum that is not updated (or a block that is not rescaled) overflows;
+* ``negative`` -- every score shifted down by ``NEGATIVE_SHIFT``: a kernel
+  whose padded or masked keys score 0 instead of -inf hands them nearly all
+  the weight.  The shift is kept small enough that a correct kernel whose m_i
+  starts at 0 (so p = exp2(score) is cast to fp16 unshifted) stays within the
+  tolerance: below ~-10 such a kernel's p underflows fp16.
+
+q is scaled, never the scores, so every input stays finite in fp16.  All
+numbers are natural units (score = q.k / sqrt(head_dim)).
+"""
+
+from __future__ import annotations
+
+import torch
+
+GROUPS = ("normal", "large", "late-max", "negative")
+LARGE_SHIFT = 120.0  # added to every score of a "large" row
+LARGE_SPREAD = 4.0  # the standard deviation of a "large" row's scores around it
+RAMP_SCORE = 150.0  # a "late-max" row's extra score at the last key (0 at key 0)
+NEGATIVE_SHIFT = 8.0  # subtracted from every score of a "negative" row
+_RAMP_K = 8.0  # k[..., 0] runs 0.._RAMP_K over the keys; q[late rows, 0] sets the height
+_SHIFT_K = 8.0  # k[..., 1] is this for every key; q[negative rows, 1] sets the shift
+
+
+def row_groups(seq: int) -> dict[str, torch.Tensor]:
+    """Query rows of each group (row r is in group r % 4)."""
+    rows = torch.arange(seq)
+    return {name: rows[rows % len(GROUPS) == i] for i, name in enumerate(GROUPS)}
+
+
+def hostile_inputs(shape: tuple[int, ...], device: str, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """fp16 q, k, v of ``shape`` with the row groups above (v stays standard normal)."""
+    seq, head_dim = shape[2], shape[3]
+    q, k, v = (torch.randn(shape, generator=generator, dtype=torch.float32) for _ in range(3))
+    root = head_dim**0.5
+    groups = row_groups(seq)
+    q[..., :2] = 0.0
+    k[..., 0] = torch.linspace(0.0, _RAMP_K, seq)  # the ramp: later keys score higher for late-max rows
+    k[..., 1] = _SHIFT_K
+    # large: shifted up through dim 1, the rest of q scaled (q[2:].k[2:]/sqrt(d) has std ~1)
+    q[..., groups["large"], 1] = LARGE_SHIFT * root / _SHIFT_K
+    q[..., groups["large"], 2:] *= LARGE_SPREAD
+    q[..., groups["late-max"], 0] = RAMP_SCORE * root / _RAMP_K
+    q[..., groups["negative"], 1] = -NEGATIVE_SHIFT * root / _SHIFT_K
+    return tuple(t.to(device, torch.float16) for t in (q, k, v))
+
+
+def row_errors(out: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+    """Per sequence row, the worst |out - expected| over batch, heads and head_dim
+    (inf where the output is not finite but the reference is)."""
+    gap = (out.to(torch.float64) - expected).abs()
+    gap = torch.where(torch.isfinite(expected), gap.nan_to_num(nan=float("inf")), torch.zeros_like(gap))
+    return gap.amax(dim=-1).reshape(-1, out.shape[-2]).amax(dim=0)
+
+
+def scores(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
+    """The true scaled scores (float64), -inf where a row may not look."""
+    s = (q.to(torch.float64) @ k.to(torch.float64).transpose(-1, -2)) * q.shape[-1] ** -0.5
+    if causal:
+        seq = q.shape[-2]
+        s = s.masked_fill(torch.ones(seq, seq, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return s
+
+
+# p = exp(score - reference) is cast to fp16 before the second dot: above
+# ln(65504) ~ 11.1 it is Inf there, and exp2 overflows fp32 above 2**128 (~88.7 natural)
+FP16_OVERFLOW_SCORE = 11.09
+
+
+def hostile_findings(
+    out: torch.Tensor,
+    expected: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    causal: bool,
+    block_n: int,
+    tolerance: float,
+) -> list[tuple[str, str]]:
+    """(code, measured detail) for a hostile launch that failed while every
+    standard-normal case passed.
+
+    The code follows from which rows went wrong, measured against the true
+    scores: an Inf/NaN row whose largest score sits in its *first* K/V block and
+    exceeds what exp of a raw score survives means the scores are exponentiated
+    without any maximum subtracted (``no-running-max``); wrong rows only where
+    the maximum arrives in a later block, while first-block maxima of the same
+    size are right, mean the maximum is not kept up to date (``stale-max``);
+    anything else is reported by group (``hostile-wrong``)."""
+    seq = out.shape[-2]
+    gap = (out.to(torch.float64) - expected).abs()
+    gap = torch.where(torch.isfinite(expected), gap.nan_to_num(nan=float("inf")), torch.zeros_like(gap))
+    bad = (gap.amax(dim=-1) > tolerance).reshape(-1, seq)  # (batch*heads, seq)
+    if not bad.any():
+        return []
+    nonfinite = (~torch.isfinite(out.to(torch.float32)) & torch.isfinite(expected)).any(dim=-1).reshape(-1, seq)
+    s = scores(q, k, causal).reshape(-1, seq, seq)
+    top = s.amax(dim=-1)
+    first = s[..., :block_n].amax(dim=-1)
+    big = top > FP16_OVERFLOW_SCORE
+    early = big & (first >= top)  # the row's maximum is in its first K/V block
+    late = big & (first < top - FP16_OVERFLOW_SCORE)  # a later block beats the first by more than p survives
+    groups = row_groups(seq)
+    parts = []
+    for name, rows in groups.items():
+        wrong = bad[:, rows]
+        if wrong.any():
+            worst = float(top[:, rows][wrong].max())
+            how = "Inf/NaN" if nonfinite[:, rows][wrong].all() else "wrong"
+            parts.append(f"{int(wrong.sum())} of {wrong.numel()} '{name}' rows come out {how} (largest score {worst:.0f})")
+    mode = " causal" if causal else ""
+    detail = f" Measured on the hostile{mode} case (seq={seq}): " + "; ".join(parts) + "."
+    overflow = bad & nonfinite
+    if (overflow & early).any():
+        return [("no-running-max", detail)]
+    if overflow.any() and (bad & ~(overflow & late)).sum() == 0 and (early & ~bad).any():
+        return [("stale-max", detail)]
+    return [("hostile-wrong", detail)]
