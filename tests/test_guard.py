@@ -38,7 +38,8 @@ def test_a_banded_tensor_is_a_contiguous_view_with_the_strides_of_a_plain_one():
     assert made.view.is_contiguous() and made.view.stride() == source.stride()
     assert made.view.contiguous().data_ptr() == made.view.data_ptr()  # a launcher's .contiguous() keeps it
     assert torch.equal(made.view, source)
-    assert made.margin >= 128 * SHAPE[-1] and made.view.data_ptr() % 128 == 0
+    # the margin keeps the view as aligned as the buffer (the CPU allocator gives 64 bytes, CUDA's 256+)
+    assert made.margin >= 128 * SHAPE[-1] and (made.view.data_ptr() - made.buffer.data_ptr()) % 128 == 0
     assert made.buffer.numel() == NUMEL + 2 * made.margin
     assert torch.isnan(made.buffer[: made.margin]).all() and torch.isnan(made.buffer[-made.margin:]).all()
     assert made.changed() == {}
