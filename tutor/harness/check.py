@@ -56,6 +56,7 @@ def run_check(job: CheckJob, dev: Device) -> CheckResult:
             drill, module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape
         )
         result.cases, result.shape, result.diagnosis = found.cases, found.shape, found.diagnosis
+        result.readout = found.readout
         result.visits = found.visits[0] if found.visits else None
         result.extra_visits = found.visits[1:]
         errors = [c.max_abs_err for c in result.cases]

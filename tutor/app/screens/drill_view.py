@@ -17,6 +17,7 @@ from tutor.app.widgets.result_view import Verdict, diagnosis_text, error_text, m
 from tutor.app.widgets.sparkline import AttemptHistory
 from tutor.app.widgets.status_bar import StatusBar
 from tutor.app.widgets.visit_map import VisitMapView
+from tutor.app.widgets.weight_map import WeightMapView
 from tutor.catalog import Drill
 from tutor.harness.result import CheckResult
 
@@ -74,6 +75,7 @@ class DrillScreen(Screen):
                 yield VisitMapView(id="visit-map")
             yield Static(id="error")
             yield Static(id="diagnosis")
+            yield WeightMapView(id="weight-map")
             with Vertical(id="history-box"):
                 yield AttemptHistory(id="history")
         yield Footer(compact=True)
@@ -135,6 +137,7 @@ class DrillScreen(Screen):
         diagnosis = self.query_one("#diagnosis", Static)
         numbers = self.query_one("#numbers")
         if result is None:
+            self.query_one(WeightMapView).show(None)
             numbers.display = False
             error.display = True
             error.update(Text(f"Save {self.file_label} in your editor (or press r) to check it.", style="dim"))
@@ -151,3 +154,4 @@ class DrillScreen(Screen):
             self._fit_numbers()
         diagnosis.display = bool(result.diagnosis)
         diagnosis.update(diagnosis_text(result))
+        self.query_one(WeightMapView).show(None if could_not_run else result.readout)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from tutor.harness.result import CaseResult, Diagnosis, VisitMap
+from tutor.harness.result import CaseResult, Diagnosis, ReadOut, VisitMap
 
 # problem name -> module that implements it (imported when first needed)
 PROBLEMS: dict[str, str] = {
@@ -46,6 +46,7 @@ class Correctness:
     shape: list[int]  # the default case's shape, as reported
     visits: list[VisitMap] = field(default_factory=list)  # the first one is headlined
     diagnosis: list[Diagnosis] = field(default_factory=list)
+    readout: dict[str, ReadOut] = field(default_factory=dict)  # failing mode -> the weights read out
 
 
 @dataclass

@@ -14,10 +14,11 @@ import torch
 
 from tutor.catalog import Drill
 from tutor.harness import launch as launching
+from tutor.harness import readout as reading
 from tutor.harness.diagnose import CheckedLaunch, diagnose
 from tutor.harness.problems import Correctness, TimedLaunches
 from tutor.harness.reference import attention_reference
-from tutor.harness.result import CaseResult, VisitMap
+from tutor.harness.result import CaseResult, ReadOut, VisitMap
 from tutor.harness.shapes import plan_for
 
 
@@ -88,6 +89,7 @@ def check_correctness(
         plan = dataclasses.replace(plan, default=tuple(shape))
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
     launches: list[CheckedLaunch] = []
+    modes: list[bool | None] = []
     cases: list[CaseResult] = []
     visits: list[VisitMap] = []
     for name, case_shape in plan.cases():
@@ -98,15 +100,36 @@ def check_correctness(
             case = evaluate(name, bool(causal), run, expected, drill.tolerance)
             cases.append(case)
             launches.append(CheckedLaunch(case=case, q=q, k=k, v=v, out=run.out, expected=expected))
+            modes.append(causal)
             # the map comes from the default shape's causal launch (or its only launch)
             if name == "default" and (causal or causal is None):
                 visits.append(visit_map(run, case_shape[2], block_m, block_n, bool(causal)))
+    readouts = read_failing_modes(module, launches, modes, generator)
     return Correctness(
         cases=cases,
         shape=list(plan.default),
         visits=visits,
-        diagnosis=diagnose(drill, launches, visits[0] if visits else None, block_m, block_n),
+        diagnosis=diagnose(drill, launches, visits[0] if visits else None, block_m, block_n, readouts),
+        readout=readouts,
     )
+
+
+def read_failing_modes(module, launches: list[CheckedLaunch], modes: list[bool | None],
+                       generator: torch.Generator) -> dict[str, ReadOut]:
+    """Read out the weights of each mode that failed, on the first failing case's Q, K
+    (cases run in plan order, the default shape first).  A read-out that itself
+    raises is left out: the verdict and the fingerprints still stand."""
+    readouts: dict[str, ReadOut] = {}
+    for launch, causal in zip(launches, modes, strict=True):
+        mode = "causal" if causal else "full"
+        if launch.case.passed or mode in readouts:
+            continue
+        try:
+            readouts[mode] = reading.read_out(module, launch.q, launch.k, causal, case=launch.case.name,
+                                              generator=generator)
+        except Exception:  # noqa: BLE001 - the launches already reported what they could
+            continue
+    return readouts
 
 
 def timing_launches(drill: Drill, module, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
