@@ -243,6 +243,9 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
         codes.append("input-ignored")
     if ro.crosstalk:
         codes.append("heads-mixed")
+    if codes:
+        # the kernel reads the wrong data: the weights measured against these Q, K say nothing more
+        return [c for c in codes if c in drill.diagnoses]
     if ro.nan_rows and ro.shape and len(ro.nan_rows) == ro.shape[2]:
         codes.append("nan-first-block")
     if ro.forbidden_rows:
@@ -292,9 +295,10 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
         codes.append("acc-not-rescaled" if ro.row_sum_min is not None and ro.row_sum_min > 1.01 else "not-rescaled")
     elif ro.block_pattern == "other":
         codes.append("blocks-inconsistent")
-    if ro.nan_rows and not codes:
+    codes = [c for c in codes if c in drill.diagnoses]
+    if ro.nan_rows and not codes and "nan-in-output" in drill.diagnoses:
         codes.append("nan-in-output")  # other codes explain their NaN rows (a row that saw no key)
-    return [c for c in codes if c in drill.diagnoses]
+    return codes
 
 
 def _holds_diagonal(i: int, j: int, ro: ReadOut) -> bool:

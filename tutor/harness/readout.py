@@ -27,7 +27,7 @@ import torch
 from tutor.harness import launch as launching
 from tutor.harness.result import ReadOut
 
-READ = 1e-4  # a weight above this was given (a correct mask gives exactly 0)
+READ = 0.0  # a weight above this was given: a masked key gets exactly 0 (p = exp2(-inf) = 0, times one-hot V)
 ROW_MASS = 2e-3  # a row's misplaced or missing mass worth reporting (fp16 noise is ~1e-4 a row)
 MISSING_P = 1e-3  # a key the reference weighs at least this much...
 MISSING_FRACTION = 0.02  # ...and the kernel at most this fraction of it, was never read
@@ -155,12 +155,15 @@ def read_out(
     case: str = "",
     probe: bool | None = None,
     generator: torch.Generator | None = None,
+    known_dependence: tuple[dict[str, bool], list[str]] | None = None,
 ) -> ReadOut:
     """Launch the kernel with one-hot V and measure its weights against softmax(q·k/sqrt(d)).
 
     ``causal=None``: the launcher takes no ``causal`` argument (full attention).
     ``probe``: also perturb Q, K, V of head 0 (3 more launches); by default only
-    when the weights are not a softmax of the true scores."""
+    when the weights are not a softmax of the true scores, or show nothing wrong.
+    ``known_dependence``: the probe's answer from another mode of the same kernel
+    (which pointers it reads does not depend on the mode), reused instead of re-measured."""
     batch, heads, seq, dim = q.shape
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
     is_causal = bool(causal)
@@ -172,7 +175,9 @@ def read_out(
     if probe is None:  # the weights say nothing (or nothing wrong): ask which inputs the output follows
         probe = measured.fit_rms is None or measured.fit_rms > 0.1 or measured.temperature_name == "other" \
             or not abnormal(measured)
-    if probe:
+    if probe and known_dependence is not None:
+        measured.moves_with, measured.crosstalk = known_dependence  # measured in another mode already
+    elif probe:
         measured.moves_with, measured.crosstalk = dependence(module, q, k, causal, generator)
         measured.launches += 4
     return measured
@@ -436,7 +441,10 @@ def dependence(module: ModuleType, q, k, causal, generator) -> tuple[dict[str, b
         changed[name] = fresh
         out = launching.run_launcher(module, (changed["q"], changed["k"], changed["v"]), causal,
                                      record_visits=False).out.to("cpu", torch.float64)
-        delta = (out - base).abs().nan_to_num(nan=1.0).reshape(-1, *out.shape[2:])
+        # moved: a finite value changed, or an element turned NaN or stopped being NaN
+        both = torch.isfinite(out) & torch.isfinite(base)
+        delta = torch.where(both, (out - base).abs(), (torch.isfinite(out) != torch.isfinite(base)).to(out.dtype))
+        delta = delta.reshape(-1, *out.shape[2:])
         moves[name] = bool(delta[0].max() > 1e-3)
         if delta.shape[0] > 1 and bool(delta[1:].max() > 1e-3):
             cross.append(name)

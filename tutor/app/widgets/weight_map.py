@@ -99,6 +99,17 @@ def render_weights(ro: ReadOut) -> Text:
 class WeightMapView(Static):
     """Draws the read-out of the first failing mode (causal before full); hidden when none ran."""
 
+    DEFAULT_CSS = """
+    WeightMapView {
+        width: auto;
+        height: auto;
+        padding: 0 1;
+        margin-top: 1;
+        border: round $panel-lighten-2;
+        border-title-color: $text-muted;
+    }
+    """
+
     def show(self, readout: dict[str, ReadOut] | None) -> None:
         readout = readout or {}
         chosen = readout.get("causal") or readout.get("full") or next(iter(readout.values()), None)

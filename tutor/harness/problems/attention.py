@@ -124,9 +124,10 @@ def read_failing_modes(module, launches: list[CheckedLaunch], modes: list[bool |
         mode = "causal" if causal else "full"
         if launch.case.passed or mode in readouts:
             continue
+        known = next(((r.moves_with, r.crosstalk) for r in readouts.values() if r.moves_with), None)
         try:
             readouts[mode] = reading.read_out(module, launch.q, launch.k, causal, case=launch.case.name,
-                                              generator=generator)
+                                              generator=generator, known_dependence=known)
         except Exception:  # noqa: BLE001 - the launches already reported what they could
             continue
     return readouts
