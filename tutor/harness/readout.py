@@ -29,8 +29,7 @@ from tutor.harness.result import ReadOut
 
 READ = 0.0  # a weight above this was given: a masked key gets exactly 0 (p = exp2(-inf) = 0, times one-hot V)
 ROW_MASS = 2e-3  # a row's misplaced or missing mass worth reporting (fp16 noise is ~1e-4 a row)
-MISSING_P = 1e-3  # a key the reference weighs at least this much...
-MISSING_FRACTION = 0.02  # ...and the kernel at most this fraction of it, was never read
+MISSING_P = 1e-3  # a key the reference weighs at least this much, and the kernel exactly 0, was never read
 BLOCK_MASS = 0.02  # a (row, key block) pair enters the block ratios when the reference gives it this much
 CONSISTENT = 0.03  # log-ratio spread under which blocks share one scale
 MAP_CELLS = 40  # the drawn maps are at most this many cells a side
@@ -229,11 +228,16 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
         result.forbidden_score = _forbidden_score(wz, s, allowed, sel, f_rows)
 
     # -- weight missing where it must be --------------------------------------------------------
-    # judged on the row's allowed weights renormalised: weight pushed onto forbidden keys,
-    # or a row-wide factor, does not make a key "missing"
-    on_allowed = torch.where(allowed, wz, torch.zeros_like(wz)).sum(-1, keepdim=True)
-    wn = torch.where(on_allowed > 0, wz / on_allowed.clamp(min=1e-300), torch.zeros_like(wz))
-    missing = allowed & (p > MISSING_P) & (wn < MISSING_FRACTION * p) & rows_ok[..., None]
+    # exactly 0 where the reference gives at least MISSING_P and the kernel's own weights,
+    # extrapolated from the row's heaviest key at the kernel's own temperature, would too: a
+    # key never loaded, masked or multiplied by 0 gets exactly 0, while a key whose p merely
+    # underflows fp16 (a too-sharp softmax) is predicted tiny and is not "missing"; a key
+    # weighted too little is the block ratios' business
+    slope, rms = _fit_temperature(wz, s, allowed, rows_ok, block_n)
+    a = slope if slope is not None and rms is not None and rms < 0.1 and slope > 0 else 1.0
+    w_top, anchor = torch.where(allowed, wz, torch.zeros_like(wz)).max(dim=-1, keepdim=True)
+    expected = torch.where(w_top > 0, w_top * torch.exp(a * (s - s.gather(-1, anchor))), p)
+    missing = allowed & (p > MISSING_P) & (expected > MISSING_P) & (wz == 0) & rows_ok[..., None]
     m_mass = torch.where(missing, p, torch.zeros_like(p)).sum(-1)
     m_rows = m_mass > ROW_MASS
     result.missing_rows = int(m_rows.any(dim=0).sum())
@@ -249,14 +253,13 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
     sums = wz.sum(-1)[rows_ok]
     if sums.numel():
         result.row_sum_min, result.row_sum_max = float(sums.min()), float(sums.max())
-    slope, rms = _fit_temperature(wz, s, allowed, rows_ok, block_n)
     result.temperature = slope
     result.fit_rms = rms
     result.temperature_name = name_temperature(slope, head_dim) if rms is not None and rms < 0.1 else ""
     clean = rows_ok & ~f_rows & ~m_rows
     _blocks(result, wz, s, p, allowed, clean, block_n, slope if result.temperature_name else 1.0)
     _phantoms(result, wz, s, allowed, clean, slope if result.temperature_name else 1.0, block_m, block_n)
-    _maps(result, wz, p, allowed, rows_ok, f_mass)
+    _maps(result, wz, p, allowed, rows_ok, f_mass, missing)
     return result
 
 
@@ -377,7 +380,7 @@ def _phantoms(result: ReadOut, w, s, allowed, clean, slope: float, block_m: int,
             return
 
 
-def _maps(result: ReadOut, w, p, allowed, rows_ok, f_mass) -> None:
+def _maps(result: ReadOut, w, p, allowed, rows_ok, f_mass, missing_keys) -> None:
     """One head's weights, the reference's and a mark per cell, at most MAP_CELLS a side."""
     heads, seq, _ = w.shape
     head = int(f_mass.sum(-1).argmax()) if bool((f_mass > 0).any()) else 0
@@ -398,9 +401,7 @@ def _maps(result: ReadOut, w, p, allowed, rows_ok, f_mass) -> None:
     area = pool(torch.ones(seq, seq, dtype=torch.float64)).clamp(min=1)
     student, reference = pool(wh) / area, pool(ph) / area
     forbidden = pool(torch.where(allowed[head], torch.zeros_like(wh), wh.abs())) > READ
-    on_allowed = torch.where(allowed[head], wh, torch.zeros_like(wh)).sum(-1, keepdim=True)
-    wn = torch.where(on_allowed > 0, wh / on_allowed.clamp(min=1e-300), torch.zeros_like(wh))
-    missing = pool(((ph > MISSING_P) & (wn < MISSING_FRACTION * ph) & allowed[head]).to(torch.float64)) > 0
+    missing = pool(missing_keys[head].to(torch.float64)) > 0
     nan_rows = pool((~rows_ok[head])[:, None].expand(seq, seq).to(torch.float64)) > 0
     wrong = (student - reference).abs() > 0.02 * reference.clamp(min=1e-3) + 1e-4
     marks = []
@@ -433,6 +434,8 @@ def dependence(module: ModuleType, q, k, causal, generator) -> tuple[dict[str, b
     v = torch.randn(q.shape, generator=generator).to(q.device, torch.float16)
     base = launching.run_launcher(module, (q, k, v), causal, record_visits=False).out.to("cpu", torch.float64)
     moves, cross = {}, []
+    if not bool(torch.isfinite(base.reshape(-1, *base.shape[2:])[0]).any()):
+        return moves, cross  # head 0 is NaN throughout: no change could show
     inputs = {"q": q, "k": k, "v": v}
     for name in ("q", "k", "v"):
         changed = dict(inputs)

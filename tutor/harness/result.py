@@ -126,7 +126,7 @@ class ReadOut:
     field is measured from those launches against the float64 softmax ``P`` of
     the same Q, K.  Rows are sequence positions; "forbidden" keys are the ones
     a row must not see (the causal future); "missing" keys carry reference
-    weight the kernel never gave.  Masses are fractions of a row's weight (1 = all).
+    weight (at least 1e-3) where the kernel gave exactly none.  Masses are fractions of a row's weight (1 = all).
     """
 
     mode: str  # "causal" or "full"
