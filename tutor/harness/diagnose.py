@@ -192,7 +192,12 @@ def placeholders(ro: ReadOut) -> dict[str, str]:
     if ro.block_ratio:
         values["ratios"] = ", ".join("-" if r is None else f"{r:.2f}" for r in ro.block_ratio)
     if ro.nan_rows:
-        values["nan_rows"] = _span(ro.nan_rows)
+        values["nan_rows"] = ("rows " if len(ro.nan_rows) > 1 else "row ") + _span(ro.nan_rows)
+        values["nan_cause"] = (
+            "every weight of those rows is NaN/Inf, whatever V holds, so it arises in the scores, the running "
+            "maximum or the sum l_i, not in the values" if ro.nan_whole_rows else
+            "only some of their weights are NaN/Inf, so it arises after the softmax weights: in acc, the "
+            "division or the store")
         values["nan_blocks"] = _span(sorted({r // ro.block_m for r in ro.nan_rows}))
     if ro.moves_with:
         ignored = [name.upper() for name, moved in ro.moves_with.items() if not moved]
@@ -207,7 +212,7 @@ def facts(ro: ReadOut) -> str:
     """What the read-out measured, in one sentence, for a mistake with no name of its own."""
     said = []
     if ro.nan_rows:
-        said.append(f"rows {_span(ro.nan_rows)} are NaN whatever V holds")
+        said.append(f"rows {_span(ro.nan_rows)} are NaN/Inf" + (" whatever V holds" if ro.nan_whole_rows else " in some keys' weights"))
     if ro.forbidden_row is not None:
         said.append(f"row {ro.forbidden_row} puts {ro.forbidden_mass:.2f} of its weight on keys it must not see")
     if ro.missing_row is not None:
@@ -317,7 +322,7 @@ SUPPORTS: dict[str, Callable[[ReadOut], bool]] = {
     "loop-stops-before-diagonal": lambda ro: bool(ro.skipped_blocks) and not ro.forbidden_rows,
     "ragged-unmasked": lambda ro: ro.phantom_keys is not None and ro.phantom_keys >= 0.5 and not ro.missing_rows,
     "full-broken": lambda ro: ro.missing_rows > 0 and not ro.forbidden_rows,
-    "sum-not-rescaled": lambda ro: ro.row_sum_max is not None and ro.row_sum_max < 0.99
+    "sum-not-rescaled": lambda ro: ro.row_sum_max is not None and ro.row_sum_max < 1.01 and ro.row_sum_min < 0.99
     and ro.block_pattern in ("one-factor", "consistent") and not ro.missing_rows and not ro.forbidden_rows,
     "acc-not-rescaled": lambda ro: ro.block_pattern in ("stale-max", "other") and not ro.missing_rows,
     "no-final-division": lambda ro: ro.row_sum_min is not None and ro.row_sum_min > 0.99 and ro.row_sum_max > 1.01,

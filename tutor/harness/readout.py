@@ -199,6 +199,7 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
     result = ReadOut(mode="causal" if causal else "full", case="", shape=[], block_m=block_m, block_n=block_n,
                      launches=0)
     result.nan_rows = (~rows_ok).any(dim=0).nonzero().flatten().tolist()
+    result.nan_whole_rows = bool(result.nan_rows) and bool((~torch.isfinite(w)).all(dim=-1)[~rows_ok].all())
     rows = torch.arange(seq)[:, None]
     cols = torch.arange(seq)[None, :]
     row_block_end = torch.clamp((rows // block_m + 1) * block_m, max=seq)

@@ -136,6 +136,7 @@ class ReadOut:
     block_n: int
     launches: int  # kernel launches the read-out took
     nan_rows: list[int] = field(default_factory=list)  # positions whose weights are NaN/Inf (any head)
+    nan_whole_rows: bool = False  # every weight of those rows is NaN/Inf (not just some keys')
     forbidden_mass: float = 0.0  # the most weight one row puts on keys it must not see
     forbidden_row: int | None = None
     forbidden_rows: int = 0  # positions with forbidden weight (any head)
