@@ -60,3 +60,26 @@ async def test_the_widget_draws_at_a_fixed_size_and_hides_without_a_read_out():
         text = "\n".join(strip.text for strip in app.screen._compositor.render_strips())
         assert "your attention weights (causal)" in text
         assert "yours" in text and "reference" in text and "+" in text
+
+
+async def test_the_drill_view_shows_the_weights_of_a_failing_check_below_the_visit_map(tmp_path):
+    from helpers_app import make_workspace, offline_app, recorded_result, screen_text
+
+    from tutor.app.screens.drill_view import DrillScreen
+
+    workspace = make_workspace(tmp_path)
+    app = offline_app(workspace)
+    async with app.run_test(size=(120, 80)) as pilot:
+        await pilot.press("enter")
+        assert isinstance(app.screen, DrillScreen)
+        result = recorded_result("01_failing", workspace)
+        result.readout = {"causal": _read("next-key")}
+        app.screen.show_result(result)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "visited blocks" in text  # the visit map stays
+        assert "your attention weights (causal)" in text and "on a key it must not see" in text
+        passing = recorded_result("01_passing", workspace)
+        app.screen.show_result(passing)
+        await pilot.pause()
+        assert "your attention weights" not in screen_text(app)

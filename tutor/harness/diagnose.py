@@ -268,7 +268,8 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
             codes.append("future-blocks-read")
         else:
             codes.append("sees-future")
-    elif ro.missing_rows:
+    elif ro.missing_rows and (ro.fit_rms is not None and ro.fit_rms <= 0.1 or ro.missing_mass > 0.1):
+        # (weights that are no softmax of q·k at all say little through a few unread keys)
         if ro.missing_where == "own-key":
             codes.append("mask-off-by-one")
         elif ro.missing_where == "future-keys" and not causal and both_modes:
@@ -282,6 +283,8 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
             codes.append("blocks-skipped")
         else:
             codes.append("keys-missing")
+    elif ro.fit_rms is None or ro.fit_rms > 0.1:
+        pass  # no softmax of q·k at any temperature: the facts are said under wrong-output
     elif ro.temperature_name not in ("", "right"):
         codes.append("wrong-temperature")
     elif ro.block_pattern in ("one-factor", "consistent") and not ro.sums_to_one and ro.row_sum_min is not None:
@@ -380,9 +383,9 @@ def diagnose(
             say("store-out-of-bounds", where + ".")
         if ro is not None and code is not None and code not in said and not (code in SUPPORTS and SUPPORTS[code](ro)):
             code = None  # the fingerprint names a cause the kernel's weights do not show
-        if ro is not None and code is not None and said and code not in said and code in SUPPORTS:
+        if ro is not None and code is not None and said and code not in said:
             # both agree on the facts; the fingerprint names the finer cause (which sum was not rescaled)
-            said = [code] + [c for c in said if c not in SUPPORTS]
+            said = [code]
         if code is not None and not said:
             say(code, where + ".", ro)
         elif said and not case.unwritten:

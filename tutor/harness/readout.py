@@ -362,7 +362,7 @@ def _phantoms(result: ReadOut, w, s, allowed, clean, slope: float, block_m: int,
     top = scaled.amax(-1)
     z = torch.exp(scaled - top[..., None]).sum(-1)  # the denominator, in units of exp(top)
     extra = (1 / total - 1) * z  # what the kernel's denominator had on top, same units
-    phantom = (extra * torch.exp(top))[rows]
+    phantom = (extra * torch.exp(top.clamp(max=700.0)))[rows]  # hostile scores: no inf * 0
     result.phantom_keys = round(float(phantom.median()), 2)
     ratio_zero = phantom / phantom.median()
     if bool((ratio_zero - 1).abs().max() < 0.05) and result.phantom_keys >= 0.5:
