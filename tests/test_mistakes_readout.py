@@ -19,6 +19,9 @@ from tutor.catalog import get_drill
 from tutor.harness.result import CheckResult
 
 ENTRIES = {m.stem: m for m in mistakes.all_mistakes()}
+# one module fixture checks every entry (~32 interpreter checks, each failing one with its
+# read-out): more than the default per-test limit on a busy 2-core machine
+pytestmark = pytest.mark.timeout(1800)
 
 
 @pytest.fixture(scope="module")

@@ -388,7 +388,8 @@ def diagnose(
             said = [code]
         if code is not None and not said:
             say(code, where + ".", ro)
-        elif said and not case.unwritten:
+        elif said and not case.unwritten and not case.wrote_out_of_bounds:
+            # (a store past the end lands in the next head's rows: the probe's cross-talk is that)
             for found in said:
                 say(found, where + ".", ro)
         elif case.nonfinite:

@@ -238,7 +238,8 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
     a = slope if slope is not None and rms is not None and rms < 0.1 and slope > 0 else 1.0
     w_top, anchor = torch.where(allowed, wz, torch.zeros_like(wz)).max(dim=-1, keepdim=True)
     expected = torch.where(w_top > 0, w_top * torch.exp(a * (s - s.gather(-1, anchor))), p)
-    missing = allowed & (p > MISSING_P) & (expected > MISSING_P) & (wz == 0) & rows_ok[..., None]
+    needed = allowed & (p > MISSING_P) & (expected > MISSING_P) & rows_ok[..., None]
+    missing = needed & (wz == 0)
     m_mass = torch.where(missing, p, torch.zeros_like(p)).sum(-1)
     m_rows = m_mass > ROW_MASS
     result.missing_rows = int(m_rows.any(dim=0).sum())
@@ -247,7 +248,7 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
         result.missing_mass, result.missing_row = float(m_mass[h, r]), r
         keys = missing[h, r].nonzero().flatten().tolist()
         result.missing_keys = [keys[0], keys[-1]]
-        result.missing_where, result.skipped_blocks = _where_missing(missing, allowed, p, rows, cols, seq,
+        result.missing_where, result.skipped_blocks = _where_missing(missing, needed, rows, cols, seq,
                                                                      block_m, block_n)
 
     # -- row sums, temperature, block consistency ----------------------------------------------------
@@ -278,7 +279,7 @@ def _forbidden_score(w, s, allowed, sel, f_rows) -> str:
     return best[0] if best[1] >= 0.9 else "other"
 
 
-def _where_missing(missing, allowed, p, rows, cols, seq, block_m, block_n) -> tuple[str, list[list[int]]]:
+def _where_missing(missing, needed, rows, cols, seq, block_m, block_n) -> tuple[str, list[list[int]]]:
     heads = missing.shape[0]
     blocks = -(-seq // block_n)
     own = (cols == rows).expand_as(missing)
@@ -296,7 +297,7 @@ def _where_missing(missing, allowed, p, rows, cols, seq, block_m, block_n) -> tu
         r0, r1 = i * block_m, min((i + 1) * block_m, seq)
         for j in range(blocks):
             c0, c1 = j * block_n, min((j + 1) * block_n, seq)
-            need = allowed[:, r0:r1, c0:c1] & (p[:, r0:r1, c0:c1] > MISSING_P)
+            need = needed[:, r0:r1, c0:c1]
             if bool(need.any()) and bool((missing[:, r0:r1, c0:c1] | ~need).all()):
                 skipped.append([i, j])
     if not where:
