@@ -184,6 +184,9 @@ def test_the_read_out_travels_through_json():
 def test_the_weights_of_real_kernels_match_an_independent_softmax(tmp_path):
     """The solution's read-out equals softmax(q·k/sqrt(d)) to fp16 resolution; a kernel
     whose mask writes 0 puts on the future exactly what a score of 0 gets."""
+    from tutor.harness.device import select_device
+
+    select_device("cpu")  # the interpreter, as the worker sets it, before the kernels are defined
     from tutor.catalog import get_drill
     from tutor.harness.loader import load_student_module
     from tutor.mistakes import load

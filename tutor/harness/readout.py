@@ -273,7 +273,11 @@ def _forbidden_score(w, s, allowed, sel, f_rows) -> str:
     for name, fill in (("true", None), ("zero", 0.0)):
         alt = s if fill is None else torch.where(sel, torch.full_like(s, fill), s)
         pred = softmax_on(alt, seen)
-        gap = (pred - w).abs().amax(dim=-1)[f_rows]
+        # compared in proportion: keys V cannot show (past the end, loaded as zeros but
+        # scored by the same mistake) only scale a row's weights down
+        total = w.sum(-1, keepdim=True)
+        shape = torch.where(total > 0, w / total.clamp(min=1e-300), w)
+        gap = (pred - shape).abs().amax(dim=-1)[f_rows]
         verdicts.append((name, float((gap < 0.01).float().mean()) if gap.numel() else 0.0))
     best = max(verdicts, key=lambda x: x[1])
     return best[0] if best[1] >= 0.9 else "other"
