@@ -64,7 +64,8 @@ def test_unlocks_are_recorded_persist_and_are_never_taken_back(tmp_path: Path) -
 
 def test_unlock_rules_read_as_words() -> None:
     rule = unlock_rule(DRILL_01.hints[1])
-    assert rule == "opens after 2 attempts, or at once when a check reports diagonal-unmasked, mask-off-by-one or mask-reversed"
+    assert rule == ("opens after 2 attempts, or at once when a check reports diagonal-unmasked, mask-off-by-one, "
+                    "mask-reversed, mask-zero, mask-one-ahead, sees-future, keys-missing or future-in-sum")
     assert unlock_rule(DRILL_01.hints[0]) == "open from the start"
 
 

@@ -64,6 +64,7 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
         )
         result.cases, result.shape, result.diagnosis = found.cases, found.shape, found.diagnosis
         result.guard_findings = found.guard_findings
+        result.readout = found.readout
         result.visits = found.visits[0] if found.visits else None
         result.extra_visits = found.visits[1:]
         full_visits = getattr(found, "full_visits", None)

@@ -1,14 +1,23 @@
-"""Say what the student most likely got wrong, with a stable code per mistake.
+"""Say what the student got wrong, with a stable code per mistake, from measurements.
 
-The main tool is *mistake fingerprinting*: for a failing launch, compute in
-PyTorch what the kernel would output with each known mistake
-(:mod:`tutor.harness.reference`) and see which one the student's output
-matches.  The visit map adds what no output can show: whether the causal
-launch skipped the blocks it should.  Timings are never used to diagnose.
-The words for each code live in the drill's TOML file.
+Two tools.  The *read-out* (:mod:`tutor.harness.readout`) measures the weights
+the student's kernel actually applied in each failing mode: weight on keys a
+row must not see, keys never read, row sums, the softmax temperature, whether
+the K/V blocks share one scale, which inputs the output depends on.  Each
+diagnosis is one of those facts turned into a sentence; its words live in the
+drill's TOML file, with ``{placeholders}`` filled from the measured numbers.
+*Mistake fingerprinting* (the older tool) computes in PyTorch what the kernel
+would output with each known mistake (:mod:`tutor.harness.reference`) and
+matches the output against them; its code is said only when the read-out of
+that mode supports it (or there is no read-out).  When the two disagree, the
+read-out wins: it is what the kernel measurably does.  The visit map adds
+whether the causal launch skipped the blocks it should.  Timings are never
+used to diagnose.
 """
 
 from __future__ import annotations
+
+import re
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +26,7 @@ import torch
 
 from tutor.catalog import Drill
 from tutor.harness import reference
-from tutor.harness.result import CaseResult, Diagnosis, VisitMap
+from tutor.harness.result import CaseResult, Diagnosis, ReadOut, VisitMap
 
 
 @dataclass
@@ -116,13 +125,229 @@ def _consensus(per_launch: list[list[Match]]) -> list[str | None]:
     return chosen
 
 
+def _span(items: list[int]) -> str:
+    """"0..63" for a run, "3, 7, 9" for a few, "3, 7, ... (12 in all)" for many."""
+    if not items:
+        return ""
+    if items == list(range(items[0], items[-1] + 1)) and len(items) > 2:
+        return f"{items[0]}..{items[-1]}"
+    if len(items) <= 4:
+        return ", ".join(map(str, items))
+    return f"{', '.join(map(str, items[:3]))}, ... ({len(items)} in all)"
+
+
 def _describe_rows(launch: CheckedLaunch, block_m: int) -> str:
     bad = ~torch.isfinite(launch.out.to(torch.float32))
     rows = bad.any(dim=-1).reshape(-1, launch.out.shape[-2]).any(dim=0).nonzero().flatten().tolist()
     if len(rows) == launch.out.shape[-2]:
         return "every row is affected"
     blocks = sorted({r // block_m for r in rows})
-    return f"rows {rows[0]}..{rows[-1]} are affected (query block{'s' if len(blocks) > 1 else ''} {', '.join(map(str, blocks))})"
+    return f"rows {_span(rows)} are affected (query block{'s' if len(blocks) > 1 else ''} {_span(blocks)})"
+
+
+# -- the read-out, as facts ------------------------------------------------------------------
+WHERE_FORBIDDEN = {
+    "next-key": "on the key right after the row",
+    "diagonal-block": "on every later key of the row's own (diagonal) K/V block",
+    "part-of-diagonal-block": "on some later keys of the row's own (diagonal) K/V block",
+    "future-blocks": "in K/V blocks wholly after the row's block",
+    "diagonal-and-future-blocks": "both inside the diagonal block and in the blocks after it",
+}
+TEMPERATURE_WORDS = {  # what a measured temperature means, by its value (readout.temperature_names)
+    "scale-missing": "That is 1/sm_scale: the scores are never multiplied by sm_scale",
+    "scale-twice": "That is sm_scale: the scores are multiplied by sm_scale twice",
+    "scale-inverted": "That is 1/sm_scale squared: the scores are divided by sm_scale instead of multiplied",
+    "exp-not-exp2": "That is log2(e): exp() is applied to scores already multiplied by log2(e), a scale meant for exp2",
+    "exp2-without-log2e": "That is ln(2): exp2() is applied to scores never multiplied by log2(e) = 1.44269504",
+    "scale-missing-exp-not-exp2": "That is log2(e)/sm_scale: sm_scale is missing and exp() meets a log2 scale",
+    "scale-missing-exp2-without-log2e": "That is ln(2)/sm_scale: exp2() of scores with no scale at all",
+    "scale-twice-exp-not-exp2": "That is sm_scale*log2(e): sm_scale applied twice and exp() meets a log2 scale",
+    "scale-twice-exp2-without-log2e": "That is sm_scale*ln(2): sm_scale applied twice and exp2() without log2(e)",
+}
+
+
+def placeholders(ro: ReadOut) -> dict[str, str]:
+    """The measured numbers a diagnosis message may quote, already formatted."""
+    values: dict[str, str] = {"mode": ro.mode, "case": ro.case}
+    if ro.shape:
+        values["seq"] = str(ro.shape[2])
+    if ro.forbidden_row is not None:
+        values.update(row=str(ro.forbidden_row), next_key=str(ro.forbidden_row + 1), mass=f"{ro.forbidden_mass:.2f}",
+                      rows=str(ro.forbidden_rows), where=WHERE_FORBIDDEN.get(ro.forbidden_where, ro.forbidden_where))
+    if ro.missing_row is not None:
+        values.update(missing_row=str(ro.missing_row), missing_mass=f"{ro.missing_mass:.2f}",
+                      missing_rows=str(ro.missing_rows), keys=f"{ro.missing_keys[0]}..{ro.missing_keys[-1]}")
+    if ro.skipped_blocks:
+        pairs = [f"key block {j} for query block {i}" for i, j in ro.skipped_blocks]
+        values["blocks"] = ", ".join(pairs[:4]) + (f" and {len(pairs) - 4} more" if len(pairs) > 4 else "")
+    if ro.row_sum_min is not None:
+        values.update(sum_min=f"{ro.row_sum_min:.3g}", sum_max=f"{ro.row_sum_max:.3g}")
+    if ro.temperature is not None:
+        values["slope"] = f"{ro.temperature:.3g}"
+        values["temperature_cause"] = TEMPERATURE_WORDS.get(ro.temperature_name, "")
+    if ro.fit_rms is not None:
+        values["fit"] = f"{ro.fit_rms:.2g}"
+    if ro.phantom_keys is not None and ro.extra_in_sum == "score-0-keys":
+        values["phantom"] = f"{ro.phantom_keys:.0f}"
+        if ro.shape:
+            values["pad"] = str(-ro.shape[2] % ro.block_n)
+    if ro.block_ratio:
+        values["ratios"] = ", ".join("-" if r is None else f"{r:.2f}" for r in ro.block_ratio)
+    if ro.nan_rows:
+        values["nan_rows"] = ("rows " if len(ro.nan_rows) > 1 else "row ") + _span(ro.nan_rows)
+        values["nan_cause"] = (
+            "every weight of those rows is NaN/Inf, whatever V holds, so it arises in the scores, the running "
+            "maximum or the sum l_i, not in the values" if ro.nan_whole_rows else
+            "only some of their weights are NaN/Inf, so it arises after the softmax weights: in acc, the "
+            "division or the store")
+        values["nan_blocks"] = _span(sorted({r // ro.block_m for r in ro.nan_rows}))
+    if ro.moves_with:
+        ignored = [name.upper() for name, moved in ro.moves_with.items() if not moved]
+        if ignored:
+            values["inputs"] = " or ".join(ignored)
+    if ro.crosstalk:
+        values["crosstalk"] = " and ".join(x.upper() for x in ro.crosstalk)
+    return values
+
+
+def facts(ro: ReadOut) -> str:
+    """What the read-out measured, in one sentence, for a mistake with no name of its own."""
+    said = []
+    if ro.nan_rows:
+        said.append(f"rows {_span(ro.nan_rows)} are NaN/Inf" + (" whatever V holds" if ro.nan_whole_rows else " in some keys' weights"))
+    if ro.forbidden_row is not None:
+        said.append(f"row {ro.forbidden_row} puts {ro.forbidden_mass:.2f} of its weight on keys it must not see")
+    if ro.missing_row is not None:
+        said.append(f"row {ro.missing_row} gives no weight to keys {ro.missing_keys[0]}..{ro.missing_keys[-1]} "
+                    f"({ro.missing_mass:.2f} of its reference weight)")
+    if ro.row_sum_min is not None and not ro.sums_to_one:
+        said.append(f"rows sum to {ro.row_sum_min:.3g}..{ro.row_sum_max:.3g} instead of 1")
+    if ro.fit_rms is not None and ro.fit_rms > 0.1:
+        said.append(f"the log-weights stray {ro.fit_rms:.2g} from any softmax of q·k (a softmax strays 0)")
+    elif ro.temperature is not None and ro.temperature_name not in ("", "right"):
+        said.append(f"the softmax is {ro.temperature:.3g} times as sharp as it should be")
+    if ro.block_pattern not in ("", "consistent", "one-factor") and ro.block_ratio:
+        said.append("per K/V block the weights are " + ", ".join(
+            "-" if r is None else f"{r:.2f}" for r in ro.block_ratio) + " times the reference's")
+    if ro.moves_with and not all(ro.moves_with.values()):
+        said.append("the output does not change when " + " or ".join(
+            n.upper() for n, moved in ro.moves_with.items() if not moved) + " changes")
+    if not said and ro.moves_with and all(ro.moves_with.values()) and not ro.crosstalk:
+        said.append("the weights are right (a softmax of q·k/sqrt(d), rows summing to 1) and the output "
+                    "follows Q, K and V, so what goes wrong is on the values' side: how V is loaded "
+                    "(pointer, strides, mask) or how acc is stored")
+    if not said:
+        return ""
+    return f" Measured on your kernel's weights ({ro.mode}, seq={ro.shape[2] if ro.shape else '?'}): " + "; ".join(said) + "."
+
+
+def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
+    """The diagnosis codes the read-out of one failing mode supports, most telling first.
+    Only codes the drill has words for are returned; [] when nothing specific was measured."""
+    codes: list[str] = []
+    causal = ro.mode == "causal"
+    if ro.moves_with and not all(ro.moves_with.values()):
+        codes.append("input-ignored")
+    if ro.crosstalk:
+        codes.append("heads-mixed")
+    if codes:
+        # the kernel reads the wrong data: the weights measured against these Q, K say nothing more
+        return [c for c in codes if c in drill.diagnoses]
+    if ro.nan_rows and ro.shape and len(ro.nan_rows) == ro.shape[2]:
+        codes.append("nan-first-block")
+    if ro.forbidden_rows:
+        if ro.forbidden_score == "zero":
+            codes.append("mask-zero")
+        elif ro.forbidden_where == "diagonal-block" and ro.missing_rows:
+            codes.append("mask-reversed")
+        elif ro.forbidden_where == "next-key":
+            codes.append("mask-one-ahead")
+        elif ro.forbidden_where == "diagonal-block" and ro.forbidden_score == "true":
+            codes.append("diagonal-unmasked")
+        elif ro.forbidden_where == "diagonal-and-future-blocks" and ro.forbidden_score == "true" and not ro.missing_rows:
+            codes.append("todo2-open")
+        elif ro.forbidden_where == "future-blocks":
+            codes.append("future-blocks-read")
+        else:
+            codes.append("sees-future")
+    elif ro.missing_rows and (ro.fit_rms is not None and ro.fit_rms <= 0.1 or ro.missing_mass > 0.1):
+        # (weights that are no softmax of q·k at all say little through a few unread keys)
+        if ro.missing_where == "own-key":
+            codes.append("mask-off-by-one")
+        elif ro.missing_where == "future-keys" and not causal and both_modes:
+            codes.append("full-broken")
+        elif ro.missing_where == "ragged-tail":
+            codes.append("ragged-tail-skipped")
+        elif ro.missing_where == "whole-blocks" and causal and ro.skipped_blocks and all(
+                _holds_diagonal(i, j, ro) for i, j in ro.skipped_blocks):
+            codes.append("loop-stops-before-diagonal")
+        elif ro.missing_where == "whole-blocks":
+            codes.append("blocks-skipped")
+        else:
+            codes.append("keys-missing")
+    elif ro.fit_rms is None or ro.fit_rms > 0.1:
+        pass  # no softmax of q·k at any temperature: the facts are said under wrong-output
+    elif ro.temperature_name not in ("", "right"):
+        codes.append("wrong-temperature")
+    elif ro.block_pattern in ("one-factor", "consistent") and not ro.sums_to_one and ro.row_sum_min is not None:
+        if ro.row_sum_min > 0.99 and ro.row_sum_max > 1.01:
+            codes.append("no-final-division")  # every row sums to l_i >= 1 (a row that saw one key: exactly 1)
+        elif ro.extra_in_sum == "score-0-keys" and ro.shape and -ro.shape[2] % ro.block_n \
+                and abs(ro.phantom_keys - (-ro.shape[2] % ro.block_n)) < 1.0:
+            codes.append("ragged-unmasked")
+        elif ro.extra_in_sum == "future-keys":
+            codes.append("future-in-sum")
+        else:
+            codes.append("rows-not-normalised")
+    elif ro.block_pattern == "own-block-max":
+        codes.append("never-rescaled")
+    elif ro.block_pattern == "stale-max":
+        codes.append("acc-not-rescaled" if ro.row_sum_max is not None and ro.row_sum_max > 1.01 else "not-rescaled")
+    elif ro.block_pattern == "other":
+        codes.append("blocks-inconsistent")
+    codes = [c for c in codes if c in drill.diagnoses]
+    if ro.nan_rows and not codes and "nan-in-output" in drill.diagnoses:
+        codes.append("nan-in-output")  # other codes explain their NaN rows (a row that saw no key)
+    return codes
+
+
+def _holds_diagonal(i: int, j: int, ro: ReadOut) -> bool:
+    """Is key block j the one holding query block i's diagonal (or part of it)?"""
+    first_row, last_row = i * ro.block_m, (i + 1) * ro.block_m - 1
+    return j * ro.block_n <= last_row and (j + 1) * ro.block_n > first_row
+
+
+# Which measured facts make a fingerprint's code true: the fingerprint is said only
+# when the read-out of its mode supports it.
+SUPPORTS: dict[str, Callable[[ReadOut], bool]] = {
+    "todo2-open": lambda ro: ro.forbidden_rows > 0 and ro.forbidden_score == "true",
+    "diagonal-unmasked": lambda ro: ro.forbidden_rows > 0 and ro.forbidden_where == "diagonal-block",
+    "mask-reversed": lambda ro: ro.forbidden_rows > 0 and ro.missing_rows > 0,
+    "mask-off-by-one": lambda ro: ro.missing_where == "own-key" and not ro.forbidden_rows,
+    "loop-stops-before-diagonal": lambda ro: bool(ro.skipped_blocks) and not ro.forbidden_rows,
+    "ragged-unmasked": lambda ro: ro.phantom_keys is not None and ro.phantom_keys >= 0.5 and not ro.missing_rows,
+    "full-broken": lambda ro: ro.missing_rows > 0 and not ro.forbidden_rows,
+    "sum-not-rescaled": lambda ro: ro.row_sum_max is not None and ro.row_sum_max < 1.01 and ro.row_sum_min < 0.99
+    and ro.block_pattern in ("one-factor", "consistent") and not ro.missing_rows and not ro.forbidden_rows,
+    "acc-not-rescaled": lambda ro: ro.block_pattern in ("stale-max", "other") and not ro.missing_rows,
+    "no-final-division": lambda ro: ro.row_sum_min is not None and ro.row_sum_min > 0.99 and ro.row_sum_max > 1.01,
+    "never-rescaled": lambda ro: ro.block_pattern in ("own-block-max", "other") and not ro.missing_rows,
+    "nan-first-block": lambda ro: bool(ro.nan_rows) and len(ro.nan_rows) == ro.shape[2],
+}
+
+
+def fill(message: str, values: dict[str, str]) -> str:
+    """The TOML words with ``{placeholders}`` filled; a sentence whose numbers were not
+    measured is left out rather than shown half-filled."""
+    if "{" not in message:
+        return message
+    sentences = re.split(r"(?<=[.!?])\s+", message)
+    kept = []
+    for sentence in sentences:
+        names = re.findall(r"{(\w+)", sentence)
+        if all(values.get(n) for n in names):
+            kept.append(sentence.format_map(values))
+    return " ".join(kept)
 
 
 def diagnose(
@@ -131,40 +356,57 @@ def diagnose(
     visits: VisitMap | None,
     block_m: int,
     block_n: int,
+    readouts: dict[str, ReadOut] | None = None,
 ) -> list[Diagnosis]:
     """Everything worth saying about a check that ran, errors first."""
+    readouts = readouts or {}
     codes: dict[str, str] = {}  # code -> extra detail; dicts keep the order found
+    values: dict[str, dict[str, str]] = {}  # code -> the measured numbers its words quote
 
-    def say(code: str, detail: str = "") -> None:
-        codes.setdefault(code, detail)
+    def say(code: str, detail: str = "", ro: ReadOut | None = None) -> None:
+        if code not in codes:
+            codes[code] = detail
+            values[code] = placeholders(ro) if ro is not None else {}
 
     both_modes = "full" in drill.modes and "causal" in drill.modes
     failing = [x for x in launches if not x.case.passed]
     chosen = _consensus([fingerprints(drill, x, block_m, block_n) for x in failing])
     passed_causal = {x.case.name for x in launches if x.case.causal and x.case.passed}
+    measured = {mode: readout_codes(drill, ro, both_modes) for mode, ro in readouts.items()}
     for launch, code in zip(failing, chosen, strict=True):
         case = launch.case
         mode = (", causal" if case.causal else ", full") if both_modes else ""
         where = f" (seen on the {case.name} shape, seq={case.shape[2]}{mode})"
+        ro = readouts.get("causal" if case.causal else "full")
+        said = measured.get(ro.mode, []) if ro is not None else []
         if case.unwritten:
             say("unwritten-output", f" {case.unwritten} elements were never written{where}.")
         if case.wrote_out_of_bounds:
             say("store-out-of-bounds", where + ".")
-        if code is not None:
-            say(code, where + ".")
+        if ro is not None and code is not None and code not in said and not (code in SUPPORTS and SUPPORTS[code](ro)):
+            code = None  # the fingerprint names a cause the kernel's weights do not show
+        if ro is not None and code is not None and said and code not in said:
+            # both agree on the facts; the fingerprint names the finer cause (which sum was not rescaled)
+            said = [code]
+        if code is not None and not said:
+            say(code, where + ".", ro)
+        elif said and not case.unwritten and not case.wrote_out_of_bounds:
+            # (a store past the end lands in the next head's rows: the probe's cross-talk is that)
+            for found in said:
+                say(found, where + ".", ro)
         elif case.nonfinite:
             if "nan-first-block" in drill.diagnoses and case.nonfinite == launch.out.numel() - case.unwritten:
-                say("nan-first-block", where + ".")
+                say("nan-first-block", where + ".", ro)
             else:
-                say("nan-in-output", f" {case.nonfinite} elements; {_describe_rows(launch, block_m)}{where}.")
+                say("nan-in-output", f" {case.nonfinite} elements; {_describe_rows(launch, block_m)}{where}.", ro)
         elif case.unwritten or case.wrote_out_of_bounds:
             pass  # said above; the rest of the output is not worth guessing at
         elif both_modes and not case.causal and case.name in passed_causal:
             # right when causal, wrong when not: the change reached the full path
-            say("full-broken", where + ".")
+            say("full-broken", where + ".", ro)
         else:
             worst = "" if case.worst_row is None else f" The largest error is at row {case.worst_row} (query block {case.worst_row // block_m})"
-            say("wrong-output", f"{worst}{where}.")
+            say("wrong-output", f"{worst}{where}." + (facts(ro) if ro is not None else ""), ro)
 
     if visits is not None and visits.visited_blocks == 0:
         say("no-visits-recorded")
@@ -181,6 +423,6 @@ def diagnose(
     found = []
     for code, detail in codes.items():
         text = drill.diagnosis_text(code)
-        found.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
+        found.append(Diagnosis(code=code, message=fill(text.message, values[code]) + detail, severity=text.severity))
     order = {"error": 0, "finding": 1, "info": 2}
     return sorted(found, key=lambda d: order.get(d.severity, 3))

@@ -156,6 +156,62 @@ class Performance:
 
 
 @dataclass
+class ReadOut:
+    """The weights the student's kernel actually applied, read out in one mode.
+
+    Attention is linear in V, so ``out = W · V`` for a weight matrix ``W`` that
+    depends only on Q and K; launching the kernel with one-hot V rows reads
+    ``W`` column group by column group (:mod:`tutor.harness.readout`).  Every
+    field is measured from those launches against the float64 softmax ``P`` of
+    the same Q, K.  Rows are sequence positions; "forbidden" keys are the ones
+    a row must not see (the causal future); "missing" keys carry reference
+    weight (at least 1e-3) where the kernel gave exactly none.  Masses are fractions of a row's weight (1 = all).
+    """
+
+    mode: str  # "causal" or "full"
+    case: str  # the correctness case whose Q, K were read out
+    shape: list[int]
+    block_m: int
+    block_n: int
+    launches: int  # kernel launches the read-out took
+    nan_rows: list[int] = field(default_factory=list)  # positions whose weights are NaN/Inf (any head)
+    nan_whole_rows: bool = False  # every weight of those rows is NaN/Inf (not just some keys')
+    forbidden_mass: float = 0.0  # the most weight one row puts on keys it must not see
+    forbidden_row: int | None = None
+    forbidden_rows: int = 0  # positions with forbidden weight (any head)
+    forbidden_where: str = ""  # "next-key", "diagonal-block" (all of its later keys), "part-of-diagonal-block",
+    # "future-blocks", "diagonal-and-future-blocks"
+    forbidden_score: str = ""  # "true" (the key's real score), "zero" (a 0 mask), "other"
+    missing_mass: float = 0.0  # the most reference weight one row never gives
+    missing_row: int | None = None
+    missing_rows: int = 0
+    missing_where: str = ""  # "own-key", "future-keys", "ragged-tail", "whole-blocks", "part-of-blocks"
+    missing_keys: list[int] = field(default_factory=list)  # first and last key missing in missing_row
+    skipped_blocks: list[list[int]] = field(default_factory=list)  # (query block, key block) wholly unread
+    row_sum_min: float | None = None
+    row_sum_max: float | None = None
+    phantom_keys: float | None = None  # rows short of 1 as if this many score-0 keys were in the sum
+    extra_in_sum: str = ""  # "score-0-keys", "future-keys": what the surplus in the denominator equals
+    temperature: float | None = None  # slope of log W against the true scores (1 = right)
+    temperature_name: str = ""  # "right", "scale-missing", "scale-twice", "exp-not-exp2", ...
+    fit_rms: float | None = None  # how far log W is from a line in the scores (0 = a softmax of q·k)
+    block_pattern: str = ""  # "consistent", "one-factor", "own-block-max", "stale-max", "other"
+    block_ratio: list[float] = field(default_factory=list)  # per key block: student / reference weight (median row)
+    row_factor: float | None = None  # "one-factor": every block scaled by this (median row)
+    moves_with: dict[str, bool] = field(default_factory=dict)  # head 0's output moves when its q/k/v change
+    crosstalk: list[str] = field(default_factory=list)  # head 0's inputs that move other heads' outputs
+    head: int = 0  # the head drawn below
+    map_cell: int = 1  # positions per cell of the maps
+    map_student: list[list[float]] = field(default_factory=list)  # mean weight per cell, one head
+    map_reference: list[list[float]] = field(default_factory=list)
+    map_marks: list[str] = field(default_factory=list)  # per cell: "+" weight where none may be, "-" missing, "~" wrong, "." right, " " none
+
+    @property
+    def sums_to_one(self) -> bool:
+        return self.row_sum_min is not None and abs(self.row_sum_min - 1) < 0.01 and abs(self.row_sum_max - 1) < 0.01
+
+
+@dataclass
 class CheckResult:
     drill: str
     file: str
@@ -176,6 +232,7 @@ class CheckResult:
     extra_visits: list[VisitMap] = field(default_factory=list)  # a problem's other loops (drill 04's dQ loop)
     diagnosis: list[Diagnosis] = field(default_factory=list)
     guard_findings: list[GuardFinding] = field(default_factory=list)  # which tensor, side and shape
+    readout: dict[str, ReadOut] = field(default_factory=dict)  # mode -> the weights read out (failing modes)
     error: CheckError | None = None
     output: str = ""  # what the student's code printed (tail)
     duration_s: float = 0.0  # wall time of the verdict phase inside the worker
@@ -303,6 +360,7 @@ class CheckResult:
             extra_visits=[VisitMap(**m) for m in data.get("extra_visits", [])],
             diagnosis=[Diagnosis(**d) for d in data.get("diagnosis", [])],
             guard_findings=[GuardFinding(**g) for g in data.get("guard_findings", [])],
+            readout={mode: ReadOut(**r) for mode, r in (data.get("readout") or {}).items()},
             error=None if error is None else CheckError(**error),
             output=data.get("output", ""),
             duration_s=data.get("duration_s", 0.0),

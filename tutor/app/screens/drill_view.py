@@ -18,6 +18,7 @@ from tutor.app.widgets.roofline_view import RooflineView
 from tutor.app.widgets.sparkline import AttemptHistory
 from tutor.app.widgets.status_bar import StatusBar
 from tutor.app.widgets.visit_map import VisitMapView
+from tutor.app.widgets.weight_map import WeightMapView
 from tutor.catalog import Drill
 from tutor.harness.result import CheckResult
 
@@ -76,6 +77,7 @@ class DrillScreen(Screen):
             yield RooflineView(id="roofline")
             yield Static(id="error")
             yield Static(id="diagnosis")
+            yield WeightMapView(id="weight-map")
             with Vertical(id="history-box"):
                 yield AttemptHistory(id="history")
         yield Footer(compact=True)
@@ -144,6 +146,7 @@ class DrillScreen(Screen):
         roofline.show(None if result is None or result.error is not None else result.roofline,
                       bool(result and result.device and result.device.interpreter))
         if result is None:
+            self.query_one(WeightMapView).show(None)
             numbers.display = False
             error.display = True
             error.update(Text(f"Save {self.file_label} in your editor (or press r) to check it.", style="dim"))
@@ -160,3 +163,4 @@ class DrillScreen(Screen):
             self._fit_numbers()
         diagnosis.display = bool(result.diagnosis)
         diagnosis.update(diagnosis_text(result))
+        self.query_one(WeightMapView).show(None if could_not_run else result.readout)

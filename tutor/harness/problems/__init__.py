@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, ReadOut, VisitMap
 
 # problem name -> module that implements it (imported when first needed)
 PROBLEMS: dict[str, str] = {
@@ -53,6 +53,7 @@ class Correctness:
     # visited blocks against the causal map's are the counted work ratio
     full_visits: VisitMap | None = None
     guard_findings: list[GuardFinding] = field(default_factory=list)  # guard bands a launch reached
+    readout: dict[str, ReadOut] = field(default_factory=dict)  # failing mode -> the weights read out
 
 
 @dataclass

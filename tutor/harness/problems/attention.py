@@ -18,10 +18,11 @@ from tutor.catalog import Drill
 from tutor.harness import guard as guarding
 from tutor.harness import inputs as hostile
 from tutor.harness import launch as launching
+from tutor.harness import readout as reading
 from tutor.harness.diagnose import CheckedLaunch, diagnose
 from tutor.harness.problems import Correctness, TimedLaunches
 from tutor.harness.reference import attention_reference
-from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, ReadOut, VisitMap
 from tutor.harness.shapes import plan_for
 
 
@@ -94,6 +95,7 @@ def check_correctness(
         plan = dataclasses.replace(plan, default=tuple(shape))
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
     launches: list[CheckedLaunch] = []
+    modes: list[bool | None] = []
     cases: list[CaseResult] = []
     visits: list[VisitMap] = []
     full_visits: VisitMap | None = None
@@ -107,12 +109,14 @@ def check_correctness(
             cases.append(case)
             launches.append(CheckedLaunch(case=case, q=q, k=k, v=v, out=run.out, expected=expected))
             runs.append((causal, run))
+            modes.append(causal)
             # the map comes from the default shape's causal launch (or its only launch)
             if name == "default" and (causal or causal is None):
                 visits.append(visit_map(run, case_shape[2], block_m, block_n, bool(causal)))
             elif name == "default" and causal is False:
                 full_visits = visit_map(run, case_shape[2], block_m, block_n, False)
-    diagnosis = diagnose(drill, launches, visits[0] if visits else None, block_m, block_n)
+    readouts = read_failing_modes(module, launches, modes, generator)
+    diagnosis = diagnose(drill, launches, visits[0] if visits else None, block_m, block_n, readouts)
     findings, said = guard_report(drill, module, launches, runs, device, generator)
     if any(d.code == "read-past-end" for d in said):  # the NaN is explained: not the kernel's own arithmetic
         diagnosis = [d for d in diagnosis if d.code not in ("nan-in-output", "nan-first-block")]
@@ -122,7 +126,7 @@ def check_correctness(
                              cases, findings)
         diagnosis = found + diagnosis
     return Correctness(cases=cases, shape=list(plan.default), visits=visits, diagnosis=diagnosis,
-                       guard_findings=findings, full_visits=full_visits)
+                       guard_findings=findings, full_visits=full_visits, readout=readouts)
 
 
 READ_WHERE = {"Q": "The last query block's load of Q", "K": "The last K/V block's load of K",
@@ -199,6 +203,25 @@ def hostile_case(drill: Drill, module, shape, device: str, generator: torch.Gene
                 codes.setdefault(code, detail)
     return [Diagnosis(code, drill.diagnosis_text(code).message + detail, drill.diagnosis_text(code).severity)
             for code, detail in codes.items()]
+
+
+def read_failing_modes(module, launches: list[CheckedLaunch], modes: list[bool | None],
+                       generator: torch.Generator) -> dict[str, ReadOut]:
+    """Read out the weights of each mode that failed, on the first failing case's Q, K
+    (cases run in plan order, the default shape first).  A read-out that itself
+    raises is left out: the verdict and the fingerprints still stand."""
+    readouts: dict[str, ReadOut] = {}
+    for launch, causal in zip(launches, modes, strict=True):
+        mode = "causal" if causal else "full"
+        if launch.case.passed or mode in readouts:
+            continue
+        known = next(((r.moves_with, r.crosstalk) for r in readouts.values() if r.moves_with), None)
+        try:
+            readouts[mode] = reading.read_out(module, launch.q, launch.k, causal, case=launch.case.name,
+                                              generator=generator, known_dependence=known)
+        except Exception:  # noqa: BLE001 - the launches already reported what they could
+            continue
+    return readouts
 
 
 def timing_launches(drill: Drill, module, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:

@@ -1,0 +1,460 @@
+"""Read out the attention weights a student's kernel actually applies.
+
+Any attention kernel, right or wrong, computes ``out = W · V`` for a weight
+matrix ``W`` that depends only on Q and K: the accumulation is linear in V.
+Launch the kernel with V's rows one-hot (key j's value is the unit vector
+``e_(j mod d)``, the other keys zero) and the output *is* ``W`` for the keys of
+that group: ``seq / head_dim`` launches read the whole matrix.  The outputs are
+fp16, so ``W`` is known to fp16's resolution (~5e-4 relative, 6e-8 absolute):
+every threshold below sits well above that.
+
+:func:`read_out` compares ``W`` with the float64 softmax ``P`` of the same
+Q, K and measures where weight sits that must not, which keys carry no weight
+that should, what the rows sum to, the softmax temperature, whether the K/V
+blocks share one scale, and (when the weights do not look like a softmax of
+q·k at all) which inputs the output depends on.  The numbers go into a
+:class:`~tutor.harness.result.ReadOut`; :mod:`tutor.harness.diagnose` turns
+them into sentences.
+"""
+
+from __future__ import annotations
+
+import math
+from types import ModuleType
+
+import torch
+
+from tutor.harness import launch as launching
+from tutor.harness.result import ReadOut
+
+READ = 0.0  # a weight above this was given: a masked key gets exactly 0 (p = exp2(-inf) = 0, times one-hot V)
+ROW_MASS = 2e-3  # a row's misplaced or missing mass worth reporting (fp16 noise is ~1e-4 a row)
+MISSING_P = 1e-3  # a key the reference weighs at least this much, and the kernel exactly 0, was never read
+BLOCK_MASS = 0.02  # a (row, key block) pair enters the block ratios when the reference gives it this much
+CONSISTENT = 0.03  # log-ratio spread under which blocks share one scale
+MAP_CELLS = 40  # the drawn maps are at most this many cells a side
+
+LN2 = math.log(2.0)
+
+
+def one_hot_values(shape: tuple[int, ...], group: int, device) -> torch.Tensor:
+    """V for key group ``group``: key j = group*d + c gets e_c, every other key 0."""
+    batch, heads, seq, dim = shape
+    v = torch.zeros(shape, dtype=torch.float16, device=device)
+    keys = torch.arange(group * dim, min((group + 1) * dim, seq), device=device)
+    v[:, :, keys, keys - group * dim] = 1.0
+    return v
+
+
+def weights(module: ModuleType, q: torch.Tensor, k: torch.Tensor, causal: bool | None) -> tuple[torch.Tensor, int]:
+    """The student's effective weights, (batch*heads, seq, seq) float64, and the launches it took.
+
+    Unwritten elements (still the poison pattern) read as NaN."""
+    batch, heads, seq, dim = q.shape
+    w = torch.empty((batch * heads, seq, seq), dtype=torch.float64)
+    groups = -(-seq // dim)
+    for group in range(groups):
+        v = one_hot_values(tuple(q.shape), group, q.device)
+        run = launching.run_launcher(module, (q, k, v), causal, record_visits=False)
+        out = run.out.detach().to("cpu")
+        poisoned = out.view(torch.int16) == launching.POISON_BITS
+        block = out.to(torch.float64).masked_fill(poisoned, float("nan")).reshape(batch * heads, seq, dim)
+        width = min(dim, seq - group * dim)
+        w[:, :, group * dim : group * dim + width] = block[:, :, :width]
+    return w, groups
+
+
+def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """The true scaled scores q·k / sqrt(d), float64, (batch*heads, seq, seq)."""
+    batch, heads, seq, dim = q.shape
+    qf = q.to("cpu", torch.float64).reshape(batch * heads, seq, dim)
+    kf = k.to("cpu", torch.float64).reshape(batch * heads, seq, dim)
+    return (qf @ kf.transpose(-1, -2)) * dim**-0.5
+
+
+def allowed_keys(seq: int, causal: bool) -> torch.Tensor:
+    rows = torch.arange(seq)[:, None]
+    cols = torch.arange(seq)[None, :]
+    return (cols <= rows) if causal else torch.ones(seq, seq, dtype=torch.bool)
+
+
+def softmax_on(s: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    masked = s.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(masked, dim=-1).nan_to_num(nan=0.0)
+
+
+# -- temperature -------------------------------------------------------------------------
+def temperature_names(head_dim: int) -> dict[str, float]:
+    """Slopes of log W against the true scores that a known mistake gives."""
+    scale = head_dim**-0.5
+    return {
+        "right": 1.0,
+        "scale-missing": 1 / scale,
+        "scale-twice": scale,
+        "scale-inverted": 1 / scale**2,
+        "exp-not-exp2": 1 / LN2,  # exp() of scores already multiplied by log2(e)
+        "exp2-without-log2e": LN2,  # exp2() of scores never multiplied by log2(e)
+        "scale-missing-exp-not-exp2": 1 / (scale * LN2),
+        "scale-missing-exp2-without-log2e": LN2 / scale,
+        "scale-twice-exp-not-exp2": scale / LN2,
+        "scale-twice-exp2-without-log2e": scale * LN2,
+    }
+
+
+def name_temperature(slope: float | None, head_dim: int) -> str:
+    if slope is None or not math.isfinite(slope):
+        return ""
+    for name, value in temperature_names(head_dim).items():
+        if abs(slope / value - 1) < 0.03:
+            return name
+    return "other"
+
+
+def _fit_temperature(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, rows_ok: torch.Tensor,
+                     block_n: int) -> tuple[float | None, float | None]:
+    """Fit log W = a·s + b per (row, key block) on the keys read; returns (a, rms residual).
+
+    The intercept is free per block, so a block-wide scale error does not bend
+    the slope."""
+    seq = w.shape[-1]
+    rowmax = w.clamp(min=0).amax(dim=-1, keepdim=True)
+    use = allowed & rows_ok[..., None] & (w > 1e-3 * rowmax) & (w > 1e-5)
+    if int(use.sum()) < 8:
+        return None, None
+    logw = torch.where(use, w.clamp(min=1e-300).log(), torch.zeros_like(w))
+    sx = torch.where(use, s, torch.zeros_like(s))
+    blocks = -(-seq // block_n)
+    pad = blocks * block_n - seq
+
+    def grouped(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.pad(x, (0, pad)).reshape(*x.shape[:-1], blocks, block_n)
+
+    u, lx, xs = grouped(use.to(torch.float64)), grouped(logw), grouped(sx)
+    n = u.sum(dim=-1, keepdim=True)
+    has = n >= 2
+    mean_x = torch.where(has, (xs * u).sum(-1, keepdim=True) / n.clamp(min=1), torch.zeros_like(n))
+    mean_y = torch.where(has, (lx * u).sum(-1, keepdim=True) / n.clamp(min=1), torch.zeros_like(n))
+    dx = (xs - mean_x) * u * has
+    dy = (lx - mean_y) * u * has
+    sxx = float((dx * dx).sum())
+    if sxx < 1e-9:
+        return None, None
+    slope = float((dx * dy).sum()) / sxx
+    resid = (dy - slope * dx) * u * has
+    count = float((u * has).sum())
+    return slope, math.sqrt(float((resid * resid).sum()) / max(count, 1.0))
+
+
+# -- the read-out --------------------------------------------------------------------------
+def read_out(
+    module: ModuleType,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    causal: bool | None,
+    case: str = "",
+    probe: bool | None = None,
+    generator: torch.Generator | None = None,
+    known_dependence: tuple[dict[str, bool], list[str]] | None = None,
+) -> ReadOut:
+    """Launch the kernel with one-hot V and measure its weights against softmax(q·k/sqrt(d)).
+
+    ``causal=None``: the launcher takes no ``causal`` argument (full attention).
+    ``probe``: also perturb Q, K, V of head 0 (3 more launches); by default only
+    when the weights are not a softmax of the true scores, or show nothing wrong.
+    ``known_dependence``: the probe's answer from another mode of the same kernel
+    (which pointers it reads does not depend on the mode), reused instead of re-measured."""
+    batch, heads, seq, dim = q.shape
+    block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
+    is_causal = bool(causal)
+    w, launches = weights(module, q, k, causal)
+    measured = measure(w, scores(q, k), is_causal, block_m, block_n, dim)
+    measured.case = case
+    measured.shape = list(q.shape)
+    measured.launches = launches
+    if probe is None:  # the weights say nothing (or nothing wrong): ask which inputs the output follows
+        probe = measured.fit_rms is None or measured.fit_rms > 0.1 or measured.temperature_name == "other" \
+            or not abnormal(measured)
+    if probe and known_dependence is not None:
+        measured.moves_with, measured.crosstalk = known_dependence  # measured in another mode already
+    elif probe:
+        measured.moves_with, measured.crosstalk = dependence(module, q, k, causal, generator)
+        measured.launches += 4
+    return measured
+
+
+def abnormal(ro: ReadOut) -> bool:
+    """Does the read-out show anything wrong with the weights themselves?"""
+    return bool(ro.nan_rows or ro.forbidden_rows or ro.missing_rows or not ro.sums_to_one
+                or ro.temperature_name not in ("right",) or ro.block_pattern not in ("consistent",))
+
+
+def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_n: int, head_dim: int) -> ReadOut:
+    """Every measurement of :class:`ReadOut` from the weights ``w`` and true scores ``s``
+    (both (heads, seq, seq) float64).  Pure tensor work: the tests feed it made-up weights."""
+    heads, seq, _ = w.shape
+    allowed = allowed_keys(seq, causal).expand(heads, seq, seq)
+    p = softmax_on(s, allowed)
+    rows_ok = torch.isfinite(w).all(dim=-1)  # (heads, seq)
+    wz = torch.where(rows_ok[..., None], w, torch.zeros_like(w))
+    result = ReadOut(mode="causal" if causal else "full", case="", shape=[], block_m=block_m, block_n=block_n,
+                     launches=0)
+    result.nan_rows = (~rows_ok).any(dim=0).nonzero().flatten().tolist()
+    result.nan_whole_rows = bool(result.nan_rows) and bool((~torch.isfinite(w)).all(dim=-1)[~rows_ok].all())
+    rows = torch.arange(seq)[:, None]
+    cols = torch.arange(seq)[None, :]
+    row_block_end = torch.clamp((rows // block_m + 1) * block_m, max=seq)
+    bound_done = -(-row_block_end // block_n) * block_n  # the keys a correct causal loop visits: c < this
+
+    # -- weight where it must not be ----------------------------------------------------------
+    forbidden = ~allowed & (wz.abs() > READ)
+    f_mass = torch.where(~allowed, wz.abs(), torch.zeros_like(wz)).sum(-1)  # (heads, seq)
+    f_rows = (f_mass > ROW_MASS) & rows_ok
+    result.forbidden_rows = int(f_rows.any(dim=0).sum())
+    if result.forbidden_rows:
+        h, r = divmod(int(torch.where(f_rows, f_mass, torch.zeros_like(f_mass)).argmax()), seq)
+        result.forbidden_mass, result.forbidden_row = float(f_mass[h, r]), r
+        sel = forbidden & f_rows[..., None]
+        next_key = (cols == rows + 1).expand_as(sel)
+        inside = (cols < bound_done).expand_as(sel)
+        if bool((sel <= next_key).all()):
+            result.forbidden_where = "next-key"
+        elif bool((sel <= inside).all()):
+            # every future key of the diagonal block, or only some of them
+            whole = (~allowed & inside & f_rows[..., None]) <= sel
+            result.forbidden_where = "diagonal-block" if bool(whole.all()) else "part-of-diagonal-block"
+        elif bool((sel <= ~inside).all()):
+            result.forbidden_where = "future-blocks"
+        else:
+            result.forbidden_where = "diagonal-and-future-blocks"
+        result.forbidden_score = _forbidden_score(wz, s, allowed, sel, f_rows)
+
+    # -- weight missing where it must be --------------------------------------------------------
+    # exactly 0 where the reference gives at least MISSING_P and the kernel's own weights,
+    # extrapolated from the row's heaviest key at the kernel's own temperature, would too: a
+    # key never loaded, masked or multiplied by 0 gets exactly 0, while a key whose p merely
+    # underflows fp16 (a too-sharp softmax) is predicted tiny and is not "missing"; a key
+    # weighted too little is the block ratios' business
+    slope, rms = _fit_temperature(wz, s, allowed, rows_ok, block_n)
+    a = slope if slope is not None and rms is not None and rms < 0.1 and slope > 0 else 1.0
+    w_top, anchor = torch.where(allowed, wz, torch.zeros_like(wz)).max(dim=-1, keepdim=True)
+    expected = torch.where(w_top > 0, w_top * torch.exp(a * (s - s.gather(-1, anchor))), p)
+    needed = allowed & (p > MISSING_P) & (expected > MISSING_P) & rows_ok[..., None]
+    missing = needed & (wz == 0)
+    m_mass = torch.where(missing, p, torch.zeros_like(p)).sum(-1)
+    m_rows = m_mass > ROW_MASS
+    result.missing_rows = int(m_rows.any(dim=0).sum())
+    if result.missing_rows:
+        h, r = divmod(int(torch.where(m_rows, m_mass, torch.zeros_like(m_mass)).argmax()), seq)
+        result.missing_mass, result.missing_row = float(m_mass[h, r]), r
+        keys = missing[h, r].nonzero().flatten().tolist()
+        result.missing_keys = [keys[0], keys[-1]]
+        result.missing_where, result.skipped_blocks = _where_missing(missing, needed, rows, cols, seq,
+                                                                     block_m, block_n)
+
+    # -- row sums, temperature, block consistency ----------------------------------------------------
+    sums = wz.sum(-1)[rows_ok]
+    if sums.numel():
+        result.row_sum_min, result.row_sum_max = float(sums.min()), float(sums.max())
+    result.temperature = slope
+    result.fit_rms = rms
+    result.temperature_name = name_temperature(slope, head_dim) if rms is not None and rms < 0.1 else ""
+    clean = rows_ok & ~f_rows & ~m_rows
+    _blocks(result, wz, s, p, allowed, clean, block_n, slope if result.temperature_name else 1.0)
+    _phantoms(result, wz, s, allowed, clean, slope if result.temperature_name else 1.0, block_m, block_n)
+    _maps(result, wz, p, allowed, rows_ok, f_mass, missing)
+    return result
+
+
+def _forbidden_score(w, s, allowed, sel, f_rows) -> str:
+    """What score the forbidden keys a row read got: their real one, or 0 (a mask that
+    writes 0 instead of -inf).  Judged on rows that read every allowed key."""
+    seen = (allowed & (w > READ)) | sel
+    verdicts = []
+    for name, fill in (("true", None), ("zero", 0.0)):
+        alt = s if fill is None else torch.where(sel, torch.full_like(s, fill), s)
+        pred = softmax_on(alt, seen)
+        # compared in proportion: keys V cannot show (past the end, loaded as zeros but
+        # scored by the same mistake) only scale a row's weights down
+        total = w.sum(-1, keepdim=True)
+        shape = torch.where(total > 0, w / total.clamp(min=1e-300), w)
+        gap = (pred - shape).abs().amax(dim=-1)[f_rows]
+        verdicts.append((name, float((gap < 0.01).float().mean()) if gap.numel() else 0.0))
+    best = max(verdicts, key=lambda x: x[1])
+    return best[0] if best[1] >= 0.9 else "other"
+
+
+def _where_missing(missing, needed, rows, cols, seq, block_m, block_n) -> tuple[str, list[list[int]]]:
+    heads = missing.shape[0]
+    blocks = -(-seq // block_n)
+    own = (cols == rows).expand_as(missing)
+    if bool((missing <= own).all()):
+        where = "own-key"
+    elif bool((missing <= (cols > rows).expand_as(missing)).all()):
+        where = "future-keys"  # a full launch that drops the keys after each row: a causal mask leaked
+    elif seq % block_n and bool((missing <= (cols >= seq - seq % block_n).expand_as(missing)).all()):
+        where = "ragged-tail"
+    else:
+        where = ""
+    # (query block, key block) pairs in which every row misses every key it may see
+    skipped = []
+    for i in range(-(-seq // block_m)):
+        r0, r1 = i * block_m, min((i + 1) * block_m, seq)
+        for j in range(blocks):
+            c0, c1 = j * block_n, min((j + 1) * block_n, seq)
+            need = needed[:, r0:r1, c0:c1]
+            if bool(need.any()) and bool((missing[:, r0:r1, c0:c1] | ~need).all()):
+                skipped.append([i, j])
+    if not where:
+        whole = torch.zeros_like(missing)
+        for i, j in skipped:
+            whole[:, i * block_m : (i + 1) * block_m, j * block_n : (j + 1) * block_n] = True
+        where = "whole-blocks" if skipped and bool((missing <= whole).all()) else "part-of-blocks"
+    return where, skipped
+
+
+def _blocks(result: ReadOut, w, s, p, allowed, clean, block_n: int, slope: float) -> None:
+    """Per key block, the student's weight over the reference's, on rows with nothing
+    misplaced or missing: one scale for every block, one factor for the whole row,
+    or blocks weighted against their own maximum / a maximum not yet final."""
+    heads, seq, _ = w.shape
+    blocks = -(-seq // block_n)
+    wm = torch.stack([torch.where(allowed, w, 0)[..., j * block_n:(j + 1) * block_n].sum(-1) for j in range(blocks)], -1)
+    pm = torch.stack([p[..., j * block_n:(j + 1) * block_n].sum(-1) for j in range(blocks)], -1)
+    use = (pm > BLOCK_MASS) & clean[..., None] & (wm > 0)
+    if not bool(use.any()):
+        return
+    log_ratio = torch.where(use, (wm.clamp(min=1e-300) / pm.clamp(min=1e-300)).log(), torch.zeros_like(wm))
+    result.block_ratio = [
+        round(float(log_ratio[..., j][use[..., j]].median().exp()), 4) if bool(use[..., j].any()) else None
+        for j in range(blocks)
+    ]
+    counts = use.sum(-1)
+    multi = counts >= 2
+    row_mean = log_ratio.sum(-1) / counts.clamp(min=1)
+    spread = torch.where(use, (log_ratio - row_mean[..., None]).abs(), torch.zeros_like(log_ratio)).amax(-1)
+    rows_used = counts >= 1
+    result.row_factor = round(float(row_mean[rows_used].median().exp()), 4)
+    if not bool(multi.any()) or float(spread[multi].max()) < CONSISTENT:
+        result.block_pattern = "consistent" if abs(result.row_factor - 1) < 0.01 and float(
+            (row_mean[rows_used].abs()).max()) < 0.02 else "one-factor"
+        return
+    # which maximum each block was weighed against: its own, or the running one at the time
+    masked = torch.where(allowed, s, float("-inf")) * slope
+    bmax = torch.stack([masked[..., j * block_n:(j + 1) * block_n].amax(-1) for j in range(blocks)], -1)
+    running = torch.cummax(bmax, dim=-1).values
+    top = bmax.amax(-1, keepdim=True)
+    result.block_pattern = "other"
+    for name, pred in (("own-block-max", top - bmax), ("stale-max", top - running)):
+        gap = torch.where(use, log_ratio - pred, torch.zeros_like(log_ratio))
+        gap_mean = gap.sum(-1) / counts.clamp(min=1)
+        resid = torch.where(use, (gap - gap_mean[..., None]).abs(), torch.zeros_like(gap))[multi]
+        if float(resid.max()) < 0.05:
+            result.block_pattern = name
+            return
+
+
+def _phantoms(result: ReadOut, w, s, allowed, clean, slope: float, block_m: int, block_n: int) -> None:
+    """Rows whose weights keep the right proportions but sum to less than 1 had
+    something extra in the denominator: as many score-0 keys as ``phantom_keys``,
+    or the forbidden keys' own exp-scores."""
+    if result.block_pattern not in ("one-factor", "consistent"):
+        return
+    total = w.sum(-1)
+    rows = clean & (total < 0.99) & (total > 1e-6)
+    if not bool(rows.any()):
+        return
+    scaled = torch.where(allowed, s * slope, float("-inf"))
+    top = scaled.amax(-1)
+    z = torch.exp(scaled - top[..., None]).sum(-1)  # the denominator, in units of exp(top)
+    extra = (1 / total - 1) * z  # what the kernel's denominator had on top, same units
+    phantom = (extra * torch.exp(top.clamp(max=700.0)))[rows]  # hostile scores: no inf * 0
+    result.phantom_keys = round(float(phantom.median()), 2)
+    ratio_zero = phantom / phantom.median()
+    if bool((ratio_zero - 1).abs().max() < 0.05) and result.phantom_keys >= 0.5:
+        result.extra_in_sum = "score-0-keys"
+        return
+    # the future keys' own weights: those of the diagonal block (the loop bound done), or all
+    seq = w.shape[-1]
+    r = torch.arange(seq)[:, None]
+    c = torch.arange(seq)[None, :]
+    in_diagonal = c < -(-torch.clamp((r // block_m + 1) * block_m, max=seq) // block_n) * block_n
+    exp_scores = torch.exp(s * slope - top[..., None])
+    for keys in (~allowed & in_diagonal, ~allowed):
+        future = torch.where(keys, exp_scores, torch.zeros_like(s)).sum(-1)[rows]
+        if bool(future.min() > 0) and bool(((extra[rows] / future) - 1).abs().max() < 0.05):
+            result.extra_in_sum = "future-keys"
+            return
+
+
+def _maps(result: ReadOut, w, p, allowed, rows_ok, f_mass, missing_keys) -> None:
+    """One head's weights, the reference's and a mark per cell, at most MAP_CELLS a side."""
+    heads, seq, _ = w.shape
+    head = int(f_mass.sum(-1).argmax()) if bool((f_mass > 0).any()) else 0
+    # cells that tile the K/V blocks exactly, so block boundaries fall between cells
+    cell = max(1, -(-seq // MAP_CELLS))
+    tile = math.gcd(result.block_m, result.block_n)
+    fits = [c for c in range(cell, tile + 1) if tile % c == 0]
+    cell = fits[0] if fits else cell
+    n = -(-seq // cell)
+    pad = n * cell - seq
+
+    def pool(x: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.pad(x, (0, pad, 0, pad))
+        return x.reshape(n, cell, n, cell).sum(dim=(1, 3))
+
+    wh = torch.where(rows_ok[head][:, None], w[head], torch.zeros_like(w[head]))
+    ph, ah = p[head], allowed[head].to(torch.float64)
+    area = pool(torch.ones(seq, seq, dtype=torch.float64)).clamp(min=1)
+    student, reference = pool(wh) / area, pool(ph) / area
+    forbidden = pool(torch.where(allowed[head], torch.zeros_like(wh), wh.abs())) > READ
+    missing = pool(missing_keys[head].to(torch.float64)) > 0
+    nan_rows = pool((~rows_ok[head])[:, None].expand(seq, seq).to(torch.float64)) > 0
+    wrong = (student - reference).abs() > 0.02 * reference.clamp(min=1e-3) + 1e-4
+    marks = []
+    for i in range(n):
+        line = ""
+        for j in range(n):
+            if bool(nan_rows[i, j]):
+                line += "!"
+            elif bool(forbidden[i, j]):
+                line += "+"
+            elif bool(missing[i, j]):
+                line += "-"
+            elif bool(wrong[i, j]):
+                line += "~"
+            elif float(pool(ah)[i, j]) > 0 or float(student[i, j]) > 0:
+                line += "."
+            else:
+                line += " "
+        marks.append(line)
+    result.head = head
+    result.map_cell = cell
+    result.map_student = [[round(float(x), 5) for x in row] for row in student]
+    result.map_reference = [[round(float(x), 5) for x in row] for row in reference]
+    result.map_marks = marks
+
+
+def dependence(module: ModuleType, q, k, causal, generator) -> tuple[dict[str, bool], list[str]]:
+    """Change head 0's q, k or v alone: does head 0's output move, and does any other head's?"""
+    generator = generator or torch.Generator().manual_seed(1234)
+    v = torch.randn(q.shape, generator=generator).to(q.device, torch.float16)
+    base = launching.run_launcher(module, (q, k, v), causal, record_visits=False).out.to("cpu", torch.float64)
+    moves, cross = {}, []
+    if not bool(torch.isfinite(base.reshape(-1, *base.shape[2:])[0]).any()):
+        return moves, cross  # head 0 is NaN throughout: no change could show
+    inputs = {"q": q, "k": k, "v": v}
+    for name in ("q", "k", "v"):
+        changed = dict(inputs)
+        fresh = inputs[name].clone()
+        fresh[0, 0] = torch.randn(fresh.shape[2:], generator=generator).to(q.device, torch.float16)
+        changed[name] = fresh
+        out = launching.run_launcher(module, (changed["q"], changed["k"], changed["v"]), causal,
+                                     record_visits=False).out.to("cpu", torch.float64)
+        # moved: a finite value changed, or an element turned NaN or stopped being NaN
+        both = torch.isfinite(out) & torch.isfinite(base)
+        delta = torch.where(both, (out - base).abs(), (torch.isfinite(out) != torch.isfinite(base)).to(out.dtype))
+        delta = delta.reshape(-1, *out.shape[2:])
+        moves[name] = bool(delta[0].max() > 1e-3)
+        if delta.shape[0] > 1 and bool(delta[1:].max() > 1e-3):
+            cross.append(name)
+    return moves, cross
