@@ -59,9 +59,10 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--mistakes", action="store_true",
                         help="also check every student-like kernel of the mistakes files (timing off for those)")
+    parser.add_argument("--no-shipped", action="store_true", help="skip the shipped drills and solutions")
     args = parser.parse_args()
     rows = []
-    files = shipped_files()
+    files = [] if args.no_shipped else shipped_files()
     if args.mistakes:
         files += mistake_files(Path(tempfile.mkdtemp(prefix="flashtutor-mistakes-")))
     with CheckRunner(device=args.device, warm=True) as runner:
