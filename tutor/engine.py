@@ -77,6 +77,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tutor.catalog import Drill, Hint, get_drill, kernel_drills
 from tutor.harness.result import CheckResult, Device
@@ -84,6 +85,9 @@ from tutor.hints import HintState, hint_states
 from tutor.progress import DrillProgress, ProgressStore, file_content_id
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.watcher import SaveDebouncer
+
+if TYPE_CHECKING:
+    from tutor.watcher import DrillWatcher
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +206,7 @@ class TutorEngine:
         self._warm_done = threading.Event()
         self._warnings_sent = 0
         self._runner: CheckRunner | None = None
-        self._watcher = None
+        self._watcher: DrillWatcher | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------
@@ -392,7 +396,7 @@ class TutorEngine:
             task = self._next()
             if task is None:
                 return
-            if task == "warm":
+            if isinstance(task, str):  # "warm"
                 self._warm_up()
                 continue
             drill_id, request, cancel = task

@@ -242,7 +242,7 @@ class ProgressStore:
         """The hints this drill has earned (open-from-start ones are not stored)."""
         return self.drill(drill_id).unlocked_hints
 
-    def quiz_answers(self) -> dict[str, dict]:
+    def quiz_answers(self) -> dict[str, dict[str, Any]]:
         """question id -> {"answer", "correct", "at", "attempts"} (the latest answer)."""
         with self._lock:
             self._refresh()

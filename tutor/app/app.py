@@ -19,10 +19,12 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 from textual import on, work
 from textual.app import App, SuspendNotSupported
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -52,6 +54,8 @@ from tutor.hints import hint_states
 from tutor.progress import DrillProgress
 from tutor.quiz import QuizSession, build_questions
 from tutor.runner import DEFAULT_TIMEOUT_S
+
+_S = TypeVar("_S", bound="Screen[Any]")
 from tutor.workspace import WorkspaceError, reset_drill
 
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc"}  # Textual key names, as printed on keys
@@ -90,7 +94,8 @@ class FlashTutorApp(App[int]):
         self.workspace = engine.workspace
         self.live = live
         self.first_drill = first_drill
-        self.animate = animate
+        # not `self.animate`: that name is the App's animate() method, which Textual calls
+        self.animations = animate
         self.latest: dict[str, CheckResult] = {}  # drill id -> newest result this session
         self.running: set[str] = set()  # drill ids with a check in flight
         self._workspace_text = workspace_label or short_path(self.workspace)
@@ -105,7 +110,7 @@ class FlashTutorApp(App[int]):
         force_polling: bool = False,
         timing: bool = True,
         first_drill: Drill | None = None,
-        **options,
+        **options: Any,
     ) -> FlashTutorApp:
         """An app on a fresh engine whose events come back to it."""
         relay: list[FlashTutorApp] = []  # the engine needs its callback before the app exists
@@ -176,9 +181,9 @@ class FlashTutorApp(App[int]):
             screen.show_result(result)
             screen.show_history(*history_series(event.record))
         drill = get_drill(event.drill)
-        for screen in self._screens(HintsScreen):
-            if screen.drill.id == drill.id:  # the event carries the recorded unlocks: no re-read
-                screen.update_states(hint_states(drill, event.record.unlocked_hints), event.record.attempts)
+        for hints_screen in self._screens(HintsScreen):
+            if hints_screen.drill.id == drill.id:  # the event carries the recorded unlocks: no re-read
+                hints_screen.update_states(hint_states(drill, event.record.unlocked_hints), event.record.attempts)
         if event.newly_unlocked:
             titles = "\n".join(f"{drill.hints.index(h) + 1}. {h.title}" for h in event.newly_unlocked)
             plural = "s" if len(event.newly_unlocked) > 1 else ""
@@ -222,7 +227,7 @@ class FlashTutorApp(App[int]):
         self.say(message.event.message, title="flashtutor", severity="error" if is_error else "warning",
                  timeout=15)
 
-    def say(self, message: str, *, title: str = "flashtutor", severity: str = "information",
+    def say(self, message: str, *, title: str = "flashtutor", severity: SeverityLevel = "information",
             timeout: float = 6) -> None:
         """A notification; the text is shown as is (paths and code are not markup)."""
         self.notify(message, title=title, severity=severity, timeout=timeout, markup=False)
@@ -250,7 +255,7 @@ class FlashTutorApp(App[int]):
         for screen in self._screens(DrillListScreen):
             screen.update_rows(rows)
 
-    def _screens(self, kind: type[Screen]) -> Iterator:
+    def _screens(self, kind: type[_S]) -> Iterator[_S]:
         return (s for s in self.screen_stack if isinstance(s, kind))
 
     def _drill_screens(self, drill_id: str) -> Iterator[DrillScreen]:
@@ -281,7 +286,7 @@ class FlashTutorApp(App[int]):
             result=self.latest.get(drill.id),
             history=history_series(self.engine.progress.drill(drill.id)),
             running=drill.id in self.running,
-            animate=self.animate,
+            animate=self.animations,
         ))
         self.engine.set_focus(drill.id)
         if self.live and drill.id not in self.latest and drill.id not in self.running:
@@ -468,6 +473,8 @@ def help_markdown() -> str:
             key, does = text.split(": ", 1)
             lines.append(f"| {key} | {does} |")
         for binding in bindings:
+            if not isinstance(binding, Binding):  # every screen lists Binding objects
+                continue
             keys = ", ".join(KEY_NAMES.get(key, key) for key in binding.key.split(","))
             lines.append(f"| {keys} | {binding.tooltip or binding.description} |")
         lines.append("")

@@ -29,7 +29,7 @@ def add_runner_options(parser: argparse.ArgumentParser) -> None:
                         help=f"stop a check after this long (default {DEFAULT_TIMEOUT_S:g})")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = subparsers.add_parser("check", help="check a drill and print the report",
                                   description="Run a drill's kernel against the reference and report.")
     check.add_argument("target", nargs="?", help="drill id (01), name (causal_mask) or a path to a file")

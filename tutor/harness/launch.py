@@ -16,6 +16,7 @@ import torch
 
 from tutor.harness import guard as guarding
 from tutor.harness.loader import LAUNCHER, check_launcher_call
+from tutor.harness.result import Device
 
 POISON_BITS = 0x7D5A  # an fp16 NaN with a payload; computed NaNs are 0x7E00 / 0x7FFF
 GUARD_ROWS = 128  # rows of head_dim after the output that must stay untouched
@@ -56,7 +57,7 @@ def random_inputs(shape: tuple[int, ...], device: str, generator: torch.Generato
     return tuple(torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16) for _ in range(3))
 
 
-def torch_device_name(device) -> str:
+def torch_device_name(device: Device) -> str:
     """The torch device string for a :class:`~tutor.harness.result.Device`."""
     return "cpu" if device.interpreter else "cuda"
 
@@ -104,7 +105,7 @@ def run_launcher(
                                    guarding.margin_elements(shape, 2 * n_m), guarding.VISIT_SENTINEL, inside_bits=0)
         bands.append(visit_band)
         visits = visit_band.view
-    kwargs = {"out": out, "visits": visits}
+    kwargs: dict[str, object] = {"out": out, "visits": visits}
     if causal is not None:
         kwargs["causal"] = causal
     launcher = getattr(module, LAUNCHER)

@@ -208,7 +208,8 @@ class ReadOut:
 
     @property
     def sums_to_one(self) -> bool:
-        return self.row_sum_min is not None and abs(self.row_sum_min - 1) < 0.01 and abs(self.row_sum_max - 1) < 0.01
+        lo, hi = self.row_sum_min, self.row_sum_max
+        return lo is not None and hi is not None and abs(lo - 1) < 0.01 and abs(hi - 1) < 0.01
 
 
 @dataclass
@@ -303,7 +304,8 @@ class CheckResult:
         """The performance phase's own figures: what the worker sends after the verdict."""
         data = {name: getattr(self, name) for name in PERFORMANCE_FIELDS}
         data["performance"] = asdict(self.performance)
-        return _finite(data)
+        finite: dict[str, Any] = _finite(data)
+        return finite
 
     def apply_performance(self, data: dict[str, Any]) -> None:
         """Take the figures of :meth:`performance_dict` (from the worker) into this result."""
@@ -330,7 +332,8 @@ class CheckResult:
             ideal_fraction=self.ideal_fraction,
             visit_map=visits,
         )
-        return _finite(data)
+        finite: dict[str, Any] = _finite(data)
+        return finite
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)

@@ -64,7 +64,7 @@ def progress_text(rows: Sequence[DrillRow], width: int = 20) -> Text:
     return text
 
 
-class DrillTable(DataTable):
+class DrillTable(DataTable[Text | str]):
     """A DataTable with the list conventions of rustlings and less: j/k move too."""
 
     BINDINGS = [
@@ -75,7 +75,7 @@ class DrillTable(DataTable):
     ]
 
 
-class DrillListScreen(Screen):
+class DrillListScreen(Screen[None]):
     """Lists the drills; Enter opens one, ``/`` filters by id or title."""
 
     BINDINGS = [
