@@ -52,9 +52,12 @@ class Launch:
         return [(b.name, side, n) for b in self.bands for side, n in b.changed().items()]
 
 
-def random_inputs(shape: tuple[int, ...], device: str, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+def random_inputs(
+    shape: tuple[int, ...], device: str, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh standard-normal fp16 q, k, v (never zeros: zeros hide unwritten outputs)."""
-    return tuple(torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16) for _ in range(3))
+    q, k, v = (torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16) for _ in range(3))
+    return q, k, v
 
 
 def torch_device_name(device: Device) -> str:
