@@ -33,8 +33,9 @@ Events (frozen dataclasses, passed to ``on_event``):
     been recorded: ``record`` is the drill's :class:`~tutor.progress.DrillProgress`
     after it, ``newly_unlocked`` the :class:`~tutor.catalog.Hint` objects it
     unlocked; ``counted`` is False when it was not a new attempt (the content of
-    the last attempt, or the drill as shipped: ``not_counted`` says which).  ``result.performance.status`` is ``"pending"`` when a
-    ``PerformanceFinished`` for the same content follows, else ``"skipped"``.
+    the last attempt, or the drill as shipped: ``not_counted`` says which).
+    ``result.performance.status`` is ``"pending"`` when a ``PerformanceFinished`` for the
+    same content follows, else ``"skipped"``.
     A check of a deleted file (error kind ``missing-file``) is reported but
     not recorded: deleting a file is not an attempt.
 ``PerformanceFinished(drill, result, record)``

@@ -150,7 +150,7 @@ class Roofline:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for launch, out in zip(self.launches, data["launches"]):
+        for launch, out in zip(self.launches, data["launches"], strict=True):
             out["intensity"] = launch.intensity
             out["bound"] = self.bound(launch)
         data["ridge"] = self.ridge

@@ -54,9 +54,9 @@ from tutor.hints import hint_states
 from tutor.progress import DrillProgress
 from tutor.quiz import QuizSession, build_questions
 from tutor.runner import DEFAULT_TIMEOUT_S
+from tutor.workspace import WorkspaceError, reset_drill
 
 _S = TypeVar("_S", bound="Screen[Any]")
-from tutor.workspace import WorkspaceError, reset_drill
 
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc"}  # Textual key names, as printed on keys
 

@@ -287,7 +287,6 @@ def _forbidden_score(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, se
 
 def _where_missing(missing: torch.Tensor, needed: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, seq: int,
                    block_m: int, block_n: int) -> tuple[str, list[list[int]]]:
-    heads = missing.shape[0]
     blocks = -(-seq // block_n)
     own = (cols == rows).expand_as(missing)
     if bool((missing <= own).all()):

@@ -427,7 +427,8 @@ def diagnose(
         say("no-visits-recorded")
     elif visits is not None:
         needed = [[bool(x) for x in row] for row in visits.ideal]
-        extra = sum(c for row, ideal in zip(visits.counts, needed) for c, i in zip(row, ideal) if not i)
+        extra = sum(c for row, ideal in zip(visits.counts, needed, strict=False)
+                    for c, i in zip(row, ideal, strict=False) if not i)
         if extra:
             detail = (f" ({extra} blocks past the sequences' lengths were read, counted over all heads;"
                       f" the sequences hold {visits.ideal_blocks}.)")
