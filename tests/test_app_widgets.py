@@ -197,7 +197,8 @@ def test_a_crash_or_timeout_shows_the_last_output_of_the_students_code():
     for kind in ("crash", "timeout"):
         result = CheckResult(
             drill="01", file=str(WORKSPACE / "drills/01_causal_mask.py"),
-            error=CheckError(kind=kind, message=f"the worker {kind} message", file=str(WORKSPACE / "drills/01_causal_mask.py")),
+            error=CheckError(kind=kind, message=f"the worker {kind} message",
+                             file=str(WORKSPACE / "drills/01_causal_mask.py")),
             output="step 1\nstep 2\n",
         )
         text = error_text(result, WORKSPACE).plain

@@ -272,7 +272,7 @@ def test_the_01_solution_as_a_script_prints_the_exact_fraction_and_three_reasons
     assert exact, run.stdout
     visited, total = int(exact[1]), int(exact[2])
     assert float(exact[3]) == pytest.approx(visited / total, abs=5e-5)
-    assert re.search(r"^visited       : %d/%d K/V blocks" % (visited, total), run.stdout, re.M)
+    assert re.search(rf"^visited       : {visited}/{total} K/V blocks", run.stdout, re.M)
     reasons = run.stdout.split("Why the measured speed-up lands below the ideal", 1)[1]
     assert [n for n in ("1.", "2.", "3.") if f"\n  {n} " in reasons] == ["1.", "2.", "3."]
     assert_clean(run)

@@ -330,9 +330,9 @@ class TutorEngine:
             self._set_watch_status(WATCH_OFF, "not watching: saves are checked when reported (re-run key)")
             return
         try:
-            from tutor.watcher import DrillWatcher
-
             import watchdog  # noqa: F401 - only to say clearly when it is missing
+
+            from tutor.watcher import DrillWatcher
         except ImportError:
             self._set_watch_status(WATCH_OFF, "watchdog is not installed: saves are not watched; use the re-run key")
             return

@@ -141,7 +141,8 @@ class Worker:
                 )
             assert isinstance(message, dict)  # "timeout" and "cancelled" are handled above
             if "internal_error" in message:
-                return self._failed(job, "internal", "the tutor itself failed; please report this", detail=message["internal_error"])
+                return self._failed(job, "internal", "the tutor itself failed; please report this",
+                                    detail=message["internal_error"])
             result = CheckResult.from_dict(message["result"])
             result.output = self.output_tail()
             if result.performance.status == "pending":

@@ -175,6 +175,7 @@ def run_list_command(args: argparse.Namespace) -> int:
         print(f"{marks[record.status]} {drill.id:<4}{drill.title:<40} {status_words(record):<23} "
               f"{record.attempts:>8}  drills/{drill.file}")
     done = sum(1 for d in drills if d.id in progress and progress[d.id].solved_before)
-    where = f"workspace {workspace}" if workspace is not None else "no workspace found (`flashtutor init DIR` makes one)"
+    where = (f"workspace {workspace}" if workspace is not None
+             else "no workspace found (`flashtutor init DIR` makes one)")
     print(f"\n{done}/{len(drills)} done · {where}")
     return EXIT_OK

@@ -161,7 +161,8 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
     return result
 
 
-def _compile_concurrently(state: VerdictState, result: CheckResult, timed: TimedLaunches, device: str) -> dict[str, VisitMap]:
+def _compile_concurrently(state: VerdictState, result: CheckResult, timed: TimedLaunches,
+                          device: str) -> dict[str, VisitMap]:
     """Opt-in (``FLASHTUTOR_PARALLEL_COMPILE=1``, GPU): run one launch of each timed
     variant and the roofline's counting launch from threads at once, so their
     Triton compiles (ptxas runs outside the GIL) overlap instead of queueing in

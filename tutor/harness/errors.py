@@ -69,7 +69,8 @@ def launcher_mismatch(exc: BaseException, file: str) -> CheckError:
 def bad_output_error(message: str, file: str, launcher: object) -> CheckError:
     """The launcher returned the wrong thing: point at the launcher itself."""
     code = getattr(launcher, "__code__", None)
-    line = code.co_firstlineno if code is not None and Path(code.co_filename).resolve() == Path(file).resolve() else None
+    here = code is not None and Path(code.co_filename).resolve() == Path(file).resolve()
+    line = code.co_firstlineno if here and code is not None else None
     return CheckError(kind="bad-output", message=message, file=file, line=line, source_line=_source_line(file, line))
 
 

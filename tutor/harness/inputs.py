@@ -119,7 +119,8 @@ def hostile_findings(
         if wrong.any():
             worst = float(top[:, rows][wrong].max())
             how = "Inf/NaN" if nonfinite[:, rows][wrong].all() else "wrong"
-            parts.append(f"{int(wrong.sum())} of {wrong.numel()} '{name}' rows come out {how} (largest score {worst:.0f})")
+            parts.append(f"{int(wrong.sum())} of {wrong.numel()} '{name}' rows come out {how}"
+                         f" (largest score {worst:.0f})")
     mode = " causal" if causal else ""
     detail = f" Measured on the hostile{mode} case (seq={seq}): " + "; ".join(parts) + "."
     overflow = bad & nonfinite

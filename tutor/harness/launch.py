@@ -95,7 +95,8 @@ def run_launcher(
     blocks = max(int(getattr(module, "BLOCK_M", 0) or 0), int(getattr(module, "BLOCK_N", 0) or 0))
     margin = guarding.margin_elements(tuple(q.shape), 2 * blocks)
     fills = fills or {}
-    bands = [guarding.input_band(name, t, margin, fills.get(name, "nan")) for name, t in zip("QKV", inputs, strict=True)]
+    bands = [guarding.input_band(name, t, margin, fills.get(name, "nan"))
+             for name, t in zip("QKV", inputs, strict=True)]
     out_band = guarding.band("output", tuple(q.shape), torch.float16, str(q.device), margin, POISON_BITS & 0xFFFF,
                              inside_bits=POISON_BITS & 0xFFFF)
     bands.append(out_band)

@@ -74,7 +74,8 @@ class LauncherMismatch(TypeError):
 
 
 def expected_call(names: tuple[str, ...], keywords: Mapping[str, object]) -> str:
-    """The launcher's ``def`` line the tutor's call fits: ``def attention(q, k, v, causal=False, out=None, visits=None)``."""
+    """The launcher's ``def`` line the tutor's call fits:
+    ``def attention(q, k, v, causal=False, out=None, visits=None)``."""
     flags = [f"{key}={value}" for key, value in keywords.items() if isinstance(value, bool)]  # causal=False
     buffers = [f"{key}=None" for key, value in keywords.items() if not isinstance(value, bool)]  # out=, visits=
     params = [*names, *(flag.replace("=True", "=False") for flag in flags), *buffers]

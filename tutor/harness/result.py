@@ -196,7 +196,8 @@ class ReadOut:
     temperature_name: str = ""  # "right", "scale-missing", "scale-twice", "exp-not-exp2", ...
     fit_rms: float | None = None  # how far log W is from a line in the scores (0 = a softmax of q·k)
     block_pattern: str = ""  # "consistent", "one-factor", "own-block-max", "stale-max", "other"
-    block_ratio: list[float | None] = field(default_factory=list)  # per key block: student / reference weight (median row)
+    # per key block: student / reference weight (median row)
+    block_ratio: list[float | None] = field(default_factory=list)
     row_factor: float | None = None  # "one-factor": every block scaled by this (median row)
     moves_with: dict[str, bool] = field(default_factory=dict)  # head 0's output moves when its q/k/v change
     crosstalk: list[str] = field(default_factory=list)  # head 0's inputs that move other heads' outputs
@@ -204,7 +205,8 @@ class ReadOut:
     map_cell: int = 1  # positions per cell of the maps
     map_student: list[list[float]] = field(default_factory=list)  # mean weight per cell, one head
     map_reference: list[list[float]] = field(default_factory=list)
-    map_marks: list[str] = field(default_factory=list)  # per cell: "+" weight where none may be, "-" missing, "~" wrong, "." right, " " none
+    # per cell: "+" weight where none may be, "-" missing, "~" wrong, "." right, " " none
+    map_marks: list[str] = field(default_factory=list)
 
     @property
     def sums_to_one(self) -> bool:

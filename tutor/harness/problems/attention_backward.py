@@ -13,8 +13,8 @@ The launcher contract (documented in ``drills/04_flash_backward.py`` and its TOM
 Each correctness case runs the *student's* forward on fresh standard-normal
 fp16 q, k, v (so the pair is checked as a student would use it), checks its O
 against float64 (a changed forward is said, not blamed on the backward; lse goes
-from the student's forward to their backward as it is), then runs the backward with a fresh random dO into poisoned dQ, dK,
-dV buffers (with guard regions) and compares each gradient with torch autograd
+from the student's forward to their backward as it is), then runs the backward with a fresh
+random dO into poisoned dQ, dK, dV buffers (with guard regions) and compares each gradient with torch autograd
 in float64.  The case's error is the largest of the three.
 
 The diagnosis is derived from what the gradients measurably are:
@@ -390,7 +390,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
             contrib = _contributions(_bh(a), x, block_m) * scale
             which = _one_query_block(contrib, launch.grads[g], launch.dkdv_visits, seq, block_m, block_n, tolerance)
             if which is not None:
-                return "dkdv-not-summed", f" ({g[0]}{g[1].upper()} of each key block is the share of the {which} query block its loop visited.)"
+                return "dkdv-not-summed", (f" ({g[0]}{g[1].upper()} of each key block is the share of the {which}"
+                                           " query block its loop visited.)")
 
     if bad["dv"]:
         # dV = Pᵀ dO: only a different P explains it
@@ -405,11 +406,13 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
             missed = int((~visited & ref.allowed).sum())
             if missed:
                 # the loop skipped pairs a row must see: a bound that cuts too early
-                return "dv-wrong", f" (the dK/dV loop skipped {missed} (row, key) pairs that a causal row must see: its bound cuts into the blocks it needs.)"
+                return "dv-wrong", (f" (the dK/dV loop skipped {missed} (row, key) pairs that a causal row must see:"
+                                    " its bound cuts into the blocks it needs.)")
             if bool((visited & ~ref.allowed).any()):
                 p = torch.where(visited, torch.exp(ref.s - ref.lse[..., None]), torch.zeros((), dtype=torch.float64))
                 if _fits(launch.grads["dv"], p.transpose(-1, -2) @ launch.do.to(torch.float64), tolerance):
-                    return "causal-mask-missing", " (dV includes the keys after each row in the blocks the loop visited.)"
+                    return "causal-mask-missing", (" (dV includes the keys after each row in the blocks the loop"
+                                                   " visited.)")
         if not bad["dq"] and not bad["dk"]:
             return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.)"
         return "dv-wrong", f" ({errs}.)"
@@ -421,7 +424,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
             c = _scale_ratio(launch.grads[g], ref.grads[g], tolerance)
             if c is not None:
                 if abs(c * head_dim**-0.5 - 1) < 0.02:
-                    return code, f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one: sqrt(head_dim) = {head_dim**0.5:.3g}.)"
+                    return code, (f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one:"
+                                  f" sqrt(head_dim) = {head_dim**0.5:.3g}.)")
                 return f"{g}-wrong", f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one.)"
     if bad["dq"] and bad["dk"]:
         d_student = _fitted_d(launch, tolerance)
@@ -444,7 +448,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
 GENERIC = {"dv-wrong", "dq-wrong", "dk-wrong", "ds-wrong"}
 
 
-def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int, block_n: int) -> list[Diagnosis]:
+def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int,
+             block_n: int) -> list[Diagnosis]:
     codes: dict[str, str] = {}
     generic: dict[str, str] = {}
 
@@ -495,7 +500,8 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
         elif "causal" in drill.modes and m.ideal_blocks < m.total_blocks:
             if m.visited_blocks == m.total_blocks:
                 per_loop.setdefault("all-blocks-visited" if failing else "causal-bound-open", []).append(
-                    f"{what}: {m.visited_blocks}/{m.total_blocks} blocks visited; a causal kernel needs {m.ideal_blocks}")
+                    f"{what}: {m.visited_blocks}/{m.total_blocks} blocks visited;"
+                    f" a causal kernel needs {m.ideal_blocks}")
             elif m.visited_blocks > m.ideal_blocks:
                 per_loop.setdefault("extra-blocks", []).append(
                     f"{what}: {m.visited_blocks - m.ideal_blocks} blocks more than the {m.ideal_blocks} needed")
@@ -556,7 +562,8 @@ def check_correctness(
     )
 
 
-def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
+def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,
+                    generator: torch.Generator) -> TimedLaunches:
     """The backward alone (the forward's O and lse computed once, outside the timed call),
     against torch's SDPA backward on the same inputs."""
     shape = plan_for(interpreter).timing

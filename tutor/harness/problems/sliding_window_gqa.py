@@ -99,7 +99,9 @@ def cases_for(interpreter: bool, shape: tuple[int, int, int, int] | None = None)
 
 # -- inputs, launches, reference --------------------------------------------------------------
 
-def random_inputs(case: Case, device: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def random_inputs(
+    case: Case, device: str, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh standard-normal fp16 q (scaled by the case's q_scale) and k, v; k and v
     are views into buffers with NaN margins of q's size on both sides."""
     def normal(*shape: int) -> torch.Tensor:
@@ -235,7 +237,9 @@ def kv_heads_read(module: ModuleType, checked: Checked, generator: torch.Generat
     return depends
 
 
-def weight_readout(module: ModuleType, case: Case, device: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def weight_readout(
+    module: ModuleType, case: Case, device: str, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The kernel's attention weights, (1, seq, seq) in float64, read out through
     one-hot values on fresh standard-normal q, k of one head (the window is the
     same in every head; one head keeps the read-out cheap); and the visits
@@ -281,7 +285,9 @@ class WindowFinding:
     detail: str
 
 
-def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> list[WindowFinding]:
+def read_window(
+    weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m: int, block_n: int
+) -> list[WindowFinding]:
     """What the weight matrix says about the kernel's window, one finding per fact."""
     seq, window = case.seq, case.window
     finite = torch.isfinite(weights).all(dim=-1)  # (heads, seq): rows the read-out can speak for
@@ -582,7 +588,8 @@ def check_correctness(
     )
 
 
-def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
+def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,
+                    generator: torch.Generator) -> TimedLaunches:
     case = CPU_CASES[0] if interpreter else GPU_TIMING
     q, k, v = random_inputs(case, device, generator)
     out = torch.empty_like(q)

@@ -474,7 +474,8 @@ def check_correctness(
     )
 
 
-def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
+def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,
+                    generator: torch.Generator) -> TimedLaunches:
     """Every sequence fills the cache, so torch's SDPA (no mask: its fastest path)
     does the same work as the student's kernel."""
     batch, heads, max_len, head_dim = plan_for(interpreter).timing
