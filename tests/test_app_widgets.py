@@ -7,10 +7,10 @@ from pathlib import Path
 
 from helpers_app import recorded_result
 
-from tutor.app.app import help_markdown
 from tutor.app.messages import CheckDone
 from tutor.app.screens.drill_list import DrillListScreen
 from tutor.app.screens.drill_view import DrillScreen
+from tutor.app.screens.help import help_markdown
 from tutor.app.screens.quiz import QuizScreen
 from tutor.app.widgets.result_view import diagnosis_text, error_text, metrics_text, verdict_kind, verdict_text
 from tutor.app.widgets.sparkline import spark

@@ -102,6 +102,10 @@ class DrillProgress:
         """Solved at least once: the solution gate opens for good."""
         return self.first_passed_at is not None
 
+    def history_series(self) -> tuple[list[float | None], list[float | None]]:
+        """Error and speed-up of each recorded attempt, oldest first (the drill view's charts)."""
+        return [a.max_abs_err for a in self.history], [a.speedup for a in self.history]
+
     @property
     def last_content(self) -> str | None:
         """The content id of the last counted attempt."""

@@ -13,8 +13,6 @@ may import torch) runs in thread workers; their failures all land in
 
 from __future__ import annotations
 
-import os
-import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -29,6 +27,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from tutor import links
 from tutor.app.messages import (
     CheckAbandoned,
     CheckBegan,
@@ -42,9 +41,10 @@ from tutor.app.messages import (
 from tutor.app.screens.confirm import ConfirmScreen
 from tutor.app.screens.drill_list import DrillListScreen, DrillRow
 from tutor.app.screens.drill_view import DrillScreen
+from tutor.app.screens.help import HelpPage
 from tutor.app.screens.hints import HintsScreen
 from tutor.app.screens.quiz import QuizScreen
-from tutor.app.screens.text_page import TextPage
+from tutor.app.screens.text_page import TextPage, solution_markdown
 from tutor.app.widgets.result_view import display_path
 from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
 from tutor.catalog import Drill, all_drills, get_drill, kernel_drills, next_drill, solution_path
@@ -57,8 +57,6 @@ from tutor.runner import DEFAULT_TIMEOUT_S
 from tutor.workspace import WorkspaceError, reset_drill
 
 _S = TypeVar("_S", bound="Screen[Any]")
-
-KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc"}  # Textual key names, as printed on keys
 
 
 class FlashTutorApp(App[int]):
@@ -179,7 +177,7 @@ class FlashTutorApp(App[int]):
         for screen in self._drill_screens(event.drill):
             screen.show_running(False)
             screen.show_result(result)
-            screen.show_history(*history_series(event.record))
+            screen.show_history(*event.record.history_series())
         drill = get_drill(event.drill)
         for hints_screen in self._screens(HintsScreen):
             if hints_screen.drill.id == drill.id:  # the event carries the recorded unlocks: no re-read
@@ -200,7 +198,7 @@ class FlashTutorApp(App[int]):
         self.latest[event.drill] = event.result
         for screen in self._drill_screens(event.drill):
             screen.show_result(event.result)
-            screen.show_history(*history_series(event.record))
+            screen.show_history(*event.record.history_series())
         self._refresh_list()
 
     @on(WatcherChanged)
@@ -284,7 +282,7 @@ class FlashTutorApp(App[int]):
             drill,
             self.workspace,
             result=self.latest.get(drill.id),
-            history=history_series(self.engine.progress.drill(drill.id)),
+            history=self.engine.progress.drill(drill.id).history_series(),
             running=drill.id in self.running,
             animate=self.animations,
         ))
@@ -339,7 +337,7 @@ class FlashTutorApp(App[int]):
         if drill is None:
             return
         path = self.workspace / "drills" / drill.file
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or shutil.which("vi")
+        editor = links.chosen_editor() or shutil.which("vi")
         if not editor:
             self.say(f"Set $EDITOR to edit from here, or open {path} in any editor: saves are watched.",
                      severity="warning")
@@ -348,7 +346,7 @@ class FlashTutorApp(App[int]):
         try:
             with self.suspend():
                 try:  # inside: an error here must not skip the app's resume
-                    subprocess.call([*shlex.split(editor), str(path)])
+                    subprocess.call(links.editor_command(editor, path))
                 except OSError as exc:  # the editor's binary is missing or not executable
                     failure = exc
         except SuspendNotSupported:
@@ -411,11 +409,11 @@ class FlashTutorApp(App[int]):
         except OSError as exc:
             self.say(f"cannot read {path}: {exc.strerror or exc}", severity="error")
             return
-        markdown = text if path.suffix == ".md" else f"`solutions/{path.name}`\n\n```python\n{text}\n```\n"
-        self.push_screen(TextPage(f"solution: {drill.id} {drill.title}", markdown, page_id="solution"))
+        self.push_screen(TextPage(f"solution: {drill.id} {drill.title}", solution_markdown(path, text),
+                                  page_id="solution"))
 
     def action_help(self) -> None:
-        self.push_screen(TextPage("keys", help_markdown(), page_id="help"))
+        self.push_screen(HelpPage())
 
     # -- quiz -----------------------------------------------------------------------------
     def action_quiz(self) -> None:
@@ -450,40 +448,3 @@ class FlashTutorApp(App[int]):
         self._refresh_list()
         self.engine.send_warnings()  # an answer that could not be saved says so, once
 
-
-def history_series(progress: DrillProgress) -> tuple[list[float | None], list[float | None]]:
-    """Error and speed-up of each recorded attempt, oldest first."""
-    return [a.max_abs_err for a in progress.history], [a.speedup for a in progress.history]
-
-
-def help_markdown() -> str:
-    """The keys of every screen, from their bindings (one source of truth)."""
-    sections = [
-        ("Drill list", DrillListScreen.BINDINGS, ["up/down, j/k: move"]),
-        ("Drill view", DrillScreen.BINDINGS, []),
-        ("Quiz", QuizScreen.BINDINGS, ["enter: check the answer; after the feedback, the next question"]),
-    ]
-    lines = [
-        "Save a drill file in any editor: the tutor checks it at once and the drill view shows the result.",
-        "",
-    ]
-    for title, bindings, extra in sections:
-        lines += [f"## {title}", "", "| key | does |", "| --- | --- |"]
-        for text in extra:
-            key, does = text.split(": ", 1)
-            lines.append(f"| {key} | {does} |")
-        for binding in bindings:
-            if not isinstance(binding, Binding):  # every screen lists Binding objects
-                continue
-            keys = ", ".join(KEY_NAMES.get(key, key) for key in binding.key.split(","))
-            lines.append(f"| {keys} | {binding.tooltip or binding.description} |")
-        lines.append("")
-    lines += [
-        "## Everywhere",
-        "",
-        "| key | does |",
-        "| --- | --- |",
-        "| ctrl+q | quit |",
-        "| escape | close a panel / back to the list |",
-    ]
-    return "\n".join(lines) + "\n"
