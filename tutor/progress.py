@@ -441,3 +441,32 @@ class ProgressStore:
             self.save_error = message
             self.warnings.append(f"{message}: progress is NOT being saved (checks still run; nothing they "
                                  "record outlives this session)")
+
+
+@dataclass(frozen=True)
+class DrillSummary:
+    """One drill as a list shows it: where it stands, from the catalog and the progress file."""
+
+    drill: Drill
+    status: str  # NOT_STARTED | IN_PROGRESS | FAILING | PASSED
+    attempts: int
+    best_error: float | None = None
+    best_speedup: float | None = None
+    quiz_score: str = ""  # paper drills: "quiz 4 right"
+    solved_before: bool = False  # solved once (DrillProgress.solved_before)
+
+
+def drill_summaries(store: ProgressStore, drills: Iterable[Drill]) -> list[DrillSummary]:
+    """A :class:`DrillSummary` per drill, in the order given (one read of the progress file each)."""
+    progress = store.all_drills()
+    answers = store.quiz_answers()
+    rows = []
+    for drill in drills:
+        p = progress.get(drill.id, DrillProgress())
+        quiz = ""
+        if not drill.is_kernel:
+            right = sum(1 for a in answers.values() if a["correct"])
+            quiz = f"quiz {right} right" if answers else "quiz"
+        rows.append(DrillSummary(drill, p.status, p.attempts, p.best_max_abs_err, p.best_speedup, quiz,
+                                 solved_before=p.solved_before))
+    return rows

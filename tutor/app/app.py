@@ -51,7 +51,7 @@ from tutor.catalog import Drill, all_drills, get_drill, kernel_drills, next_dril
 from tutor.engine import EngineError, Event, TutorEngine
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import hint_states
-from tutor.progress import DrillProgress
+from tutor.progress import drill_summaries
 from tutor.quiz import QuizSession, build_questions
 from tutor.runner import DEFAULT_TIMEOUT_S
 from tutor.workspace import WorkspaceError, reset_drill
@@ -235,18 +235,7 @@ class FlashTutorApp(App[int]):
 
     # -- what the screens show ------------------------------------------------------------
     def drill_rows(self) -> list[DrillRow]:
-        progress = self.engine.progress.all_drills()
-        answers = self.engine.progress.quiz_answers()
-        rows = []
-        for drill in all_drills():
-            p = progress.get(drill.id, DrillProgress())
-            quiz = ""
-            if not drill.is_kernel:
-                right = sum(1 for a in answers.values() if a["correct"])
-                quiz = f"quiz {right} right" if answers else "quiz"
-            rows.append(DrillRow(drill, p.status, p.attempts, p.best_max_abs_err, p.best_speedup, quiz,
-                                 solved_before=p.solved_before))
-        return rows
+        return drill_summaries(self.engine.progress, all_drills())
 
     def _refresh_list(self) -> None:
         rows = self.drill_rows()
