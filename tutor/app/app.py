@@ -52,7 +52,7 @@ from tutor.engine import EngineError, Event, TutorEngine
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import hint_states
 from tutor.progress import drill_summaries
-from tutor.quiz import QuizSession, build_questions
+from tutor.quiz import QuizSession, build_questions, gpu_for_checks
 from tutor.runner import DEFAULT_TIMEOUT_S
 from tutor.workspace import WorkspaceError, reset_drill
 
@@ -417,14 +417,8 @@ class FlashTutorApp(App[int]):
     def _prepare_quiz(self) -> None:
         """Build the questions off the UI thread: the GPU-aware budget question
         asks torch about the GPU, which imports torch (seconds)."""
-        gpu = None
         device = self.engine.device
-        on_gpu = device is not None and not device.interpreter
-        unknown = device is None and self.engine.device_preference != "cpu"
-        if on_gpu or unknown:
-            from tutor.quiz import detect_gpu
-
-            gpu = detect_gpu()
+        gpu = gpu_for_checks(None if device is None else device.interpreter, self.engine.device_preference)
         session = QuizSession(build_questions(seed=None, gpu=gpu), self.engine.progress)
         self.call_from_thread(self._show_quiz, session)
 
