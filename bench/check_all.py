@@ -24,6 +24,7 @@ from tutor.catalog import all_drills  # noqa: E402
 from tutor.mistakes import all_mistakes, materialise  # noqa: E402
 from tutor.runner import CheckRunner  # noqa: E402
 
+
 def shipped_files() -> list[tuple[str, str, str]]:
     """(drill, path relative to the repo, what the check must say) for every kernel drill:
     the shipped file FAILS, every solution file of that drill PASSES and is solved."""

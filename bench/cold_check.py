@@ -65,7 +65,7 @@ def main() -> int:
           f"triton {device.triton}; parent imports {parent_imports:.2f} s; seconds")
     print(f"{'run':<5}{'torch+dev':>10}{'harness':>9}{'cuda ctx':>9}{'spawn etc':>10}{'verdict':>9}{'perf':>7}"
           f"{'other':>7}{'total':>7}  triton cache")
-    for run, _, startup, ready, verdict_at, result, total in rows:
+    for run, _, startup, ready, _verdict_at, result, total in rows:
         inside = result.duration_s + result.performance.duration_s
         spawn = ready - startup.get("total_s", 0.0)
         other = total - ready - inside

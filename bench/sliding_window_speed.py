@@ -134,7 +134,10 @@ def main() -> int:
                     return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
 
                 block_mask = create_block_mask(in_window, None, None, seq, seq, device=device)
-                flex = lambda: flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True)
+
+                def flex() -> torch.Tensor:
+                    return flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True)
+
                 diffs["flex"] = float((flex().float() - out.float()).abs().max())
                 times["flex"] = bench(flex)
             except Exception as exc:  # noqa: BLE001 - say why, keep going
@@ -148,7 +151,10 @@ def main() -> int:
             mask = (cols_i <= rows_i) & (cols_i > rows_i - window)
             group = heads // heads_kv
             k_rep, v_rep = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-            sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q, k_rep, v_rep, attn_mask=mask)
+
+            def sdpa() -> torch.Tensor:
+                return torch.nn.functional.scaled_dot_product_attention(q, k_rep, v_rep, attn_mask=mask)
+
             diffs["sdpa"] = float((sdpa().float() - out.float()).abs().max())
             times["sdpa"] = bench(sdpa)
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory at 16k

@@ -26,7 +26,8 @@ async def test_the_list_shows_every_drill_with_a_status_mark_and_filters(tmp_pat
     app = offline_app(make_workspace(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         text = screen_text(app)
-        for line in ("· not started  01  Causal masking", "· not started  02", "· not started  03", "· not started  04"):
+        for line in ("· not started  01  Causal masking", "· not started  02", "· not started  03",
+                     "· not started  04"):
             assert line in text
         assert f"0/{len(all_drills())} drills passed" in text  # every drill, whatever their number
         table = app.screen.query_one(DrillTable)

@@ -60,6 +60,7 @@ async def _hints(pilot) -> None:
 
 async def _quiz(pilot) -> None:
     from helpers_app import wait_for
+
     from tutor.app.screens.quiz import QuizScreen
 
     await pilot.press("m")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from helpers_app import recorded_result
 
-from tutor.app.app import help_markdown
 from tutor.app.messages import CheckDone
 from tutor.app.screens.drill_list import DrillListScreen
 from tutor.app.screens.drill_view import DrillScreen
+from tutor.app.screens.help import help_markdown
 from tutor.app.screens.quiz import QuizScreen
 from tutor.app.widgets.result_view import diagnosis_text, error_text, metrics_text, verdict_kind, verdict_text
 from tutor.app.widgets.sparkline import spark
@@ -197,7 +197,8 @@ def test_a_crash_or_timeout_shows_the_last_output_of_the_students_code():
     for kind in ("crash", "timeout"):
         result = CheckResult(
             drill="01", file=str(WORKSPACE / "drills/01_causal_mask.py"),
-            error=CheckError(kind=kind, message=f"the worker {kind} message", file=str(WORKSPACE / "drills/01_causal_mask.py")),
+            error=CheckError(kind=kind, message=f"the worker {kind} message",
+                             file=str(WORKSPACE / "drills/01_causal_mask.py")),
             output="step 1\nstep 2\n",
         )
         text = error_text(result, WORKSPACE).plain

@@ -110,7 +110,8 @@ def test_two_engines_on_one_workspace_count_a_save_once(tmp_path: Path) -> None:
         assert [e.counted for e in opened] == [False, False]
         marks = [log.mark() for log in logs]
         save_in_place(file, pristine_path(DRILL_01).read_text() + "\n# my first edit\n")
-        saved: list[CheckFinished] = [log.finished("01", after=m, timeout=180) for log, m in zip(logs, marks)]
+        saved: list[CheckFinished] = [log.finished("01", after=m, timeout=180)
+                                      for log, m in zip(logs, marks, strict=True)]
     finally:
         for engine in engines:
             engine.stop()

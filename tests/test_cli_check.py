@@ -149,7 +149,8 @@ REPORT_LINES = [  # the verdict's lines, then the performance phase's (interpret
     r"\(full/causal = (?P<ratio>\d+\.\d{2})x, counted from the visit maps\)",
     r"max abs err   : \d\.\de[-+]\d\d   \(tolerance 0\.02\)",
     r"result        : (?P<result>PASSED|FAILED)",
-    r"wall clock    : full \d+\.\d{3} ms, causal \d+\.\d{3} ms   \(interpreter: not a speed; the counted work above is\)",
+    r"wall clock    : full \d+\.\d{3} ms, causal \d+\.\d{3} ms   "
+    r"\(interpreter: not a speed; the counted work above is\)",
 ]
 
 
@@ -243,7 +244,8 @@ def test_all_checks_every_drill(workspace: Path):
     env = {"FLASHTUTOR_WORKSPACE": str(workspace)}
     report = run_cli("check", "--all", "--no-timing", env=env)
     assert report.returncode == EXIT_FAILED, output(report)  # the worst of the drills: 02 fails
-    assert re.findall(r"^result        : (\w+)$", report.stdout, re.M) == ["PASSED"] + ["FAILED"] * len(LATER_KERNEL_DRILLS)
+    results = re.findall(r"^result        : (\w+)$", report.stdout, re.M)
+    assert results == ["PASSED"] + ["FAILED"] * len(LATER_KERNEL_DRILLS)
     assert f"01 Causal masking ({workspace / 'drills' / get_drill('01').file})" in report.stdout
     assert "03 " + get_drill("03").title + ": a paper drill" in report.stdout
     as_json = run_cli("check", "--all", "--no-timing", "--json", env=env)
@@ -270,7 +272,7 @@ def test_the_01_solution_as_a_script_prints_the_exact_fraction_and_three_reasons
     assert exact, run.stdout
     visited, total = int(exact[1]), int(exact[2])
     assert float(exact[3]) == pytest.approx(visited / total, abs=5e-5)
-    assert re.search(r"^visited       : %d/%d K/V blocks" % (visited, total), run.stdout, re.M)
+    assert re.search(rf"^visited       : {visited}/{total} K/V blocks", run.stdout, re.M)
     reasons = run.stdout.split("Why the measured speed-up lands below the ideal", 1)[1]
     assert [n for n in ("1.", "2.", "3.") if f"\n  {n} " in reasons] == ["1.", "2.", "3."]
     assert_clean(run)

@@ -179,7 +179,8 @@ def test_another_constant_ratio_is_not_called_the_scale():
 def test_which_gradient_is_wrong_is_said_when_nothing_else_fits():
     noise = lambda ref, q, k, v, do: ref.grads["dk"] + 0.3 * torch.sin(ref.grads["dk"] * 7)  # noqa: E731
     assert explain(_launch({"dk": noise}, causal=False))[0] == "dk-wrong"
-    both = {"dq": lambda ref, q, k, v, do: ref.grads["dq"].flip(-1), "dk": lambda ref, q, k, v, do: ref.grads["dk"].flip(-1)}
+    both = {"dq": lambda ref, q, k, v, do: ref.grads["dq"].flip(-1),
+            "dk": lambda ref, q, k, v, do: ref.grads["dk"].flip(-1)}
     assert explain(_launch(both, causal=False))[0] == "ds-wrong"
     dv = {"dv": lambda ref, q, k, v, do: ref.grads["dv"].flip(-1)}
     assert explain(_launch(dv, causal=False))[0] == "dv-wrong"

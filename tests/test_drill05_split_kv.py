@@ -11,6 +11,7 @@ drill's data and the float64 formulas the diagnosis stands on.
 from __future__ import annotations
 
 import math
+
 import pytest
 import torch
 from helpers_harness import check_jobs, job, shipped_drill, shipped_solution

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from helpers_harness import BROKEN, REPO, check_files, drill_of
 
-from tutor import mistakes
 from tutor.catalog import get_drill
 from tutor.harness.result import CheckResult
 from tutor.mistakes import load as load_mistakes

@@ -31,8 +31,8 @@ def _scores(seed: int = 0) -> torch.Tensor:
 
 def _row_softmax(scores: list[float], keep: list[bool], temperature: float = 1.0) -> list[float]:
     """softmax of one row over the kept keys, with plain math."""
-    top = max(s * temperature for s, k in zip(scores, keep) if k)
-    e = [math.exp(s * temperature - top) if k else 0.0 for s, k in zip(scores, keep)]
+    top = max(s * temperature for s, k in zip(scores, keep, strict=True) if k)
+    e = [math.exp(s * temperature - top) if k else 0.0 for s, k in zip(scores, keep, strict=True)]
     total = sum(e)
     return [x / total for x in e]
 
@@ -100,11 +100,13 @@ def test_a_missing_own_key_and_its_mass():
 
 
 @pytest.mark.parametrize(("factor", "name"), [
-    (8.0, "scale-missing"), (1 / 8, "scale-twice"), (1 / math.log(2), "exp-not-exp2"), (math.log(2), "exp2-without-log2e"),
+    (8.0, "scale-missing"), (1 / 8, "scale-twice"),
+    (1 / math.log(2), "exp-not-exp2"), (math.log(2), "exp2-without-log2e"),
 ])
 def test_the_temperature_is_named_by_its_value(factor: float, name: str):
     s = _scores(3)
-    w = _build(s, lambda h, r, row: _row_softmax(row, _causal(r), temperature=factor)).to(torch.float16).to(torch.float64)
+    w = _build(s, lambda h, r, row: _row_softmax(row, _causal(r), temperature=factor))
+    w = w.to(torch.float16).to(torch.float64)
     ro = _measure(w, s)
     assert ro.temperature == pytest.approx(factor, rel=0.02)
     assert ro.temperature_name == name
@@ -205,7 +207,7 @@ def test_the_weights_of_real_kernels_match_an_independent_softmax(tmp_path):
     assert launches == 2  # ceil(100 / 64) key groups
     for r in (0, 37, 99):
         expected = _row_softmax(scores[r].tolist(), [c <= r for c in range(100)])
-        assert max(abs(a - b) for a, b in zip(w[0, r].tolist(), expected)) < 2e-3
+        assert max(abs(a - b) for a, b in zip(w[0, r].tolist(), expected, strict=True)) < 2e-3
 
     zero = load_student_module(tmp_path / "mz.py")
     ro = readout.read_out(zero, q, k, True, case="test", probe=False)

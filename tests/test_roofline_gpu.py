@@ -25,4 +25,5 @@ def test_the_solutions_rates_are_within_the_measured_ceilings(drill_id):
         assert 0 < launch["tflops"] <= 1.1 * roof["peaks"]["tflops"], (launch, roof["peaks"])
         assert launch["bound"] in ("compute", "memory")
         print(f"{drill_id} {launch['mode']}: {launch['tflops']:.0f} TFLOP/s, {launch['gbps']:.0f} GB/s of tile loads "
-              f"(HBM peak {roof['peaks']['gbps']:.0f}; above it, L2 served repeated K/V loads), {launch['bound']}-bound")
+              f"(HBM peak {roof['peaks']['gbps']:.0f}; above it, L2 served repeated K/V loads), "
+              f"{launch['bound']}-bound")

@@ -7,7 +7,8 @@ from tutor.runner import CheckRunner
 
 
 def _timed(full_ms: float, sdpa: tuple[float, float] | None) -> CheckResult:
-    result = CheckResult(drill="01", file="x.py", passed=True, shape=[2, 8, 1000, 64], full_ms=full_ms, causal_ms=full_ms / 2)
+    result = CheckResult(drill="01", file="x.py", passed=True, shape=[2, 8, 1000, 64], full_ms=full_ms,
+                         causal_ms=full_ms / 2)
     if sdpa is not None:
         result.sdpa_full_ms, result.sdpa_causal_ms = sdpa
     return result

@@ -33,8 +33,9 @@ Events (frozen dataclasses, passed to ``on_event``):
     been recorded: ``record`` is the drill's :class:`~tutor.progress.DrillProgress`
     after it, ``newly_unlocked`` the :class:`~tutor.catalog.Hint` objects it
     unlocked; ``counted`` is False when it was not a new attempt (the content of
-    the last attempt, or the drill as shipped: ``not_counted`` says which).  ``result.performance.status`` is ``"pending"`` when a
-    ``PerformanceFinished`` for the same content follows, else ``"skipped"``.
+    the last attempt, or the drill as shipped: ``not_counted`` says which).
+    ``result.performance.status`` is ``"pending"`` when a ``PerformanceFinished`` for the
+    same content follows, else ``"skipped"``.
     A check of a deleted file (error kind ``missing-file``) is reported but
     not recorded: deleting a file is not an attempt.
 ``PerformanceFinished(drill, result, record)``
@@ -77,6 +78,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tutor.catalog import Drill, Hint, get_drill, kernel_drills
 from tutor.harness.result import CheckResult, Device
@@ -84,6 +86,9 @@ from tutor.hints import HintState, hint_states
 from tutor.progress import DrillProgress, ProgressStore, file_content_id
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.watcher import SaveDebouncer
+
+if TYPE_CHECKING:
+    from tutor.watcher import DrillWatcher
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +207,7 @@ class TutorEngine:
         self._warm_done = threading.Event()
         self._warnings_sent = 0
         self._runner: CheckRunner | None = None
-        self._watcher = None
+        self._watcher: DrillWatcher | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------
@@ -325,9 +330,9 @@ class TutorEngine:
             self._set_watch_status(WATCH_OFF, "not watching: saves are checked when reported (re-run key)")
             return
         try:
-            from tutor.watcher import DrillWatcher
-
             import watchdog  # noqa: F401 - only to say clearly when it is missing
+
+            from tutor.watcher import DrillWatcher
         except ImportError:
             self._set_watch_status(WATCH_OFF, "watchdog is not installed: saves are not watched; use the re-run key")
             return
@@ -392,7 +397,7 @@ class TutorEngine:
             task = self._next()
             if task is None:
                 return
-            if task == "warm":
+            if isinstance(task, str):  # "warm"
                 self._warm_up()
                 continue
             drill_id, request, cancel = task

@@ -102,6 +102,10 @@ class DrillProgress:
         """Solved at least once: the solution gate opens for good."""
         return self.first_passed_at is not None
 
+    def history_series(self) -> tuple[list[float | None], list[float | None]]:
+        """Error and speed-up of each recorded attempt, oldest first (the drill view's charts)."""
+        return [a.max_abs_err for a in self.history], [a.speedup for a in self.history]
+
     @property
     def last_content(self) -> str | None:
         """The content id of the last counted attempt."""
@@ -242,7 +246,7 @@ class ProgressStore:
         """The hints this drill has earned (open-from-start ones are not stored)."""
         return self.drill(drill_id).unlocked_hints
 
-    def quiz_answers(self) -> dict[str, dict]:
+    def quiz_answers(self) -> dict[str, dict[str, Any]]:
         """question id -> {"answer", "correct", "at", "attempts"} (the latest answer)."""
         with self._lock:
             self._refresh()
@@ -437,3 +441,32 @@ class ProgressStore:
             self.save_error = message
             self.warnings.append(f"{message}: progress is NOT being saved (checks still run; nothing they "
                                  "record outlives this session)")
+
+
+@dataclass(frozen=True)
+class DrillSummary:
+    """One drill as a list shows it: where it stands, from the catalog and the progress file."""
+
+    drill: Drill
+    status: str  # NOT_STARTED | IN_PROGRESS | FAILING | PASSED
+    attempts: int
+    best_error: float | None = None
+    best_speedup: float | None = None
+    quiz_score: str = ""  # paper drills: "quiz 4 right"
+    solved_before: bool = False  # solved once (DrillProgress.solved_before)
+
+
+def drill_summaries(store: ProgressStore, drills: Iterable[Drill]) -> list[DrillSummary]:
+    """A :class:`DrillSummary` per drill, in the order given (one read of the progress file each)."""
+    progress = store.all_drills()
+    answers = store.quiz_answers()
+    rows = []
+    for drill in drills:
+        p = progress.get(drill.id, DrillProgress())
+        quiz = ""
+        if not drill.is_kernel:
+            right = sum(1 for a in answers.values() if a["correct"])
+            quiz = f"quiz {right} right" if answers else "quiz"
+        rows.append(DrillSummary(drill, p.status, p.attempts, p.best_max_abs_err, p.best_speedup, quiz,
+                                 solved_before=p.solved_before))
+    return rows

@@ -2,7 +2,8 @@
 
     shape         : batch=2 heads=8 seq=1000 head_dim=64
     visited       : 2176/4096 K/V blocks in total (16 heads x 256 per head; ideal 2176 = 16 x 136, 0.531)
-    causal work   : 2176/4096 K/V blocks of the full launch's, in total (full/causal = 1.88x, counted from the visit maps)
+    causal work   : 2176/4096 K/V blocks of the full launch's, in total (full/causal = 1.88x,
+                    counted from the visit maps)
     max abs err   : 9.8e-04   (tolerance 0.02)
     result        : PASSED
 

@@ -25,6 +25,7 @@ No torch here: the worker fills it and every front end reads ``to_dict()``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -138,7 +139,7 @@ class Roofline:
         """FLOPs per byte where the two ceilings meet."""
         if not self.peaks:
             return None
-        return self.peaks["tflops"] * 1e12 / (self.peaks["gbps"] * 1e9)
+        return float(self.peaks["tflops"] * 1e12 / (self.peaks["gbps"] * 1e9))
 
     def bound(self, launch: Launch) -> str | None:
         """"compute" or "memory" at the counted tile loads, against the device's ridge."""
@@ -149,7 +150,7 @@ class Roofline:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for launch, out in zip(self.launches, data["launches"]):
+        for launch, out in zip(self.launches, data["launches"], strict=True):
             out["intensity"] = launch.intensity
             out["bound"] = self.bound(launch)
         data["ridge"] = self.ridge
@@ -161,8 +162,8 @@ def sdpa_rate(ideal_flops: float, ms: float | None) -> float | None:
     return None if not ms else ideal_flops / (ms * 1e-3) / 1e12
 
 
-def build(shape: list[int], visits_by_mode: dict[str, VisitMap], *, ms: dict[str, float] | None = None,
-          sdpa_ms: dict[str, float] | None = None, peaks: dict[str, Any] | None = None,
+def build(shape: list[int], visits_by_mode: dict[str, VisitMap], *, ms: Mapping[str, float | None] | None = None,
+          sdpa_ms: Mapping[str, float | None] | None = None, peaks: dict[str, Any] | None = None,
           element_bytes: int = ELEMENT_BYTES) -> Roofline:
     """The roofline of the launches whose visit maps are given (keyed "full"/"causal").
     ``ms`` and ``sdpa_ms`` are GPU timings at ``shape``; leave them out on the

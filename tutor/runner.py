@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from tutor.harness.job import CheckJob
-from tutor.harness.result import CheckError, CheckResult, Device, Performance
+from tutor.harness.result import CheckError, CheckResult, Device, Performance, PerformanceStatus
 
 DEFAULT_TIMEOUT_S = 120.0  # one check, from job sent to result (first GPU compiles take a few seconds)
 READY_TIMEOUT_S = 120.0  # a worker's start-up: importing torch and triton
@@ -75,7 +76,7 @@ class Worker:
             self._lines.put(raw.decode("utf-8", "replace"))
         self._lines.put(None)  # EOF: the process ended or closed its channel
 
-    def _next_message(self, deadline: float, cancel: threading.Event | None) -> dict | str | None:
+    def _next_message(self, deadline: float, cancel: threading.Event | None) -> dict[str, Any] | str | None:
         """The next protocol message; ``"timeout"``, ``"cancelled"``, or None at EOF."""
         while True:
             if cancel is not None and cancel.is_set():
@@ -89,7 +90,8 @@ class Worker:
                 continue
             if line is None:
                 return None
-            return json.loads(line)
+            message: dict[str, Any] = json.loads(line)  # the worker sends one JSON object a line
+            return message
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S, cancel: threading.Event | None = None) -> Device | None:
         """Block until the worker is warm; None if ``cancel`` was set first."""
@@ -106,7 +108,7 @@ class Worker:
         self.startup = message.get("startup", {})
         return self.device
 
-    def run(self, job: dict, timeout_s: float, cancel: threading.Event | None = None,
+    def run(self, job: dict[str, Any], timeout_s: float, cancel: threading.Event | None = None,
             on_verdict: Callable[[CheckResult], None] | None = None) -> CheckResult:
         """The check's result with both phases.  ``on_verdict`` is called (from this
         thread) with a copy of the verdict as soon as it arrives, before the
@@ -137,8 +139,10 @@ class Worker:
                     f"the worker running your kernel died ({_signal_name(code)}): a segfault, "
                     "an os._exit, running out of memory or a fatal GPU error. The next check gets a fresh worker.",
                 )
+            assert isinstance(message, dict)  # "timeout" and "cancelled" are handled above
             if "internal_error" in message:
-                return self._failed(job, "internal", "the tutor itself failed; please report this", detail=message["internal_error"])
+                return self._failed(job, "internal", "the tutor itself failed; please report this",
+                                    detail=message["internal_error"])
             result = CheckResult.from_dict(message["result"])
             result.output = self.output_tail()
             if result.performance.status == "pending":
@@ -159,7 +163,8 @@ class Worker:
             result.output = self.output_tail()
             return
         if message == "cancelled":
-            status, reason = "cancelled", "a newer save replaced this content while it was timed"
+            status: PerformanceStatus = "cancelled"
+            reason = "a newer save replaced this content while it was timed"
         elif message == "timeout":
             status, reason = "failed", f"the timed launches did not finish within {timeout_s:g} s"
         elif message is None:
@@ -171,7 +176,7 @@ class Worker:
         result.performance = Performance(status, reason)
         result.output = self.output_tail()
 
-    def _failed(self, job: dict, kind: str, message: str, detail: str | None = None) -> CheckResult:
+    def _failed(self, job: dict[str, Any], kind: str, message: str, detail: str | None = None) -> CheckResult:
         self.kill()
         return CheckResult(
             drill=job["drill"],
@@ -207,7 +212,7 @@ class Worker:
         self.log_path.unlink(missing_ok=True)
 
 
-def explain_crash(job: dict, result: CheckResult, device: str, timeout_s: float,
+def explain_crash(job: dict[str, Any], result: CheckResult, device: str, timeout_s: float,
                   cancel: threading.Event | None = None) -> CheckResult:
     """A worker that died on the check's shapes (all ragged: no length is a multiple
     of the block) gets one more run, in a fresh worker, of the default shape rounded

@@ -25,9 +25,10 @@ import json
 import os
 import sys
 import traceback
+from typing import Any, TextIO
 
 
-def _protocol_channel():
+def _protocol_channel() -> TextIO:
     channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # stdout now goes to the log too
     return channel
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     channel = _protocol_channel()
 
-    def send(message: dict) -> None:
+    def send(message: dict[str, Any]) -> None:
         channel.write(json.dumps(message) + "\n")
         channel.flush()
 

@@ -13,20 +13,21 @@ may import torch) runs in thread workers; their failures all land in
 
 from __future__ import annotations
 
-import os
-import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 from textual import on, work
 from textual.app import App, SuspendNotSupported
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from tutor import links
 from tutor.app.messages import (
     CheckAbandoned,
     CheckBegan,
@@ -40,21 +41,22 @@ from tutor.app.messages import (
 from tutor.app.screens.confirm import ConfirmScreen
 from tutor.app.screens.drill_list import DrillListScreen, DrillRow
 from tutor.app.screens.drill_view import DrillScreen
+from tutor.app.screens.help import HelpPage
 from tutor.app.screens.hints import HintsScreen
 from tutor.app.screens.quiz import QuizScreen
-from tutor.app.screens.text_page import TextPage
+from tutor.app.screens.text_page import TextPage, solution_markdown
 from tutor.app.widgets.result_view import display_path
 from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
 from tutor.catalog import Drill, all_drills, get_drill, kernel_drills, next_drill, solution_path
 from tutor.engine import EngineError, Event, TutorEngine
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import hint_states
-from tutor.progress import DrillProgress
-from tutor.quiz import QuizSession, build_questions
+from tutor.progress import drill_summaries
+from tutor.quiz import QuizSession, build_questions, gpu_for_checks
 from tutor.runner import DEFAULT_TIMEOUT_S
 from tutor.workspace import WorkspaceError, reset_drill
 
-KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc"}  # Textual key names, as printed on keys
+_S = TypeVar("_S", bound="Screen[Any]")
 
 
 class FlashTutorApp(App[int]):
@@ -90,7 +92,8 @@ class FlashTutorApp(App[int]):
         self.workspace = engine.workspace
         self.live = live
         self.first_drill = first_drill
-        self.animate = animate
+        # not `self.animate`: that name is the App's animate() method, which Textual calls
+        self.animations = animate
         self.latest: dict[str, CheckResult] = {}  # drill id -> newest result this session
         self.running: set[str] = set()  # drill ids with a check in flight
         self._workspace_text = workspace_label or short_path(self.workspace)
@@ -105,7 +108,7 @@ class FlashTutorApp(App[int]):
         force_polling: bool = False,
         timing: bool = True,
         first_drill: Drill | None = None,
-        **options,
+        **options: Any,
     ) -> FlashTutorApp:
         """An app on a fresh engine whose events come back to it."""
         relay: list[FlashTutorApp] = []  # the engine needs its callback before the app exists
@@ -174,11 +177,11 @@ class FlashTutorApp(App[int]):
         for screen in self._drill_screens(event.drill):
             screen.show_running(False)
             screen.show_result(result)
-            screen.show_history(*history_series(event.record))
+            screen.show_history(*event.record.history_series())
         drill = get_drill(event.drill)
-        for screen in self._screens(HintsScreen):
-            if screen.drill.id == drill.id:  # the event carries the recorded unlocks: no re-read
-                screen.update_states(hint_states(drill, event.record.unlocked_hints), event.record.attempts)
+        for hints_screen in self._screens(HintsScreen):
+            if hints_screen.drill.id == drill.id:  # the event carries the recorded unlocks: no re-read
+                hints_screen.update_states(hint_states(drill, event.record.unlocked_hints), event.record.attempts)
         if event.newly_unlocked:
             titles = "\n".join(f"{drill.hints.index(h) + 1}. {h.title}" for h in event.newly_unlocked)
             plural = "s" if len(event.newly_unlocked) > 1 else ""
@@ -195,7 +198,7 @@ class FlashTutorApp(App[int]):
         self.latest[event.drill] = event.result
         for screen in self._drill_screens(event.drill):
             screen.show_result(event.result)
-            screen.show_history(*history_series(event.record))
+            screen.show_history(*event.record.history_series())
         self._refresh_list()
 
     @on(WatcherChanged)
@@ -222,7 +225,7 @@ class FlashTutorApp(App[int]):
         self.say(message.event.message, title="flashtutor", severity="error" if is_error else "warning",
                  timeout=15)
 
-    def say(self, message: str, *, title: str = "flashtutor", severity: str = "information",
+    def say(self, message: str, *, title: str = "flashtutor", severity: SeverityLevel = "information",
             timeout: float = 6) -> None:
         """A notification; the text is shown as is (paths and code are not markup)."""
         self.notify(message, title=title, severity=severity, timeout=timeout, markup=False)
@@ -232,25 +235,14 @@ class FlashTutorApp(App[int]):
 
     # -- what the screens show ------------------------------------------------------------
     def drill_rows(self) -> list[DrillRow]:
-        progress = self.engine.progress.all_drills()
-        answers = self.engine.progress.quiz_answers()
-        rows = []
-        for drill in all_drills():
-            p = progress.get(drill.id, DrillProgress())
-            quiz = ""
-            if not drill.is_kernel:
-                right = sum(1 for a in answers.values() if a["correct"])
-                quiz = f"quiz {right} right" if answers else "quiz"
-            rows.append(DrillRow(drill, p.status, p.attempts, p.best_max_abs_err, p.best_speedup, quiz,
-                                 solved_before=p.solved_before))
-        return rows
+        return drill_summaries(self.engine.progress, all_drills())
 
     def _refresh_list(self) -> None:
         rows = self.drill_rows()
         for screen in self._screens(DrillListScreen):
             screen.update_rows(rows)
 
-    def _screens(self, kind: type[Screen]) -> Iterator:
+    def _screens(self, kind: type[_S]) -> Iterator[_S]:
         return (s for s in self.screen_stack if isinstance(s, kind))
 
     def _drill_screens(self, drill_id: str) -> Iterator[DrillScreen]:
@@ -279,9 +271,9 @@ class FlashTutorApp(App[int]):
             drill,
             self.workspace,
             result=self.latest.get(drill.id),
-            history=history_series(self.engine.progress.drill(drill.id)),
+            history=self.engine.progress.drill(drill.id).history_series(),
             running=drill.id in self.running,
-            animate=self.animate,
+            animate=self.animations,
         ))
         self.engine.set_focus(drill.id)
         if self.live and drill.id not in self.latest and drill.id not in self.running:
@@ -334,7 +326,7 @@ class FlashTutorApp(App[int]):
         if drill is None:
             return
         path = self.workspace / "drills" / drill.file
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or shutil.which("vi")
+        editor = links.chosen_editor() or shutil.which("vi")
         if not editor:
             self.say(f"Set $EDITOR to edit from here, or open {path} in any editor: saves are watched.",
                      severity="warning")
@@ -343,7 +335,7 @@ class FlashTutorApp(App[int]):
         try:
             with self.suspend():
                 try:  # inside: an error here must not skip the app's resume
-                    subprocess.call([*shlex.split(editor), str(path)])
+                    subprocess.call(links.editor_command(editor, path))
                 except OSError as exc:  # the editor's binary is missing or not executable
                     failure = exc
         except SuspendNotSupported:
@@ -406,11 +398,11 @@ class FlashTutorApp(App[int]):
         except OSError as exc:
             self.say(f"cannot read {path}: {exc.strerror or exc}", severity="error")
             return
-        markdown = text if path.suffix == ".md" else f"`solutions/{path.name}`\n\n```python\n{text}\n```\n"
-        self.push_screen(TextPage(f"solution: {drill.id} {drill.title}", markdown, page_id="solution"))
+        self.push_screen(TextPage(f"solution: {drill.id} {drill.title}", solution_markdown(path, text),
+                                  page_id="solution"))
 
     def action_help(self) -> None:
-        self.push_screen(TextPage("keys", help_markdown(), page_id="help"))
+        self.push_screen(HelpPage())
 
     # -- quiz -----------------------------------------------------------------------------
     def action_quiz(self) -> None:
@@ -425,14 +417,8 @@ class FlashTutorApp(App[int]):
     def _prepare_quiz(self) -> None:
         """Build the questions off the UI thread: the GPU-aware budget question
         asks torch about the GPU, which imports torch (seconds)."""
-        gpu = None
         device = self.engine.device
-        on_gpu = device is not None and not device.interpreter
-        unknown = device is None and self.engine.device_preference != "cpu"
-        if on_gpu or unknown:
-            from tutor.quiz import detect_gpu
-
-            gpu = detect_gpu()
+        gpu = gpu_for_checks(None if device is None else device.interpreter, self.engine.device_preference)
         session = QuizSession(build_questions(seed=None, gpu=gpu), self.engine.progress)
         self.call_from_thread(self._show_quiz, session)
 
@@ -445,38 +431,3 @@ class FlashTutorApp(App[int]):
         self._refresh_list()
         self.engine.send_warnings()  # an answer that could not be saved says so, once
 
-
-def history_series(progress: DrillProgress) -> tuple[list[float | None], list[float | None]]:
-    """Error and speed-up of each recorded attempt, oldest first."""
-    return [a.max_abs_err for a in progress.history], [a.speedup for a in progress.history]
-
-
-def help_markdown() -> str:
-    """The keys of every screen, from their bindings (one source of truth)."""
-    sections = [
-        ("Drill list", DrillListScreen.BINDINGS, ["up/down, j/k: move"]),
-        ("Drill view", DrillScreen.BINDINGS, []),
-        ("Quiz", QuizScreen.BINDINGS, ["enter: check the answer; after the feedback, the next question"]),
-    ]
-    lines = [
-        "Save a drill file in any editor: the tutor checks it at once and the drill view shows the result.",
-        "",
-    ]
-    for title, bindings, extra in sections:
-        lines += [f"## {title}", "", "| key | does |", "| --- | --- |"]
-        for text in extra:
-            key, does = text.split(": ", 1)
-            lines.append(f"| {key} | {does} |")
-        for binding in bindings:
-            keys = ", ".join(KEY_NAMES.get(key, key) for key in binding.key.split(","))
-            lines.append(f"| {keys} | {binding.tooltip or binding.description} |")
-        lines.append("")
-    lines += [
-        "## Everywhere",
-        "",
-        "| key | does |",
-        "| --- | --- |",
-        "| ctrl+q | quit |",
-        "| escape | close a panel / back to the list |",
-    ]
-    return "\n".join(lines) + "\n"

@@ -29,7 +29,7 @@ def add_runner_options(parser: argparse.ArgumentParser) -> None:
                         help=f"stop a check after this long (default {DEFAULT_TIMEOUT_S:g})")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = subparsers.add_parser("check", help="check a drill and print the report",
                                   description="Run a drill's kernel against the reference and report.")
     check.add_argument("target", nargs="?", help="drill id (01), name (causal_mask) or a path to a file")
@@ -175,6 +175,7 @@ def run_list_command(args: argparse.Namespace) -> int:
         print(f"{marks[record.status]} {drill.id:<4}{drill.title:<40} {status_words(record):<23} "
               f"{record.attempts:>8}  drills/{drill.file}")
     done = sum(1 for d in drills if d.id in progress and progress[d.id].solved_before)
-    where = f"workspace {workspace}" if workspace is not None else "no workspace found (`flashtutor init DIR` makes one)"
+    where = (f"workspace {workspace}" if workspace is not None
+             else "no workspace found (`flashtutor init DIR` makes one)")
     print(f"\n{done}/{len(drills)} done · {where}")
     return EXIT_OK

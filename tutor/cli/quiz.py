@@ -32,7 +32,7 @@ from tutor.quiz.units import format_bytes
 WIDTH = 78
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     quiz = subparsers.add_parser(
         "quiz",
         help="drill 03: answer the HBM-traffic questions",

@@ -21,8 +21,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console
+from rich.status import Status
 
 from tutor.catalog import Drill, UnknownDrill, get_drill, kernel_drills, next_drill
 from tutor.cli import EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
@@ -56,7 +58,7 @@ class _Line:
     text: str | None
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     watch = subparsers.add_parser("watch", help="re-check a drill on every save (plain terminal)",
                                   description="Watch the drills and re-check the current one on every save.")
     watch.add_argument("drill", nargs="?", help="drill id (01) or name; default: the first one not yet done")
@@ -71,7 +73,7 @@ def first_unsolved(progress: ProgressStore) -> Drill:
     return next((d for d in drills if not progress.drill(d.id).solved_before), drills[0])
 
 
-def _read_stdin(events: queue.Queue) -> None:
+def _read_stdin(events: queue.Queue[object]) -> None:
     """Not a terminal: one command per line."""
     for line in sys.stdin:
         events.put(_Line(line.strip().lower()))
@@ -81,7 +83,7 @@ def _read_stdin(events: queue.Queue) -> None:
 ESCAPE, END_OF_TEXT = "\x1b", "\x04"
 
 
-def _read_keys(fd: int, events: queue.Queue) -> None:
+def _read_keys(fd: int, events: queue.Queue[object]) -> None:
     """A terminal in cbreak mode: one command per key, no Enter needed (Enter alone
     re-runs).  An escape sequence (an arrow key) is read whole and ignored; Ctrl-D
     closes input as end of file does."""
@@ -104,7 +106,7 @@ def _read_keys(fd: int, events: queue.Queue) -> None:
 
 
 @contextmanager
-def single_keys(stream) -> Iterator[bool]:
+def single_keys(stream: Any) -> Iterator[bool]:
     """While inside, a terminal ``stream`` delivers each key as it is typed (cbreak:
     no line editing, no echo; Ctrl-C still interrupts).  Its settings are restored
     on the way out, however it is left.  Yields False (and changes nothing) when
@@ -131,12 +133,12 @@ def single_keys(stream) -> Iterator[bool]:
 class WatchSession:
     """One ``flashtutor watch`` run: engine events and typed lines, one queue."""
 
-    def __init__(self, engine: TutorEngine, drill: Drill, console: Console, events: queue.Queue):
+    def __init__(self, engine: TutorEngine, drill: Drill, console: Console, events: queue.Queue[object]):
         self.engine = engine
         self.drill = drill
         self.console = console
         self.events = events
-        self.spinner = None
+        self.spinner: Status | None = None
         self.asking_next: Drill | None = None
 
     def say(self, text: str, style: str | None = None) -> None:
@@ -257,13 +259,13 @@ class WatchSession:
         elif text == "h":
             self.print_hints()
         elif text == "n":
-            upcoming = next_drill(self.drill.id, kind="kernel")
-            if upcoming is None:
+            following = next_drill(self.drill.id, kind="kernel")
+            if following is None:
                 paper_left = next_drill(self.drill.id, kind="paper") is not None
                 self.say("no kernel drill after this one" + ("; `flashtutor quiz` asks the paper drill"
                                                               if paper_left else ""))
             else:
-                self.focus(upcoming)
+                self.focus(following)
         elif text in ("q", "quit", "exit"):
             return False
         else:
@@ -285,7 +287,7 @@ def run_watch_command(args: argparse.Namespace) -> int:
     except NoWorkspace as exc:
         print(f"flashtutor: {exc}", file=sys.stderr)
         return EXIT_NOT_RUN
-    events: queue.Queue = queue.Queue()
+    events: queue.Queue[object] = queue.Queue()
     engine = TutorEngine(workspace, device=args.device, timeout_s=args.timeout, on_event=events.put,
                          force_polling=args.poll, timing=not args.no_timing)
     try:

@@ -16,7 +16,7 @@ from tutor.workspace import WorkspaceError, init_workspace, reset_drill
 DEFAULT_INIT_DIR = "flashtutor"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     init = subparsers.add_parser("init", help="make a workspace with the drills (for an installed package)",
                                  description="Copy the pristine drills into DIR/drills and start a progress file.")
     init.add_argument("directory", nargs="?", default=DEFAULT_INIT_DIR, metavar="DIR",

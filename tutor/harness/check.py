@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -27,7 +28,7 @@ from tutor.harness import timing
 from tutor.harness.errors import bad_output_error, from_exception
 from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
-from tutor.harness.problems import problem_module
+from tutor.harness.problems import TimedLaunches, problem_module
 from tutor.harness.result import CheckResult, Device, Performance, VisitMap
 
 # "1": compile the performance phase's variants concurrently (GPU; see _compile_concurrently)
@@ -74,7 +75,7 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
         if result.visits is not None:
             state.visits_by_mode["causal" if full_visits is not None else "full"] = result.visits
         errors = [c.max_abs_err for c in result.cases]
-        result.max_abs_err = None if None in errors else max(errors)
+        result.max_abs_err = None if None in errors else max(e for e in errors if e is not None)
         result.passed = all(c.passed for c in result.cases)
     except LoadFailed as failed:
         result.error = failed.error
@@ -122,6 +123,7 @@ def _timing_maps(state: VerdictState, result: CheckResult, timed_shape: list[int
             continue
         q, k, v = launching.random_inputs(tuple(timed_shape), inputs_device, state.generator)
         launch_causal = None if "causal" not in state.drill.modes else causal
+        assert state.module is not None  # the verdict phase loaded it before anything is timed
         run = launching.run_launcher(state.module, (q, k, v), launch_causal, record_visits=True)
         counted[mode] = visit_map(run, seq, first.block_m, first.block_n, causal)
     return counted
@@ -159,7 +161,8 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
     return result
 
 
-def _compile_concurrently(state: VerdictState, result: CheckResult, timed, device: str) -> dict[str, VisitMap]:
+def _compile_concurrently(state: VerdictState, result: CheckResult, timed: TimedLaunches,
+                          device: str) -> dict[str, VisitMap]:
     """Opt-in (``FLASHTUTOR_PARALLEL_COMPILE=1``, GPU): run one launch of each timed
     variant and the roofline's counting launch from threads at once, so their
     Triton compiles (ptxas runs outside the GIL) overlap instead of queueing in
@@ -178,7 +181,7 @@ def _compile_concurrently(state: VerdictState, result: CheckResult, timed, devic
 
 
 def _roofline(state: VerdictState, dev: Device, result: CheckResult, device: str,
-              maps: dict[str, VisitMap] | None = None) -> dict | None:
+              maps: dict[str, VisitMap] | None = None) -> dict[str, Any] | None:
     from tutor import roofline
 
     if maps is None:

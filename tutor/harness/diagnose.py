@@ -18,7 +18,6 @@ used to diagnose.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Callable
 from dataclasses import dataclass
 

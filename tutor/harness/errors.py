@@ -55,7 +55,7 @@ def launcher_mismatch(exc: BaseException, file: str) -> CheckError:
     """The launcher's ``def`` does not take the tutor's call: point at the ``def``."""
     code = getattr(exc.launcher, "__code__", None)  # type: ignore[attr-defined]
     here = code is not None and Path(code.co_filename).resolve() == Path(file).resolve()
-    line = code.co_firstlineno if here else None
+    line = code.co_firstlineno if here and code is not None else None
     return CheckError(
         kind="missing-function",
         message=f"the launcher's signature does not take the tutor's call ({exc.reason}); "  # type: ignore[attr-defined]
@@ -69,7 +69,8 @@ def launcher_mismatch(exc: BaseException, file: str) -> CheckError:
 def bad_output_error(message: str, file: str, launcher: object) -> CheckError:
     """The launcher returned the wrong thing: point at the launcher itself."""
     code = getattr(launcher, "__code__", None)
-    line = code.co_firstlineno if code is not None and Path(code.co_filename).resolve() == Path(file).resolve() else None
+    here = code is not None and Path(code.co_filename).resolve() == Path(file).resolve()
+    line = code.co_firstlineno if here and code is not None else None
     return CheckError(kind="bad-output", message=message, file=file, line=line, source_line=_source_line(file, line))
 
 
@@ -87,7 +88,7 @@ def _compile_error_line(exc: BaseException, module: ModuleType | None) -> int | 
         fn_src = getattr(value, "src", None)
         def_line = getattr(value, "def_file_line_number", None) or getattr(value, "starting_line_number", None)
         if fn_src is not None and def_line is not None and (src is None or fn_src == src):
-            return def_line + node_line - 1
+            return int(def_line + node_line - 1)
     return None
 
 
@@ -159,7 +160,7 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None, dur
     real = _unwrap(exc)
     frames = _student_frames(exc, file)
     line = frames[-1].lineno if frames else None
-    detail = "".join(traceback.format_list(frames[-3:])) if frames else None
+    trace = "".join(traceback.format_list(frames[-3:])) if frames else None
     message = _short(real)
     kind = during
     jit_names = _jit_function_names(module)
@@ -174,5 +175,5 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None, dur
         file=file,
         line=line,
         source_line=_source_line(file, line),
-        detail=detail,
+        detail=trace,
     )

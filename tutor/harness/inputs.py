@@ -68,7 +68,7 @@ def row_errors(out: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
 
 def scores(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
     """The true scaled scores (float64), -inf where a row may not look."""
-    s = (q.to(torch.float64) @ k.to(torch.float64).transpose(-1, -2)) * q.shape[-1] ** -0.5
+    s: torch.Tensor = (q.to(torch.float64) @ k.to(torch.float64).transpose(-1, -2)) * q.shape[-1] ** -0.5
     if causal:
         seq = q.shape[-2]
         s = s.masked_fill(torch.ones(seq, seq, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
@@ -119,7 +119,8 @@ def hostile_findings(
         if wrong.any():
             worst = float(top[:, rows][wrong].max())
             how = "Inf/NaN" if nonfinite[:, rows][wrong].all() else "wrong"
-            parts.append(f"{int(wrong.sum())} of {wrong.numel()} '{name}' rows come out {how} (largest score {worst:.0f})")
+            parts.append(f"{int(wrong.sum())} of {wrong.numel()} '{name}' rows come out {how}"
+                         f" (largest score {worst:.0f})")
     mode = " causal" if causal else ""
     detail = f" Measured on the hostile{mode} case (seq={seq}): " + "; ".join(parts) + "."
     overflow = bad & nonfinite

@@ -27,4 +27,4 @@ class CheckJob:
             shape = tuple(int(n) for n in self.shape)
             if len(shape) != 4 or min(shape) < 1:
                 raise ValueError(f"shape must be four positive sizes (batch, heads, seq, head_dim), not {self.shape!r}")
-            self.shape = shape  # type: ignore[assignment]
+            self.shape = (shape[0], shape[1], shape[2], shape[3])

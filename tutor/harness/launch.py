@@ -16,6 +16,7 @@ import torch
 
 from tutor.harness import guard as guarding
 from tutor.harness.loader import LAUNCHER, check_launcher_call
+from tutor.harness.result import Device
 
 POISON_BITS = 0x7D5A  # an fp16 NaN with a payload; computed NaNs are 0x7E00 / 0x7FFF
 GUARD_ROWS = 128  # rows of head_dim after the output that must stay untouched
@@ -51,12 +52,15 @@ class Launch:
         return [(b.name, side, n) for b in self.bands for side, n in b.changed().items()]
 
 
-def random_inputs(shape: tuple[int, ...], device: str, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+def random_inputs(
+    shape: tuple[int, ...], device: str, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh standard-normal fp16 q, k, v (never zeros: zeros hide unwritten outputs)."""
-    return tuple(torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16) for _ in range(3))
+    q, k, v = (torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16) for _ in range(3))
+    return q, k, v
 
 
-def torch_device_name(device) -> str:
+def torch_device_name(device: Device) -> str:
     """The torch device string for a :class:`~tutor.harness.result.Device`."""
     return "cpu" if device.interpreter else "cuda"
 
@@ -91,7 +95,8 @@ def run_launcher(
     blocks = max(int(getattr(module, "BLOCK_M", 0) or 0), int(getattr(module, "BLOCK_N", 0) or 0))
     margin = guarding.margin_elements(tuple(q.shape), 2 * blocks)
     fills = fills or {}
-    bands = [guarding.input_band(name, t, margin, fills.get(name, "nan")) for name, t in zip("QKV", inputs, strict=True)]
+    bands = [guarding.input_band(name, t, margin, fills.get(name, "nan"))
+             for name, t in zip("QKV", inputs, strict=True)]
     out_band = guarding.band("output", tuple(q.shape), torch.float16, str(q.device), margin, POISON_BITS & 0xFFFF,
                              inside_bits=POISON_BITS & 0xFFFF)
     bands.append(out_band)
@@ -104,7 +109,7 @@ def run_launcher(
                                    guarding.margin_elements(shape, 2 * n_m), guarding.VISIT_SENTINEL, inside_bits=0)
         bands.append(visit_band)
         visits = visit_band.view
-    kwargs = {"out": out, "visits": visits}
+    kwargs: dict[str, object] = {"out": out, "visits": visits}
     if causal is not None:
         kwargs["causal"] = causal
     launcher = getattr(module, LAUNCHER)

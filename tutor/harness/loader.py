@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -72,15 +73,17 @@ class LauncherMismatch(TypeError):
         self.reason = reason
 
 
-def expected_call(names: tuple[str, ...], keywords: dict[str, object]) -> str:
-    """The launcher's ``def`` line the tutor's call fits: ``def attention(q, k, v, causal=False, out=None, visits=None)``."""
+def expected_call(names: tuple[str, ...], keywords: Mapping[str, object]) -> str:
+    """The launcher's ``def`` line the tutor's call fits:
+    ``def attention(q, k, v, causal=False, out=None, visits=None)``."""
     flags = [f"{key}={value}" for key, value in keywords.items() if isinstance(value, bool)]  # causal=False
     buffers = [f"{key}=None" for key, value in keywords.items() if not isinstance(value, bool)]  # out=, visits=
     params = [*names, *(flag.replace("=True", "=False") for flag in flags), *buffers]
     return f"def {LAUNCHER}({', '.join(params)})"
 
 
-def check_launcher_call(launcher: object, names: tuple[str, ...], args: tuple, keywords: dict[str, object]) -> None:
+def check_launcher_call(launcher: object, names: tuple[str, ...], args: tuple[object, ...],
+                        keywords: Mapping[str, object]) -> None:
     """Raise :class:`LauncherMismatch` when ``launcher(*args, **keywords)`` cannot bind
     (a missing or misspelt parameter), before the call: Python's own TypeError for
     it names no line of the student's file."""

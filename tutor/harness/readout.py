@@ -37,7 +37,7 @@ MAP_CELLS = 40  # the drawn maps are at most this many cells a side
 LN2 = math.log(2.0)
 
 
-def one_hot_values(shape: tuple[int, ...], group: int, device) -> torch.Tensor:
+def one_hot_values(shape: tuple[int, ...], group: int, device: torch.device | str) -> torch.Tensor:
     """V for key group ``group``: key j = group*d + c gets e_c, every other key 0."""
     batch, heads, seq, dim = shape
     v = torch.zeros(shape, dtype=torch.float16, device=device)
@@ -69,7 +69,8 @@ def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     batch, heads, seq, dim = q.shape
     qf = q.to("cpu", torch.float64).reshape(batch * heads, seq, dim)
     kf = k.to("cpu", torch.float64).reshape(batch * heads, seq, dim)
-    return (qf @ kf.transpose(-1, -2)) * dim**-0.5
+    s: torch.Tensor = (qf @ kf.transpose(-1, -2)) * dim**-0.5
+    return s
 
 
 def allowed_keys(seq: int, causal: bool) -> torch.Tensor:
@@ -265,7 +266,8 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
     return result
 
 
-def _forbidden_score(w, s, allowed, sel, f_rows) -> str:
+def _forbidden_score(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, sel: torch.Tensor,
+                     f_rows: torch.Tensor) -> str:
     """What score the forbidden keys a row read got: their real one, or 0 (a mask that
     writes 0 instead of -inf).  Judged on rows that read every allowed key."""
     seen = (allowed & (w > READ)) | sel
@@ -283,8 +285,8 @@ def _forbidden_score(w, s, allowed, sel, f_rows) -> str:
     return best[0] if best[1] >= 0.9 else "other"
 
 
-def _where_missing(missing, needed, rows, cols, seq, block_m, block_n) -> tuple[str, list[list[int]]]:
-    heads = missing.shape[0]
+def _where_missing(missing: torch.Tensor, needed: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, seq: int,
+                   block_m: int, block_n: int) -> tuple[str, list[list[int]]]:
     blocks = -(-seq // block_n)
     own = (cols == rows).expand_as(missing)
     if bool((missing <= own).all()):
@@ -312,7 +314,8 @@ def _where_missing(missing, needed, rows, cols, seq, block_m, block_n) -> tuple[
     return where, skipped
 
 
-def _blocks(result: ReadOut, w, s, p, allowed, clean, block_n: int, slope: float) -> None:
+def _blocks(result: ReadOut, w: torch.Tensor, s: torch.Tensor, p: torch.Tensor, allowed: torch.Tensor,
+            clean: torch.Tensor, block_n: int, slope: float) -> None:
     """Per key block, the student's weight over the reference's, on rows with nothing
     misplaced or missing: one scale for every block, one factor for the whole row,
     or blocks weighted against their own maximum / a maximum not yet final."""
@@ -353,7 +356,8 @@ def _blocks(result: ReadOut, w, s, p, allowed, clean, block_n: int, slope: float
             return
 
 
-def _phantoms(result: ReadOut, w, s, allowed, clean, slope: float, block_m: int, block_n: int) -> None:
+def _phantoms(result: ReadOut, w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, clean: torch.Tensor,
+              slope: float, block_m: int, block_n: int) -> None:
     """Rows whose weights keep the right proportions but sum to less than 1 had
     something extra in the denominator: as many score-0 keys as ``phantom_keys``,
     or the forbidden keys' own exp-scores."""
@@ -386,7 +390,8 @@ def _phantoms(result: ReadOut, w, s, allowed, clean, slope: float, block_m: int,
             return
 
 
-def _maps(result: ReadOut, w, p, allowed, rows_ok, f_mass, missing_keys) -> None:
+def _maps(result: ReadOut, w: torch.Tensor, p: torch.Tensor, allowed: torch.Tensor, rows_ok: torch.Tensor,
+          f_mass: torch.Tensor, missing_keys: torch.Tensor) -> None:
     """One head's weights, the reference's and a mark per cell, at most MAP_CELLS a side."""
     heads, seq, _ = w.shape
     head = int(f_mass.sum(-1).argmax()) if bool((f_mass > 0).any()) else 0
@@ -434,12 +439,14 @@ def _maps(result: ReadOut, w, p, allowed, rows_ok, f_mass, missing_keys) -> None
     result.map_marks = marks
 
 
-def dependence(module: ModuleType, q, k, causal, generator) -> tuple[dict[str, bool], list[str]]:
+def dependence(module: ModuleType, q: torch.Tensor, k: torch.Tensor, causal: bool | None,
+               generator: torch.Generator | None) -> tuple[dict[str, bool], list[str]]:
     """Change head 0's q, k or v alone: does head 0's output move, and does any other head's?"""
     generator = generator or torch.Generator().manual_seed(1234)
     v = torch.randn(q.shape, generator=generator).to(q.device, torch.float16)
     base = launching.run_launcher(module, (q, k, v), causal, record_visits=False).out.to("cpu", torch.float64)
-    moves, cross = {}, []
+    moves: dict[str, bool] = {}
+    cross: list[str] = []
     if not bool(torch.isfinite(base.reshape(-1, *base.shape[2:])[0]).any()):
         return moves, cross  # head 0 is NaN throughout: no change could show
     inputs = {"q": q, "k": k, "v": v}

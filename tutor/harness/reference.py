@@ -76,12 +76,21 @@ def causal_variants(
     """
     seq = q.shape[-2]
     padded = -seq % block_n
-    end_of_row_block = lambda r: (r // block_m + 1) * block_m  # noqa: E731 - first row past r's block
-    start_of_row_block = lambda r: (r // block_m) * block_m  # noqa: E731
+
+    def end_of_row_block(r: torch.Tensor) -> torch.Tensor:  # first row past r's block
+        return (r // block_m + 1) * block_m
+
+    def start_of_row_block(r: torch.Tensor) -> torch.Tensor:
+        return (r // block_m) * block_m
+
     # `for start_n in range(0, hi, BLOCK_N)` visits whole key blocks: every key
     # below the first block boundary at or past `hi`
-    visited_below = lambda hi: -(-hi // block_n) * block_n  # noqa: E731
-    bound_done = lambda r: visited_below(torch.clamp(end_of_row_block(r), max=seq))  # noqa: E731
+    def visited_below(hi: torch.Tensor) -> torch.Tensor:
+        return -(-hi // block_n) * block_n
+
+    def bound_done(r: torch.Tensor) -> torch.Tensor:
+        return visited_below(torch.clamp(end_of_row_block(r), max=seq))
+
     rules: dict[str, tuple[KeyRule, int]] = {}
     if causal:
         rules["todo2-open"] = (lambda r, c: c < seq, 0)
@@ -150,7 +159,10 @@ def streamed_softmax_attention(
 
 def online_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_n: int) -> dict[str, torch.Tensor]:
     """What drill 02's kernel outputs with each known mistake, keyed by diagnosis code."""
-    stream = lambda **switches: streamed_softmax_attention(q, k, v, block_n, **switches)  # noqa: E731
+
+    def stream(**switches: bool) -> torch.Tensor:
+        return streamed_softmax_attention(q, k, v, block_n, **switches)
+
     return {
         "never-rescaled": stream(running_max=False),
         "sum-not-rescaled": stream(rescale_sum=False),

@@ -196,7 +196,8 @@ class ReadOut:
     temperature_name: str = ""  # "right", "scale-missing", "scale-twice", "exp-not-exp2", ...
     fit_rms: float | None = None  # how far log W is from a line in the scores (0 = a softmax of q·k)
     block_pattern: str = ""  # "consistent", "one-factor", "own-block-max", "stale-max", "other"
-    block_ratio: list[float] = field(default_factory=list)  # per key block: student / reference weight (median row)
+    # per key block: student / reference weight (median row)
+    block_ratio: list[float | None] = field(default_factory=list)
     row_factor: float | None = None  # "one-factor": every block scaled by this (median row)
     moves_with: dict[str, bool] = field(default_factory=dict)  # head 0's output moves when its q/k/v change
     crosstalk: list[str] = field(default_factory=list)  # head 0's inputs that move other heads' outputs
@@ -204,11 +205,13 @@ class ReadOut:
     map_cell: int = 1  # positions per cell of the maps
     map_student: list[list[float]] = field(default_factory=list)  # mean weight per cell, one head
     map_reference: list[list[float]] = field(default_factory=list)
-    map_marks: list[str] = field(default_factory=list)  # per cell: "+" weight where none may be, "-" missing, "~" wrong, "." right, " " none
+    # per cell: "+" weight where none may be, "-" missing, "~" wrong, "." right, " " none
+    map_marks: list[str] = field(default_factory=list)
 
     @property
     def sums_to_one(self) -> bool:
-        return self.row_sum_min is not None and abs(self.row_sum_min - 1) < 0.01 and abs(self.row_sum_max - 1) < 0.01
+        lo, hi = self.row_sum_min, self.row_sum_max
+        return lo is not None and hi is not None and abs(lo - 1) < 0.01 and abs(hi - 1) < 0.01
 
 
 @dataclass
@@ -303,7 +306,8 @@ class CheckResult:
         """The performance phase's own figures: what the worker sends after the verdict."""
         data = {name: getattr(self, name) for name in PERFORMANCE_FIELDS}
         data["performance"] = asdict(self.performance)
-        return _finite(data)
+        finite: dict[str, Any] = _finite(data)
+        return finite
 
     def apply_performance(self, data: dict[str, Any]) -> None:
         """Take the figures of :meth:`performance_dict` (from the worker) into this result."""
@@ -330,7 +334,8 @@ class CheckResult:
             ideal_fraction=self.ideal_fraction,
             visit_map=visits,
         )
-        return _finite(data)
+        finite: dict[str, Any] = _finite(data)
+        return finite
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)

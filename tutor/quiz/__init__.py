@@ -39,7 +39,7 @@ The pieces:
 """
 
 from tutor.quiz.checking import AnswerFeedback, check_answer
-from tutor.quiz.gpu import STATED_BUDGETS, GpuBudget, budget_from_properties, detect_gpu
+from tutor.quiz.gpu import STATED_BUDGETS, GpuBudget, budget_from_properties, detect_gpu, gpu_for_checks
 from tutor.quiz.model import Option, Question, Slip, load_texts
 from tutor.quiz.questions import build_questions
 from tutor.quiz.session import QuizSession, Score, record_drill_status
@@ -59,6 +59,7 @@ __all__ = [
     "build_questions",
     "check_answer",
     "detect_gpu",
+    "gpu_for_checks",
     "load_texts",
     "parse_number",
     "record_drill_status",

@@ -82,3 +82,15 @@ def detect_gpu(device_index: int = 0) -> GpuBudget | None:
     if not torch.cuda.is_available():
         return None
     return budget_from_properties(torch.cuda.get_device_properties(device_index))
+
+
+def gpu_for_checks(interpreter: bool | None, preference: str) -> GpuBudget | None:
+    """The GPU the budget questions are about: the one the checks run on.
+
+    ``interpreter`` is the checks' device (None while the worker has not said yet);
+    ``preference`` is the ``--device`` asked for.  Only a GPU device, or an unknown
+    one that may be a GPU, asks torch (:func:`detect_gpu`, seconds: call it off a UI thread).
+    """
+    on_gpu = interpreter is False
+    unknown = interpreter is None and preference != "cpu"
+    return detect_gpu() if on_gpu or unknown else None

@@ -199,7 +199,8 @@ def grouped(value: float) -> str:
 
 def format_bytes(value: float) -> str:
     """``2,164,260,864 bytes (2.16 GB, 2.02 GiB)``: exact count, then both unit families."""
-    exact = f"{grouped(value)} bytes" if float(value).is_integer() or abs(value) >= EXACT_UP_TO else f"{value:,.1f} bytes"
+    whole = float(value).is_integer() or abs(value) >= EXACT_UP_TO
+    exact = f"{grouped(value)} bytes" if whole else f"{value:,.1f} bytes"
     if abs(value) < 1000:
         return exact
     return f"{exact} ({_scaled(value, 1000, _DECIMAL_BYTES)}, {_scaled(value, 1024, _BINARY_BYTES)})"

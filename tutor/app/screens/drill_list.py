@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from rich.text import Text
 from textual import on
@@ -15,7 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from tutor.app.widgets.status_bar import StatusBar
 from tutor.catalog import Drill
-from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED
+from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, DrillSummary
 
 # Status -> the mark a reader needs no colour for, its words, and a style for those with colour.
 STATUS_MARKS: dict[str, tuple[str, str, str]] = {
@@ -26,30 +25,22 @@ STATUS_MARKS: dict[str, tuple[str, str, str]] = {
 }
 
 
-@dataclass(frozen=True)
-class DrillRow:
-    """One line of the list, built by the app from the catalog and the progress file."""
+# One line of the list (built in tutor.progress from the catalog and the progress file).
+DrillRow = DrillSummary
 
-    drill: Drill
-    status: str  # tutor.progress.NOT_STARTED | IN_PROGRESS | FAILING | PASSED
-    attempts: int
-    best_error: float | None = None
-    best_speedup: float | None = None
-    quiz_score: str = ""  # paper drills: "4/12 right"
-    solved_before: bool = False  # solved once (tutor.progress.DrillProgress.solved_before)
 
-    def cells(self) -> tuple[Text, str, str, str, str]:
-        mark, words, style = STATUS_MARKS.get(self.status, ("?", self.status, ""))
-        status = Text(f"{mark} {words}", style=style)
-        if self.solved_before and self.status != PASSED:  # the current file fails; the pass is kept
-            status.append(" · solved before", style="green")
-        if not self.drill.is_kernel:
-            best = self.quiz_score or "quiz"
-        else:
-            error = "-" if self.best_error is None else f"{self.best_error:.1e}"
-            speedup = "" if self.best_speedup is None else f"{self.best_speedup:.2f}x"
-            best = f"{error} {speedup}".rstrip()
-        return status, self.drill.id, self.drill.title, str(self.attempts), best
+def row_cells(row: DrillRow) -> tuple[Text, str, str, str, str]:
+    mark, words, style = STATUS_MARKS.get(row.status, ("?", row.status, ""))
+    status = Text(f"{mark} {words}", style=style)
+    if row.solved_before and row.status != PASSED:  # the current file fails; the pass is kept
+        status.append(" · solved before", style="green")
+    if not row.drill.is_kernel:
+        best = row.quiz_score or "quiz"
+    else:
+        error = "-" if row.best_error is None else f"{row.best_error:.1e}"
+        speedup = "" if row.best_speedup is None else f"{row.best_speedup:.2f}x"
+        best = f"{error} {speedup}".rstrip()
+    return status, row.drill.id, row.drill.title, str(row.attempts), best
 
 
 def progress_text(rows: Sequence[DrillRow], width: int = 20) -> Text:
@@ -64,7 +55,7 @@ def progress_text(rows: Sequence[DrillRow], width: int = 20) -> Text:
     return text
 
 
-class DrillTable(DataTable):
+class DrillTable(DataTable[Text | str]):
     """A DataTable with the list conventions of rustlings and less: j/k move too."""
 
     BINDINGS = [
@@ -75,7 +66,7 @@ class DrillTable(DataTable):
     ]
 
 
-class DrillListScreen(Screen):
+class DrillListScreen(Screen[None]):
     """Lists the drills; Enter opens one, ``/`` filters by id or title."""
 
     BINDINGS = [
@@ -130,7 +121,7 @@ class DrillListScreen(Screen):
         current = self.selected_drill()
         table.clear()
         for row in self._visible():
-            table.add_row(*row.cells(), key=row.drill.id)
+            table.add_row(*row_cells(row), key=row.drill.id)
         if current is not None and current.id in table.rows:
             table.move_cursor(row=table.get_row_index(current.id))
         self.query_one("#progress", Static).update(progress_text(self.rows))

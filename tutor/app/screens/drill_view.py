@@ -26,7 +26,7 @@ METRICS_WIDTH = 48  # the numbers column, its padding included
 MAP_FRAME = 8  # the map's border and padding, the body's padding and scroll bar
 
 
-class DrillScreen(Screen):
+class DrillScreen(Screen[None]):
     """Shows one drill: verdict, numbers, visit map, diagnosis, history.
 
     The app calls :meth:`show_result`, :meth:`show_running` and
@@ -63,13 +63,13 @@ class DrillScreen(Screen):
         self.result = result
         self.history = history
         self.running = running
-        self._animate = animate
+        self._animate_spinner = animate  # not `_animate`: Textual keeps its animator there
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield StatusBar()
         yield Verdict(id="verdict")
-        yield CheckIndicator(id="running", animate=self._animate)
+        yield CheckIndicator(id="running", animate=self._animate_spinner)
         with VerticalScroll(id="body"):
             with Horizontal(id="numbers"):
                 yield Static(id="metrics")

@@ -38,7 +38,7 @@ def feedback_text(feedback: AnswerFeedback) -> Text:
     return text
 
 
-class QuizScreen(Screen):
+class QuizScreen(Screen[None]):
     """Asks ``session.current()``; Enter checks the answer.  After a right or
     wrong answer the feedback and explanation stay up and the next Enter moves
     to the next question; an invalid answer asks the same question again."""
@@ -61,7 +61,7 @@ class QuizScreen(Screen):
         super().__init__()
         self.session = session
         self.reviewing: AnswerFeedback | None = None  # the answer whose feedback is up
-        self._checking: Worker | None = None  # the answer being checked and stored
+        self._checking: Worker[None] | None = None  # the answer being checked and stored
 
     def compose(self) -> ComposeResult:
         yield Header()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -32,3 +34,8 @@ class TextPage(ModalScreen[None]):
     def action_scroll(self, lines: int) -> None:
         box = self.query_one("#page-box", VerticalScroll)
         box.scroll_relative(y=lines, animate=False)
+
+
+def solution_markdown(path: Path, text: str) -> str:
+    """A solution file's page: a ``.md`` as it is, a ``.py`` as a fenced block under its name."""
+    return text if path.suffix == ".md" else f"`solutions/{path.name}`\n\n```python\n{text}\n```\n"

@@ -33,6 +33,7 @@ def verdict_kind(result: CheckResult) -> str:
 def verdict_text(result: CheckResult) -> Text:
     kind = verdict_kind(result)
     if kind == "error":
+        assert result.error is not None  # "not-run" is the outcome of an error
         return Text(f"{NOT_RUN_MARK}  COULD NOT RUN · {result.error.kind}")
     if kind == "failed":
         return Text(f"{FAILED_MARK}  FAILED")

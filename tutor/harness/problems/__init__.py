@@ -26,7 +26,7 @@ A problem module provides:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -59,8 +59,8 @@ class Correctness:
 @dataclass
 class TimedLaunches:
     shape: list[int]
-    student: dict[str, Callable[[], object]]  # mode -> one launch of the student's kernel
-    baseline: dict[str, Callable[[], object]] = field(default_factory=dict)  # mode -> torch's own (GPU)
+    student: Mapping[str, Callable[[], object]]  # mode -> one launch of the student's kernel
+    baseline: Mapping[str, Callable[[], object]] = field(default_factory=dict)  # mode -> torch's own (GPU)
 
 
 class UnknownProblem(LookupError):

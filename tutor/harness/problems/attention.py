@@ -11,6 +11,7 @@ runs its own shape on inputs built to break unsafe numerics
 from __future__ import annotations
 
 import dataclasses
+from types import ModuleType
 
 import torch
 
@@ -82,7 +83,7 @@ def launch_modes(drill: Drill) -> list[bool | None]:
 
 def check_correctness(
     drill: Drill,
-    module,
+    module: ModuleType,
     interpreter: bool,
     device: str,
     generator: torch.Generator,
@@ -92,7 +93,7 @@ def check_correctness(
     """``shape_only``: run ``shape`` alone (no ragged, short or hostile case)."""
     plan = plan_for(interpreter)
     if shape is not None:
-        plan = dataclasses.replace(plan, default=tuple(shape))
+        plan = dataclasses.replace(plan, default=(shape[0], shape[1], shape[2], shape[3]))
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
     launches: list[CheckedLaunch] = []
     modes: list[bool | None] = []
@@ -133,7 +134,7 @@ READ_WHERE = {"Q": "The last query block's load of Q", "K": "The last K/V block'
               "V": "The last K/V block's load of V"}
 
 
-def guard_report(drill: Drill, module, launches: list[CheckedLaunch], runs: list[tuple[bool | None, launching.Launch]],
+def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch], runs: list[tuple[bool | None, launching.Launch]],
                  device: str, generator: torch.Generator) -> tuple[list[GuardFinding], list[Diagnosis]]:
     """What the guard bands saw: stores into a margin (every launch) and, for the
     first launch with NaN in its output, which input's margin that NaN came from
@@ -153,7 +154,8 @@ def guard_report(drill: Drill, module, launches: list[CheckedLaunch], runs: list
         checked, (causal, _) = nan_launch
         case = checked.case
 
-        def again(fills: dict[str, str], inputs=(checked.q, checked.k, checked.v)) -> torch.Tensor:
+        def again(fills: dict[str, str],
+                  inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] = (checked.q, checked.k, checked.v)) -> torch.Tensor:
             return launching.run_launcher(module, inputs, causal, record_visits=True, fills=fills).out
 
         reads = guarding.probe_reads(again, launching.POISON_BITS, case.nonfinite)
@@ -185,7 +187,7 @@ def _mode(drill: Drill, case: CaseResult) -> str:
     return ""
 
 
-def hostile_case(drill: Drill, module, shape, device: str, generator: torch.Generator, standard_passed: bool,
+def hostile_case(drill: Drill, module: ModuleType, shape: tuple[int, ...], device: str, generator: torch.Generator, standard_passed: bool,
                  block_n: int, cases: list[CaseResult], findings: list[GuardFinding]) -> list[Diagnosis]:
     """Run the hostile case in every mode (appending to ``cases``, and its stores
     into a guard band to ``findings``); diagnose it only when the standard cases
@@ -205,7 +207,7 @@ def hostile_case(drill: Drill, module, shape, device: str, generator: torch.Gene
             for code, detail in codes.items()]
 
 
-def read_failing_modes(module, launches: list[CheckedLaunch], modes: list[bool | None],
+def read_failing_modes(module: ModuleType, launches: list[CheckedLaunch], modes: list[bool | None],
                        generator: torch.Generator) -> dict[str, ReadOut]:
     """Read out the weights of each mode that failed, on the first failing case's Q, K
     (cases run in plan order, the default shape first).  A read-out that itself
@@ -224,7 +226,7 @@ def read_failing_modes(module, launches: list[CheckedLaunch], modes: list[bool |
     return readouts
 
 
-def timing_launches(drill: Drill, module, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
+def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
     shape = plan_for(interpreter).timing
     q, k, v = launching.random_inputs(shape, device, generator)
     out = torch.empty_like(q)

@@ -13,8 +13,8 @@ The launcher contract (documented in ``drills/04_flash_backward.py`` and its TOM
 Each correctness case runs the *student's* forward on fresh standard-normal
 fp16 q, k, v (so the pair is checked as a student would use it), checks its O
 against float64 (a changed forward is said, not blamed on the backward; lse goes
-from the student's forward to their backward as it is), then runs the backward with a fresh random dO into poisoned dQ, dK,
-dV buffers (with guard regions) and compares each gradient with torch autograd
+from the student's forward to their backward as it is), then runs the backward with a fresh
+random dO into poisoned dQ, dK, dV buffers (with guard regions) and compares each gradient with torch autograd
 in float64.  The case's error is the largest of the three.
 
 The diagnosis is derived from what the gradients measurably are:
@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 
@@ -73,7 +75,7 @@ class Reference:
     ds: torch.Tensor
 
 
-def reference(q, k, v, do, causal: bool) -> Reference:
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, causal: bool) -> Reference:
     """O, lse, P and the gradients of O = softmax(q kᵀ/√d) v for upstream ``do``, in float64 autograd."""
     q64, k64, v64 = (t.detach().to(torch.float64).requires_grad_() for t in (q, k, v))
     seq, head_dim = q.shape[-2], q.shape[-1]
@@ -116,7 +118,7 @@ class BackwardLaunch:
     dq_visits: torch.Tensor
 
 
-def _check_tensor(name: str, value, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+def _check_tensor(name: str, value: object, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise launching.BadOutput(f"{name} is {type(value).__name__}, not a tensor")
     if tuple(value.shape) != tuple(shape):
@@ -126,7 +128,8 @@ def _check_tensor(name: str, value, shape: tuple[int, ...], dtype: torch.dtype) 
     return value
 
 
-def run_forward(module, q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def run_forward(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
     returned = getattr(module, FORWARD)(q, k, v, causal=causal)
     if not isinstance(returned, (tuple, list)) or len(returned) != 2:
         raise launching.BadOutput(f"{FORWARD}() must return (o, lse), not {type(returned).__name__}")
@@ -135,10 +138,14 @@ def run_forward(module, q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tens
     return o, lse
 
 
-def run_backward(module, q, k, v, o, lse, do, causal: bool, block_m: int, block_n: int):
+def run_backward(
+    module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+    do: torch.Tensor, causal: bool, block_m: int, block_n: int,
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
     batch, heads, seq, _ = q.shape
     device = str(q.device)
-    outs, guards = {}, {}
+    outs: dict[str, torch.Tensor] = {}
+    guards: dict[str, torch.Tensor] = {}
     for name in GRADS:
         outs[name], guards[name] = launching.poisoned_output(tuple(q.shape), device)
     n_m, n_n = launching.visit_grid(seq, block_m, block_n)
@@ -160,7 +167,10 @@ def run_backward(module, q, k, v, o, lse, do, causal: bool, block_m: int, block_
     return outs, guards, dkdv_visits, dq_visits
 
 
-def launch_case(name, causal, module, q, k, v, do, tolerance, block_m, block_n) -> BackwardLaunch:
+def launch_case(
+    name: str, causal: bool, module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor,
+    tolerance: float, block_m: int, block_n: int,
+) -> BackwardLaunch:
     o, lse = run_forward(module, q, k, v, causal)
     ref = reference(q, k, v, do, causal)
     # O is checked; lse passes from the student's forward to their backward as it is (its
@@ -185,7 +195,7 @@ def launch_case(name, causal, module, q, k, v, do, tolerance, block_m, block_n) 
             worst = top
             worst_row = (int(error.argmax()) // out.shape[-1]) % out.shape[-2]
     errors = list(per_err.values())
-    max_err = None if None in errors else max(errors)
+    max_err = None if None in errors else max(e for e in errors if e is not None)
     case = CaseResult(
         name=name,
         causal=causal,
@@ -245,7 +255,7 @@ def _candidate_p(launch: BackwardLaunch, block_m: int, block_n: int) -> dict[str
     seq = s.shape[-1]
     lse_ = lse[..., None]
 
-    def keep(p, rule=allowed):
+    def keep(p: torch.Tensor, rule: torch.Tensor = allowed) -> torch.Tensor:
         return torch.where(rule, p, torch.zeros((), dtype=p.dtype, device=p.device))
 
     pad = -seq % block_n
@@ -253,10 +263,10 @@ def _candidate_p(launch: BackwardLaunch, block_m: int, block_n: int) -> dict[str
     # nothing masked yet), or over the pairs the row may see
     raw = torch.cat([s, s.new_zeros(*s.shape[:-1], pad)], dim=-1) if pad else s
     tiles = raw.shape[-1] // block_n
-    tile_max_raw = raw.unflatten(-1, (tiles, block_n)).amax(-1).repeat_interleave(block_n, -1)[..., :seq]
+    tile_max_raw = torch.unflatten(raw, -1, (tiles, block_n)).amax(-1).repeat_interleave(block_n, -1)[..., :seq]
     masked = s.masked_fill(~allowed, float("-inf"))
     masked_pad = torch.cat([masked, masked.new_full((*s.shape[:-1], pad), float("-inf"))], -1) if pad else masked
-    tile_max_ok = masked_pad.unflatten(-1, (tiles, block_n)).amax(-1).repeat_interleave(block_n, -1)[..., :seq]
+    tile_max_ok = torch.unflatten(masked_pad, -1, (tiles, block_n)).amax(-1).repeat_interleave(block_n, -1)[..., :seq]
     tile_max_ok = torch.where(torch.isfinite(tile_max_ok), tile_max_ok, torch.zeros_like(tile_max_ok))
     row_max = masked.amax(-1, keepdim=True)
     found: dict[str, torch.Tensor] = {}
@@ -267,7 +277,7 @@ def _candidate_p(launch: BackwardLaunch, block_m: int, block_n: int) -> dict[str
             p = keep(torch.exp(s - tmax), rule)
             found[f"p-not-from-lse/{variant}{mask_name}"] = p
             tile_sum = torch.cat([p, p.new_zeros(*p.shape[:-1], pad)], -1) if pad else p
-            tile_sum = tile_sum.unflatten(-1, (tiles, block_n)).sum(-1).repeat_interleave(block_n, -1)[..., :seq]
+            tile_sum = torch.unflatten(tile_sum, -1, (tiles, block_n)).sum(-1).repeat_interleave(block_n, -1)[..., :seq]
             found[f"p-not-from-lse/{variant}-softmax{mask_name}"] = torch.where(tile_sum > 0, p / tile_sum, p)
         found[f"p-not-from-lse/row-max{mask_name}"] = keep(torch.exp(s - row_max), rule)
         found[f"p-wrong-scale/exp2{mask_name}"] = keep(torch.exp2(s - lse_), rule)
@@ -336,7 +346,7 @@ def _contributions(a: torch.Tensor, x: torch.Tensor, block_m: int) -> torch.Tens
     return torch.stack(parts)
 
 
-D_CANDIDATES = {
+D_CANDIDATES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "zero (missing)": lambda o, do: torch.zeros_like(o[..., 0]),
     "rowsum(dO * dO)": lambda o, do: (do * do).sum(-1),
     "rowsum(O * O)": lambda o, do: (o * o).sum(-1),
@@ -360,7 +370,8 @@ def _fitted_d(launch: BackwardLaunch, tolerance: float) -> torch.Tensor | None:
     if not _fits(launch.grads["dq"], ref.grads["dq"] - delta[..., None] * g, tolerance):
         return None
     d_ref = (launch.do.to(torch.float64) * ref.o).sum(-1)
-    return d_ref + delta
+    d_student: torch.Tensor = d_ref + delta
+    return d_student
 
 
 def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int) -> tuple[str, str] | None:
@@ -379,7 +390,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
             contrib = _contributions(_bh(a), x, block_m) * scale
             which = _one_query_block(contrib, launch.grads[g], launch.dkdv_visits, seq, block_m, block_n, tolerance)
             if which is not None:
-                return "dkdv-not-summed", f" ({g[0]}{g[1].upper()} of each key block is the share of the {which} query block its loop visited.)"
+                return "dkdv-not-summed", (f" ({g[0]}{g[1].upper()} of each key block is the share of the {which}"
+                                           " query block its loop visited.)")
 
     if bad["dv"]:
         # dV = Pᵀ dO: only a different P explains it
@@ -394,11 +406,13 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
             missed = int((~visited & ref.allowed).sum())
             if missed:
                 # the loop skipped pairs a row must see: a bound that cuts too early
-                return "dv-wrong", f" (the dK/dV loop skipped {missed} (row, key) pairs that a causal row must see: its bound cuts into the blocks it needs.)"
+                return "dv-wrong", (f" (the dK/dV loop skipped {missed} (row, key) pairs that a causal row must see:"
+                                    " its bound cuts into the blocks it needs.)")
             if bool((visited & ~ref.allowed).any()):
                 p = torch.where(visited, torch.exp(ref.s - ref.lse[..., None]), torch.zeros((), dtype=torch.float64))
                 if _fits(launch.grads["dv"], p.transpose(-1, -2) @ launch.do.to(torch.float64), tolerance):
-                    return "causal-mask-missing", " (dV includes the keys after each row in the blocks the loop visited.)"
+                    return "causal-mask-missing", (" (dV includes the keys after each row in the blocks the loop"
+                                                   " visited.)")
         if not bad["dq"] and not bad["dk"]:
             return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.)"
         return "dv-wrong", f" ({errs}.)"
@@ -410,7 +424,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
             c = _scale_ratio(launch.grads[g], ref.grads[g], tolerance)
             if c is not None:
                 if abs(c * head_dim**-0.5 - 1) < 0.02:
-                    return code, f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one: sqrt(head_dim) = {head_dim**0.5:.3g}.)"
+                    return code, (f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one:"
+                                  f" sqrt(head_dim) = {head_dim**0.5:.3g}.)")
                 return f"{g}-wrong", f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one.)"
     if bad["dq"] and bad["dk"]:
         d_student = _fitted_d(launch, tolerance)
@@ -433,7 +448,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
 GENERIC = {"dv-wrong", "dq-wrong", "dk-wrong", "ds-wrong"}
 
 
-def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int, block_n: int) -> list[Diagnosis]:
+def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int,
+             block_n: int) -> list[Diagnosis]:
     codes: dict[str, str] = {}
     generic: dict[str, str] = {}
 
@@ -484,32 +500,37 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
         elif "causal" in drill.modes and m.ideal_blocks < m.total_blocks:
             if m.visited_blocks == m.total_blocks:
                 per_loop.setdefault("all-blocks-visited" if failing else "causal-bound-open", []).append(
-                    f"{what}: {m.visited_blocks}/{m.total_blocks} blocks visited; a causal kernel needs {m.ideal_blocks}")
+                    f"{what}: {m.visited_blocks}/{m.total_blocks} blocks visited;"
+                    f" a causal kernel needs {m.ideal_blocks}")
             elif m.visited_blocks > m.ideal_blocks:
                 per_loop.setdefault("extra-blocks", []).append(
                     f"{what}: {m.visited_blocks - m.ideal_blocks} blocks more than the {m.ideal_blocks} needed")
     for code, details in per_loop.items():
         say(code, f" ({'; '.join(details)}.)")
 
-    found = []
+    diagnoses = []
     for code, detail in codes.items():
         text = drill.diagnosis_text(code)
-        found.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
+        diagnoses.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
     order = {"error": 0, "finding": 1, "info": 2}
-    return sorted(found, key=lambda d: order.get(d.severity, 3))
+    return sorted(diagnoses, key=lambda d: order.get(d.severity, 3))
 
 
 # ------------------------------------------------------------------------------------
 # the problem interface
 # ------------------------------------------------------------------------------------
-def random_case(shape, device: str, generator: torch.Generator):
+def random_case(
+    shape: tuple[int, ...], device: str, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh standard-normal fp16 q, k, v and dO."""
-    return tuple(torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16) for _ in range(4))
+    q, k, v, do = (torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16)
+                   for _ in range(4))
+    return q, k, v, do
 
 
 def check_correctness(
     drill: Drill,
-    module,
+    module: ModuleType,
     interpreter: bool,
     device: str,
     generator: torch.Generator,
@@ -520,7 +541,7 @@ def check_correctness(
             raise launching.BadOutput(f"the drill file defines no {name}() launcher for the tutor to call")
     plan = plan_for(interpreter)
     if shape is not None:
-        plan = dataclasses.replace(plan, default=tuple(shape))
+        plan = dataclasses.replace(plan, default=(shape[0], shape[1], shape[2], shape[3]))
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
     modes = [mode == "causal" for mode in drill.modes] or [False]
     launches: list[BackwardLaunch] = []
@@ -541,21 +562,31 @@ def check_correctness(
     )
 
 
-def timing_launches(drill: Drill, module, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
+def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,
+                    generator: torch.Generator) -> TimedLaunches:
     """The backward alone (the forward's O and lse computed once, outside the timed call),
     against torch's SDPA backward on the same inputs."""
     shape = plan_for(interpreter).timing
     q, k, v, do = random_case(shape, device, generator)
     outs = [torch.empty_like(q) for _ in GRADS]
-    student, baseline = {}, {}
+    student: dict[str, Callable[[], object]] = {}
+    baseline: dict[str, Callable[[], object]] = {}
     sdpa = torch.nn.functional.scaled_dot_product_attention
     for mode in drill.modes or ("full",):
         causal = mode == "causal"
         o, lse = run_forward(module, q, k, v, causal)
-        student[mode] = lambda o=o, lse=lse, causal=causal: getattr(module, BACKWARD)(
-            q, k, v, o, lse, do, causal=causal, dq=outs[0], dk=outs[1], dv=outs[2])
+
+        # defaults bind this mode's o, lse and causal (the loop moves on before the launches run)
+        def backward(o: torch.Tensor = o, lse: torch.Tensor = lse, causal: bool = causal) -> object:
+            return getattr(module, BACKWARD)(q, k, v, o, lse, do, causal=causal, dq=outs[0], dk=outs[1], dv=outs[2])
+
+        student[mode] = backward
         if not interpreter:
             leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-            out = sdpa(*leaves, is_causal=causal)
-            baseline[mode] = lambda out=out, leaves=leaves: torch.autograd.grad(out, leaves, do, retain_graph=True)
+            out = sdpa(leaves[0], leaves[1], leaves[2], is_causal=causal)
+
+            def sdpa_backward(out: torch.Tensor = out, leaves: list[torch.Tensor] = leaves) -> object:
+                return torch.autograd.grad(out, leaves, do, retain_graph=True)
+
+            baseline[mode] = sdpa_backward
     return TimedLaunches(shape=list(shape), student=student, baseline=baseline)

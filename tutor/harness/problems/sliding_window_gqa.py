@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 
@@ -98,7 +99,9 @@ def cases_for(interpreter: bool, shape: tuple[int, int, int, int] | None = None)
 
 # -- inputs, launches, reference --------------------------------------------------------------
 
-def random_inputs(case: Case, device: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def random_inputs(
+    case: Case, device: str, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh standard-normal fp16 q (scaled by the case's q_scale) and k, v; k and v
     are views into buffers with NaN margins of q's size on both sides."""
     def normal(*shape: int) -> torch.Tensor:
@@ -126,7 +129,7 @@ class WindowLaunch(launching.Launch):
     visits_after: bool = False
 
 
-def run(module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> WindowLaunch:
+def run(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> WindowLaunch:
     """One launch of the student's launcher into a poisoned output, visits recorded
     into a map with zeroed margins on both sides (a loop that starts before key 0
     records a visit at a negative index: it lands in the margin, not in memory
@@ -154,7 +157,7 @@ def run(module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) 
                         visits_before=bool(buffer[:margin].any()), visits_after=bool(buffer[margin + size:].any()))
 
 
-def window_mask(seq: int, window: int, device=None) -> torch.Tensor:
+def window_mask(seq: int, window: int, device: torch.device | str | None = None) -> torch.Tensor:
     """(seq, seq) bool: may row r see key c?  r - window < c <= r."""
     rows = torch.arange(seq, device=device)[:, None]
     cols = torch.arange(seq, device=device)[None, :]
@@ -205,7 +208,7 @@ def visit_map(visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> V
 class Checked:
     case: Case
     result: CaseResult
-    launch: launching.Launch
+    launch: WindowLaunch
     expected: torch.Tensor
 
 
@@ -214,7 +217,7 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a == b) | (torch.isnan(a) & torch.isnan(b))
 
 
-def kv_heads_read(module, checked: Checked, generator: torch.Generator) -> list[set[int]]:
+def kv_heads_read(module: ModuleType, checked: Checked, generator: torch.Generator) -> list[set[int]]:
     """For each query head (flattened batch*H), the K/V heads (flattened batch*H_KV)
     its output depends on: one launch per K/V head with that head's k and v
     replaced by fresh values."""
@@ -234,7 +237,9 @@ def kv_heads_read(module, checked: Checked, generator: torch.Generator) -> list[
     return depends
 
 
-def weight_readout(module, case: Case, device: str, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def weight_readout(
+    module: ModuleType, case: Case, device: str, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The kernel's attention weights, (1, seq, seq) in float64, read out through
     one-hot values on fresh standard-normal q, k of one head (the window is the
     same in every head; one head keeps the read-out cheap); and the visits
@@ -280,7 +285,9 @@ class WindowFinding:
     detail: str
 
 
-def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> list[WindowFinding]:
+def read_window(
+    weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m: int, block_n: int
+) -> list[WindowFinding]:
     """What the weight matrix says about the kernel's window, one finding per fact."""
     seq, window = case.seq, case.window
     finite = torch.isfinite(weights).all(dim=-1)  # (heads, seq): rows the read-out can speak for
@@ -315,7 +322,7 @@ def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m
         candidates = [seq + window] if too_old.any() else []
         arange = torch.arange(seq, device=weights.device)
         measurable = usable & (first_seen > floor) & (first_seen > 0)
-        widths = (arange - first_seen + 1)[measurable].unique().tolist()
+        widths = torch.unique((arange - first_seen + 1)[measurable]).tolist()  # sorted, as Tensor.unique()
         if len(widths) == 1 and widths[0] != window:
             candidates.append(int(widths[0]))
         for width in candidates:
@@ -359,8 +366,8 @@ def read_window(weights: torch.Tensor, visits: torch.Tensor, case: Case, block_m
                                               f"{_span(keys)} of its window{own}{why}."))
     nan_rows = (~finite).any(dim=0).nonzero().flatten().tolist()
     if findings and nan_rows:
-        rows = f"row {nan_rows[0]}" if len(nan_rows) == 1 else f"rows {nan_rows[0]}..{nan_rows[-1]}"
-        findings[0].detail = findings[0].detail[:-1] + f"; {rows} come out NaN."
+        which = f"row {nan_rows[0]}" if len(nan_rows) == 1 else f"rows {nan_rows[0]}..{nan_rows[-1]}"
+        findings[0].detail = findings[0].detail[:-1] + f"; {which} come out NaN."
     return findings
 
 
@@ -421,7 +428,7 @@ def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: s
 
 def diagnose(
     drill: Drill,
-    module,
+    module: ModuleType,
     checked: list[Checked],
     visits: VisitMap | None,
     device: str,
@@ -497,6 +504,7 @@ def diagnose(
                 keep = torch.ones(nan_rows.shape[0], dtype=torch.bool, device=nan_rows.device)
             nan_rows = nan_rows[keep]  # NaN in a head that reads the wrong K/V head is said already
             if bool(nan_rows.any()):
+                assert one.launch.visits is not None  # run() always records them
                 first_hit, any_hit = (t[keep] for t in window_hits(one.launch.visits, case, block_m, block_n))
                 empty_first, no_key = any_hit & ~first_hit, ~any_hit
                 guard_missing = bool(empty_first.any()) and bool((nan_rows == (empty_first | no_key)).all())
@@ -553,7 +561,7 @@ def diagnose(
 
 def check_correctness(
     drill: Drill,
-    module,
+    module: ModuleType,
     interpreter: bool,
     device: str,
     generator: torch.Generator,
@@ -570,6 +578,7 @@ def check_correctness(
         result = evaluate(case.name, True, launched, expected, drill.tolerance)
         checked.append(Checked(case=case, result=result, launch=launched, expected=expected))
         if case.name == "default":
+            assert launched.visits is not None  # run() always records them
             maps.append(visit_map(launched.visits, case, block_m, block_n))
     return Correctness(
         cases=[c.result for c in checked],
@@ -579,7 +588,8 @@ def check_correctness(
     )
 
 
-def timing_launches(drill: Drill, module, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
+def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,
+                    generator: torch.Generator) -> TimedLaunches:
     case = CPU_CASES[0] if interpreter else GPU_TIMING
     q, k, v = random_inputs(case, device, generator)
     out = torch.empty_like(q)

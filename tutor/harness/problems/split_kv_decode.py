@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 
@@ -103,7 +104,9 @@ def ragged_lengths(batch: int, max_len: int, generator: torch.Generator) -> torc
     return torch.tensor([pool[i] for i in order[:batch]] if batch >= 3 else pool[:batch], dtype=torch.int32)
 
 
-def random_inputs(case: Case, device: str, generator: torch.Generator):
+def random_inputs(
+    case: Case, device: str, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """q, k_cache, v_cache (fp16) and lengths (int32) for one case."""
     b, h, n, d = case.shape
     lengths = ragged_lengths(b, n, generator)
@@ -114,7 +117,10 @@ def random_inputs(case: Case, device: str, generator: torch.Generator):
     past = torch.arange(n)[None, :] >= lengths[:, None].long()  # (batch, max_len): stale cache
     k = torch.where(past[:, None, :, None], k * GARBAGE_K_SCALE, k)
     v = torch.where(past[:, None, :, None], v + GARBAGE_V_SHIFT, v)
-    half = lambda x: x.to(device=device, dtype=torch.float16)  # noqa: E731
+
+    def half(x: torch.Tensor) -> torch.Tensor:
+        return x.to(device=device, dtype=torch.float16)
+
     return half(q), half(k), half(v), lengths.to(device)
 
 
@@ -122,10 +128,11 @@ def random_inputs(case: Case, device: str, generator: torch.Generator):
 def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """(batch, heads, max_len) natural-log-domain scores q.k / sqrt(d), float64."""
     q64, k64 = q.double().cpu(), k.double().cpu()
-    return torch.einsum("bhd,bhnd->bhn", q64, k64) / q.shape[-1] ** 0.5
+    s: torch.Tensor = torch.einsum("bhd,bhnd->bhn", q64, k64) / q.shape[-1] ** 0.5
+    return s
 
 
-def attend(q, k, v, lengths) -> torch.Tensor:
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """softmax over each sequence's first lengths[b] positions, float64 (batch, heads, head_dim)."""
     s = _scores(q, k)
     keep = torch.arange(s.shape[-1])[None, :] < lengths.cpu().long()[:, None]
@@ -133,7 +140,8 @@ def attend(q, k, v, lengths) -> torch.Tensor:
     return torch.einsum("bhn,bhnd->bhd", torch.softmax(s, dim=-1), v.double().cpu())
 
 
-def slice_variants(q, k, v, lengths, slices: torch.Tensor, block_n: int) -> dict[str, torch.Tensor]:
+def slice_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, slices: torch.Tensor,
+                   block_n: int) -> dict[str, torch.Tensor]:
     """What a kernel outputs if it merges the slices it measurably used wrongly.
 
     ``slices`` is (batch*heads, n_blocks): the slice (from 0) that read each cache
@@ -150,7 +158,7 @@ def slice_variants(q, k, v, lengths, slices: torch.Tensor, block_n: int) -> dict
             if len(owner) < n or bool((owner < 0).any()):
                 return {}
             outs, sums, raw = [], [], []
-            for g in owner.unique().tolist():
+            for g in torch.unique(owner).tolist():  # sorted, as Tensor.unique()
                 sg, vg = s[b, h, :n][owner == g], v64[b, h, :n][owner == g]
                 p = torch.exp(sg - sg.max())  # the slice's own maximum
                 outs.append(p @ vg)
@@ -161,7 +169,8 @@ def slice_variants(q, k, v, lengths, slices: torch.Tensor, block_n: int) -> dict
     return {"partials-averaged": averaged, "no-max-rescale": unscaled}
 
 
-def whole_variants(q, k, v, lengths, block_n: int) -> dict[str, torch.Tensor]:
+def whole_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
+                   block_n: int) -> dict[str, torch.Tensor]:
     """Mistakes whose output does not depend on how the cache was sliced."""
     s, v64 = _scores(q, k), v.double().cpu()
     n_max = s.shape[-1]
@@ -191,7 +200,13 @@ class Launch:
     result: CaseResult | None = None
 
 
-def run(module, case: Case, device: str, generator: torch.Generator) -> Launch:
+def _result(launch: Launch) -> CaseResult:
+    """The launch's evaluated case (set by :func:`evaluate` right after the run)."""
+    assert launch.result is not None
+    return launch.result
+
+
+def run(module: ModuleType, case: Case, device: str, generator: torch.Generator) -> Launch:
     q, k, v, lengths = random_inputs(case, device, generator)
     b, h, n, d = case.shape
     out, guard = launching.poisoned_output((b, h, d), device)
@@ -266,7 +281,7 @@ class Slicing:
         return self.used[b] < self.slices
 
 
-def slicing(run_: Launch, module) -> Slicing:
+def slicing(run_: Launch, module: ModuleType) -> Slicing:
     """A slice that read nothing, or only blocks wholly past the length, is empty."""
     b, h, _, _ = run_.case.shape
     visits = run_.visits.cpu().reshape(b, h, -1)
@@ -342,7 +357,7 @@ def nan_structure(run_: Launch, sl: Slicing) -> str | None:
 
 
 def diagnose(
-    drill: Drill, launches: list[Launch], module, tolerance: float, visits: VisitMap | None
+    drill: Drill, launches: list[Launch], module: ModuleType, tolerance: float, visits: VisitMap | None
 ) -> list[Diagnosis]:
     block_n = int(module.BLOCK_N)
     codes: dict[str, str] = {}
@@ -350,13 +365,13 @@ def diagnose(
     def say(code: str, detail: str = "") -> None:
         codes.setdefault(code, detail)
 
-    failing = [x for x in launches if not x.result.passed]
+    failing = [x for x in launches if not _result(x).passed]
     per_case: list[list[str]] = []
     measured: list[Slicing] = []
     for launch in failing:
         sl = slicing(launch, module)
         measured.append(sl)
-        case = launch.result
+        case = _result(launch)
         if case.unwritten or case.wrote_out_of_bounds:
             per_case.append([])
         elif case.nonfinite:
@@ -367,7 +382,7 @@ def diagnose(
     # NaN in the pattern of the empty slices is said only if every case with NaN shows
     # that pattern, and some case shows it with finite sequences beside it (where every
     # sequence has an empty slice, "all NaN" fits the pattern vacuously)
-    nan_cases = [(found, x) for found, x in zip(per_case, failing, strict=True) if x.result.nonfinite]
+    nan_cases = [(found, x) for found, x in zip(per_case, failing, strict=True) if _result(x).nonfinite]
     fits = [bool(found) for found, _ in nan_cases]
     telling = any(found and bool(torch.isfinite(x.out.double().cpu()).all(dim=-1).any()) for found, x in nan_cases)
     if not (fits and all(fits) and telling):
@@ -378,7 +393,7 @@ def diagnose(
             support[code] = support.get(code, 0) + 1
 
     for launch, found, sl in zip(failing, per_case, measured, strict=True):
-        case = launch.result
+        case = _result(launch)
         lengths = launch.lengths.cpu().tolist()
         where = f" (seen on the {case.name} case: batch={case.shape[0]}, cache {case.shape[2]}, lengths {lengths})"
         if case.unwritten:
@@ -403,8 +418,8 @@ def diagnose(
         else:
             say("wrong-output", describe_wrong(launch, sl, tolerance) + where[:-1] + ").")
 
-    nan_cases = {x.result.name for x in failing if x.result.nonfinite}
-    if "nan-in-output" in codes and nan_cases == {"hostile"}:
+    nan_names = {_result(x).name for x in failing if _result(x).nonfinite}
+    if "nan-in-output" in codes and nan_names == {"hostile"}:
         codes["nan-in-output"] += (" Only the hostile case (scores of standard deviation 100) has them: an"
                                    " exp overflowed fp32 there. Subtract a maximum before every exp/exp2.")
 
@@ -412,7 +427,8 @@ def diagnose(
         say("no-visits-recorded")
     elif visits is not None:
         needed = [[bool(x) for x in row] for row in visits.ideal]
-        extra = sum(c for row, ideal in zip(visits.counts, needed) for c, i in zip(row, ideal) if not i)
+        extra = sum(c for row, ideal in zip(visits.counts, needed, strict=False)
+                    for c, i in zip(row, ideal, strict=False) if not i)
         if extra:
             detail = (f" ({extra} blocks past the sequences' lengths were read, counted over all heads;"
                       f" the sequences hold {visits.ideal_blocks}.)")
@@ -421,18 +437,18 @@ def diagnose(
             else:
                 say("extra-blocks", detail)
 
-    found = []
+    diagnoses = []
     for code, detail in codes.items():
         text = drill.diagnosis_text(code)
-        found.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
+        diagnoses.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
     order = {"error": 0, "finding": 1, "info": 2}
-    return sorted(found, key=lambda d: order.get(d.severity, 3))
+    return sorted(diagnoses, key=lambda d: order.get(d.severity, 3))
 
 
 # -- the problem interface ---------------------------------------------------------------------
 def check_correctness(
     drill: Drill,
-    module,
+    module: ModuleType,
     interpreter: bool,
     device: str,
     generator: torch.Generator,
@@ -451,14 +467,15 @@ def check_correctness(
         launches.append(launch)
     visits = [visit_map(launches[0], block_n)]
     return Correctness(
-        cases=[x.result for x in launches],
+        cases=[_result(x) for x in launches],
         shape=list(cases[0].shape),
         visits=visits,
         diagnosis=diagnose(drill, launches, module, drill.tolerance, visits[0]),
     )
 
 
-def timing_launches(drill: Drill, module, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
+def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,
+                    generator: torch.Generator) -> TimedLaunches:
     """Every sequence fills the cache, so torch's SDPA (no mask: its fastest path)
     does the same work as the student's kernel."""
     batch, heads, max_len, head_dim = plan_for(interpreter).timing
