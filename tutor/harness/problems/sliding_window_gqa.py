@@ -41,7 +41,7 @@ import torch
 from tutor.catalog import Drill
 from tutor.harness import launch as launching
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.problems import Correctness, TimedLaunches
+from tutor.harness.problems import Correctness, TimedLaunches, worded
 from tutor.harness.problems.attention import evaluate
 from tutor.harness.result import CaseResult, Diagnosis, VisitMap
 
@@ -549,12 +549,7 @@ def diagnose(
     for code, detail in findings.items():
         say(code, detail)
 
-    found = []
-    for code, detail in codes.items():
-        text = drill.diagnosis_text(code)
-        found.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
-    order = {"error": 0, "finding": 1, "info": 2}
-    return sorted(found, key=lambda d: order.get(d.severity, 3))
+    return worded(drill, codes)
 
 
 # -- the problem interface ---------------------------------------------------------------------

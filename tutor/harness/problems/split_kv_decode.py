@@ -35,7 +35,7 @@ from tutor.catalog import Drill
 from tutor.harness import launch as launching
 from tutor.harness.diagnose import matches
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.problems import Correctness, TimedLaunches
+from tutor.harness.problems import Correctness, TimedLaunches, worded
 from tutor.harness.result import CaseResult, Diagnosis, VisitMap
 
 GARBAGE_K_SCALE = 3.0  # stale keys past a length: larger than real ones, so they would win the softmax
@@ -437,12 +437,7 @@ def diagnose(
             else:
                 say("extra-blocks", detail)
 
-    diagnoses = []
-    for code, detail in codes.items():
-        text = drill.diagnosis_text(code)
-        diagnoses.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
-    order = {"error": 0, "finding": 1, "info": 2}
-    return sorted(diagnoses, key=lambda d: order.get(d.severity, 3))
+    return worded(drill, codes)
 
 
 # -- the problem interface ---------------------------------------------------------------------
