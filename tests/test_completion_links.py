@@ -67,3 +67,25 @@ def test_links_on_a_supporting_terminal_are_osc8(tmp_path) -> None:
 ])
 def test_editor_command_puts_the_line_where_the_editor_takes_it(editor, expected) -> None:
     assert editor_command(editor, "f.py", 12) == expected
+
+
+def test_check_links_the_drill_file_and_the_error_line_when_forced(tmp_path) -> None:
+    """The CLI's `where` line is an OSC 8 link (FORCE_HYPERLINK=1 stands in for a terminal that renders them)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    broken = tmp_path / "drills" / "01_causal_mask.py"
+    broken.parent.mkdir()
+    broken.write_text("import triton\n\ndef attention(q, k, v:\n    pass\n", encoding="utf-8")
+    repo = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "FORCE_HYPERLINK": "1", "FLASHTUTOR_WORKSPACE": str(tmp_path), "PYTHONPATH": repo}
+    done = subprocess.run([sys.executable, "-m", "tutor", "check", str(broken), "--drill", "01", "--no-timing"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    uri = f"file://{broken.resolve()}"
+    assert f"\033]8;;{uri}\033\\{broken}:3\033]8;;\033\\" in done.stdout
+    plain = subprocess.run([sys.executable, "-m", "tutor", "check", str(broken), "--drill", "01", "--no-timing"],
+                           capture_output=True, text=True, timeout=300,
+                           env={**env, "FORCE_HYPERLINK": "0"}, cwd=tmp_path)
+    assert "\033]8;;" not in plain.stdout and f"{broken}:3" in plain.stdout

@@ -18,7 +18,10 @@ performance phase follows as a second result for the same content.
 
 from __future__ import annotations
 
+import sys
+
 from tutor.harness.result import CheckResult
+from tutor.links import file_link
 
 LABEL_WIDTH = 14
 
@@ -65,13 +68,17 @@ def error_excerpts(result: CheckResult) -> list[tuple[str, list[str]]]:
     return excerpts
 
 
-def error_lines(result: CheckResult) -> list[str]:
-    """A check that could not run: where, the line itself, and the message."""
+def error_lines(result: CheckResult, links: bool = False) -> list[str]:
+    """A check that could not run: where, the line itself, and the message.
+    ``links``: the place as a terminal hyperlink where stdout's terminal renders them."""
     error = result.error
     assert error is not None
     lines = [f"error         : {error.kind}"]
     if error.location():
-        lines.append(_line("where", error.location()))
+        where = error.location()
+        if links and error.file:
+            where = file_link(error.file, error.line, text=where, stream=sys.stdout)
+        lines.append(_line("where", where))
     if error.source_line:
         lines.append(_line("line", error.source_line.strip()))
     lines.append(_line("message", error.message))
@@ -101,7 +108,7 @@ def work_line(result: CheckResult) -> str | None:
             f"(full/causal = {ratio:.2f}x, counted from the visit maps)")
 
 
-def verdict_lines(result: CheckResult, title: str = "") -> list[str]:
+def verdict_lines(result: CheckResult, title: str = "", links: bool = False) -> list[str]:
     """The first phase: device, shape, visit map counts, error, verdict, diagnosis."""
     lines: list[str] = []
     if title:
@@ -109,7 +116,7 @@ def verdict_lines(result: CheckResult, title: str = "") -> list[str]:
     if result.device is not None:
         lines.append(_line("device", result.device.label))
     if result.error is not None:
-        lines += error_lines(result)
+        lines += error_lines(result, links)
         lines.append(_line("result", verdict(result)))
         return lines
     lines.append(_line("shape", shape_text(result.shape)))

@@ -9,6 +9,7 @@ from tutor.catalog import Drill, Hint, all_drills
 from tutor.cli import EXIT_FAILED, EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
 from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
+from tutor.links import file_link
 from tutor.paths import default_workspace
 from tutor.progress import CheckRecord, DrillProgress, ProgressStore, file_content_id, status_words
 from tutor.report import performance_lines, verdict_lines
@@ -76,7 +77,7 @@ def run_check_command(args: argparse.Namespace) -> int:
                 print(f"flashtutor: {target.file} is missing", file=sys.stderr)
                 codes.append(EXIT_NOT_RUN)
                 continue
-            title = f"{target.drill.id} {target.drill.title} ({target.file})"
+            title = f"{target.drill.id} {target.drill.title} ({file_link(target.file, stream=sys.stdout)})"
             shown: list[CheckResult] = []
             content = file_content_id(target.file)  # the bytes this check reads
 
@@ -114,7 +115,7 @@ def _show_verdict(args: argparse.Namespace, target: Target, verdict: CheckResult
     record, store = _record_progress(target, verdict, content)
     if args.json:
         return  # --json prints one object per drill once both phases are in
-    print("\n".join(verdict_lines(verdict, title)), flush=True)
+    print("\n".join(verdict_lines(verdict, title, links=True)), flush=True)
     unlocked = record.unlocked_hints(target.drill) if record is not None else []
     print(_progress_lines(target, record, store, unlocked), end="")
     if verdict.performance.status == "pending":
