@@ -18,7 +18,7 @@ from tutor import mistakes
 from tutor.catalog import get_drill
 from tutor.harness.result import CheckResult
 
-ENTRIES = {m.stem: m for m in mistakes.all_mistakes()}
+ENTRIES = {m.stem: m for m in mistakes.all_mistakes() if m.drill in ("01", "02")}  # 04-06: their own test files
 # one module fixture checks every entry (~32 interpreter checks, each failing one with its
 # read-out): more than the default per-test limit on a busy 2-core machine
 pytestmark = pytest.mark.timeout(1800)
@@ -61,7 +61,7 @@ def test_each_entry_gets_exactly_its_verdict_and_codes(checked, stem: str):
         assert "{" not in diagnosis.message
     if entry.passes:  # a correct kernel (with or without a finding such as extra blocks) is never read out
         assert result.solved is (not entry.codes) and not result.readout
-    else:
+    elif any(not case.passed for case in result.cases if case.name != "hostile"):
         assert result.readout, "a failing check reads out the failing modes"
 
 
