@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tutor.catalog import Drill
+from tutor.catalog import SEVERITIES, Drill
 from tutor.harness import reference
 from tutor.harness.result import CaseResult, Diagnosis, ReadOut, VisitMap
 
@@ -335,6 +335,18 @@ SUPPORTS: dict[str, Callable[[ReadOut], bool]] = {
 }
 
 
+def worded(drill: Drill, details: dict[str, str], values: dict[str, dict[str, str]] | None = None) -> list[Diagnosis]:
+    """Measured facts as diagnoses: each code's words from the drill's TOML (their
+    ``{placeholders}`` filled from ``values[code]`` when given) followed by its measured detail,
+    errors first, then findings, then notes.  Every problem module says its findings here."""
+    said = []
+    for code, detail in details.items():
+        text = drill.diagnosis_text(code)
+        message = text.message if values is None else fill(text.message, values.get(code, {}))
+        said.append(Diagnosis(code=code, message=message + detail, severity=text.severity))
+    return sorted(said, key=lambda d: SEVERITIES.index(d.severity) if d.severity in SEVERITIES else len(SEVERITIES))
+
+
 def fill(message: str, values: dict[str, str]) -> str:
     """The TOML words with ``{placeholders}`` filled; a sentence whose numbers were not
     measured is left out rather than shown half-filled."""
@@ -419,9 +431,4 @@ def diagnose(
             extra = visits.visited_blocks - visits.ideal_blocks
             say("extra-blocks", f" ({extra} blocks more than the {visits.ideal_blocks} needed.)")
 
-    found = []
-    for code, detail in codes.items():
-        text = drill.diagnosis_text(code)
-        found.append(Diagnosis(code=code, message=fill(text.message, values[code]) + detail, severity=text.severity))
-    order = {"error": 0, "finding": 1, "info": 2}
-    return sorted(found, key=lambda d: order.get(d.severity, 3))
+    return worded(drill, codes, values)

@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from tutor.catalog import Drill
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, ReadOut, VisitMap
 
 # problem name -> module that implements it (imported when first needed)
@@ -62,17 +61,6 @@ class TimedLaunches:
     shape: list[int]
     student: Mapping[str, Callable[[], object]]  # mode -> one launch of the student's kernel
     baseline: Mapping[str, Callable[[], object]] = field(default_factory=dict)  # mode -> torch's own (GPU)
-
-
-def worded(drill: Drill, details: dict[str, str]) -> list[Diagnosis]:
-    """Measured facts as diagnoses: each code's words from the drill's TOML followed by
-    its measured detail, errors first, then findings, then notes."""
-    order = {"error": 0, "finding": 1, "info": 2}
-    said = []
-    for code, detail in details.items():
-        text = drill.diagnosis_text(code)
-        said.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
-    return sorted(said, key=lambda d: order.get(d.severity, 3))
 
 
 class UnknownProblem(LookupError):

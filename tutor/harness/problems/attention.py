@@ -20,7 +20,7 @@ from tutor.harness import guard as guarding
 from tutor.harness import inputs as hostile
 from tutor.harness import launch as launching
 from tutor.harness import readout as reading
-from tutor.harness.diagnose import CheckedLaunch, diagnose
+from tutor.harness.diagnose import CheckedLaunch, diagnose, worded
 from tutor.harness.problems import Correctness, TimedLaunches
 from tutor.harness.reference import attention_reference
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, ReadOut, VisitMap
@@ -180,8 +180,7 @@ def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch]
             if side == "after":
                 text += f" {READ_WHERE[tensor]} has no mask (or one that lets rows past N_CTX through)."
             said["read-past-end"] = said.get("read-past-end", "") + text
-    return findings, [Diagnosis(code, drill.diagnosis_text(code).message + detail, drill.diagnosis_text(code).severity)
-                      for code, detail in said.items()]
+    return findings, worded(drill, said)
 
 
 def _mode(drill: Drill, case: CaseResult) -> str:
@@ -206,8 +205,7 @@ def hostile_case(drill: Drill, module: ModuleType, shape: tuple[int, ...], devic
         if standard_passed and not case.passed:
             for code, detail in hostile.hostile_findings(run.out, expected, q, k, bool(causal), block_n, drill.tolerance):
                 codes.setdefault(code, detail)
-    return [Diagnosis(code, drill.diagnosis_text(code).message + detail, drill.diagnosis_text(code).severity)
-            for code, detail in codes.items()]
+    return worded(drill, codes)
 
 
 def read_failing_modes(module: ModuleType, launches: list[CheckedLaunch], modes: list[bool | None],

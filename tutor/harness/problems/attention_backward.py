@@ -49,7 +49,7 @@ import torch
 
 from tutor.catalog import Drill
 from tutor.harness import launch as launching
-from tutor.harness.diagnose import matches
+from tutor.harness.diagnose import matches, worded
 from tutor.harness.problems import Correctness, TimedLaunches
 from tutor.harness.result import CaseResult, Diagnosis, VisitMap
 from tutor.harness.shapes import plan_for
@@ -508,12 +508,7 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
     for code, details in per_loop.items():
         say(code, f" ({'; '.join(details)}.)")
 
-    diagnoses = []
-    for code, detail in codes.items():
-        text = drill.diagnosis_text(code)
-        diagnoses.append(Diagnosis(code=code, message=text.message + detail, severity=text.severity))
-    order = {"error": 0, "finding": 1, "info": 2}
-    return sorted(diagnoses, key=lambda d: order.get(d.severity, 3))
+    return worded(drill, codes)
 
 
 # ------------------------------------------------------------------------------------

@@ -40,8 +40,9 @@ import torch
 
 from tutor.catalog import Drill
 from tutor.harness import launch as launching
+from tutor.harness.diagnose import worded
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.problems import Correctness, TimedLaunches, worded
+from tutor.harness.problems import Correctness, TimedLaunches
 from tutor.harness.problems.attention import evaluate
 from tutor.harness.result import CaseResult, Diagnosis, VisitMap
 

@@ -33,9 +33,9 @@ import torch
 
 from tutor.catalog import Drill
 from tutor.harness import launch as launching
-from tutor.harness.diagnose import matches
+from tutor.harness.diagnose import matches, worded
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.problems import Correctness, TimedLaunches, worded
+from tutor.harness.problems import Correctness, TimedLaunches
 from tutor.harness.result import CaseResult, Diagnosis, VisitMap
 
 GARBAGE_K_SCALE = 3.0  # stale keys past a length: larger than real ones, so they would win the softmax
