@@ -68,7 +68,7 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
         result.readout = found.readout
         result.visits = found.visits[0] if found.visits else None
         result.extra_visits = found.visits[1:]
-        full_visits = getattr(found, "full_visits", None)
+        full_visits = found.full_visits
         result.full_visited_blocks = None if full_visits is None else full_visits.visited_blocks
         if full_visits is not None:
             state.visits_by_mode["full"] = full_visits
@@ -94,39 +94,14 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
     return result, state
 
 
-def _timing_maps(state: VerdictState, result: CheckResult, timed_shape: list[int],
-                 inputs_device: str) -> dict[str, VisitMap]:
-    """The counted maps at the timing shape: the verdict's own where the shapes are
-    the same (the interpreter), else one visit-recording launch at the timing shape.
-
-    That launch is a Triton variant of its own on a GPU (the visit switch on, and
-    the timing length specialises differently from the correctness lengths), so
-    it runs for the causal mode only: a full launch that passed every case
-    visited every block (a skipped block would have shown in its output), so its
-    map is every tile for every head, without a launch."""
-    maps = state.visits_by_mode
-    if not maps:
+def _timing_maps(state: VerdictState, timed_shape: list[int], device: str) -> dict[str, VisitMap]:
+    """The maps the roofline counts, from the problem (one that records no visit maps has none)."""
+    timing_visit_maps = getattr(state.problem, "timing_visit_maps", None)
+    if timing_visit_maps is None or not state.visits_by_mode:
         return {}
-    first = next(iter(maps.values()))
-    if first.seq == timed_shape[2] and first.heads == timed_shape[0] * timed_shape[1]:
-        return dict(maps)
-    from tutor.harness.problems.attention import ideal_visits, visit_map
-
-    seq, heads = timed_shape[2], timed_shape[0] * timed_shape[1]
-    counted = {}
-    for mode in maps:
-        causal = mode == "causal"
-        if not causal and result.passed:
-            ideal = ideal_visits(seq, first.block_m, first.block_n, False)
-            counted[mode] = VisitMap(block_m=first.block_m, block_n=first.block_n, seq=seq, heads=heads,
-                                     counts=[[heads] * len(row) for row in ideal], ideal=ideal)
-            continue
-        q, k, v = launching.random_inputs(tuple(timed_shape), inputs_device, state.generator)
-        launch_causal = None if "causal" not in state.drill.modes else causal
-        assert state.module is not None  # the verdict phase loaded it before anything is timed
-        run = launching.run_launcher(state.module, (q, k, v), launch_causal, record_visits=True)
-        counted[mode] = visit_map(run, seq, first.block_m, first.block_n, causal)
-    return counted
+    assert state.module is not None  # the verdict phase loaded it before anything is timed
+    return dict(timing_visit_maps(state.drill, state.module, state.visits_by_mode, timed_shape, device,
+                                  state.generator))
 
 
 def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: VerdictState) -> CheckResult:
@@ -150,8 +125,7 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
             result.sdpa_full_ms = timing.time_ms(timed.baseline["full"], interpreter=False)
             if "causal" in timed.baseline:
                 result.sdpa_causal_ms = timing.time_ms(timed.baseline["causal"], interpreter=False)
-        if problem.__name__.endswith(".attention"):
-            result.roofline = _roofline(state, dev, result, device, maps)
+        result.roofline = _roofline(state, dev, result, device, maps)
         result.performance = Performance("done")
     except Exception as exc:  # noqa: BLE001 - the verdict is already out; say why no timing
         error = from_exception(exc, job.file, state.module, during="runtime")
@@ -172,7 +146,7 @@ def _compile_concurrently(state: VerdictState, result: CheckResult, timed: Timed
 
     with ThreadPoolExecutor(max_workers=len(timed.student) + 1, thread_name_prefix="compile") as pool:
         warm = [pool.submit(launch) for launch in timed.student.values()]
-        counted = pool.submit(_timing_maps, state, result, list(timed.shape), device)
+        counted = pool.submit(_timing_maps, state, list(timed.shape), device)
         for future in warm:
             future.result()
         maps = counted.result()
@@ -185,7 +159,7 @@ def _roofline(state: VerdictState, dev: Device, result: CheckResult, device: str
     from tutor import roofline
 
     if maps is None:
-        maps = _timing_maps(state, result, result.timing_shape, device)
+        maps = _timing_maps(state, result.timing_shape, device)
     if not maps or not any(m.visited_blocks for m in maps.values()):
         return None  # no visit map recorded (the diagnosis says so): nothing to count
     ms = sdpa = peaks = None

@@ -227,6 +227,24 @@ def read_failing_modes(module: ModuleType, launches: list[CheckedLaunch], modes:
     return readouts
 
 
+def timing_visit_maps(drill: Drill, module: ModuleType, verdict_maps: dict[str, VisitMap], shape: list[int],
+                      device: str, generator: torch.Generator) -> dict[str, VisitMap]:
+    """The counted maps the roofline turns into FLOPs and bytes, at the timing shape:
+    the verdict's own where the shapes are the same (the interpreter), else one
+    visit-recording launch per mode at the timing shape (every map is measured)."""
+    first = next(iter(verdict_maps.values()))
+    seq, heads = shape[2], shape[0] * shape[1]
+    if first.seq == seq and first.heads == heads:
+        return dict(verdict_maps)
+    q, k, v = launching.random_inputs(tuple(shape), device, generator)
+    counted = {}
+    for mode in verdict_maps:
+        causal = mode == "causal"
+        run = launching.run_launcher(module, (q, k, v), causal if "causal" in drill.modes else None, record_visits=True)
+        counted[mode] = visit_map(run, seq, first.block_m, first.block_n, causal)
+    return counted
+
+
 def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
     shape = plan_for(interpreter).timing
     q, k, v = launching.random_inputs(shape, device, generator)
