@@ -12,6 +12,7 @@ stays light and never touches the student's kernel.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import queue
@@ -147,7 +148,7 @@ class Worker:
             result.output = self.output_tail()
             if result.performance.status == "pending":
                 if on_verdict is not None:
-                    on_verdict(CheckResult.from_dict({**result.to_dict(), "output": result.output}))
+                    on_verdict(copy.deepcopy(result))  # the performance phase goes on filling ``result``
                 self._performance(result, timeout_s, cancel)
             return result  # the worker exits by itself; the caller reaps it
         except BaseException:
