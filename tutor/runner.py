@@ -221,6 +221,11 @@ def explain_crash(job: dict[str, Any], result: CheckResult, device: str, timeout
     from the ragged tail, and the message says so."""
     if result.error is None or result.error.kind != "crash" or job.get("shape") is not None or result.device is None:
         return result
+    from tutor.catalog import get_drill
+    from tutor.harness.problems import SHAPE_ONLY_PROBLEMS
+
+    if get_drill(str(job["drill"])).problem not in SHAPE_ONLY_PROBLEMS:
+        return result  # its problem cannot run one shape alone: no re-run that could only fail
     from tutor.harness.shapes import plan_for, whole_block_shape
 
     shape = whole_block_shape(result.device.interpreter)

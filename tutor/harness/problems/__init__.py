@@ -32,6 +32,10 @@ from types import ModuleType
 
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, ReadOut, VisitMap
 
+# problems whose check_correctness(shape=..., shape_only=True) runs one shape alone: a crash
+# on the ragged shapes is re-run at a whole-block length to say where it comes from
+SHAPE_ONLY_PROBLEMS = frozenset({"attention"})
+
 # problem name -> module that implements it (imported when first needed)
 PROBLEMS: dict[str, str] = {
     "attention": "tutor.harness.problems.attention",
