@@ -58,12 +58,14 @@ def hostile_inputs(shape: tuple[int, ...], device: str, generator: torch.Generat
     return tuple(t.to(device, torch.float16) for t in (q, k, v))
 
 
-def row_errors(out: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
-    """Per sequence row, the worst |out - expected| over batch, heads and head_dim
-    (inf where the output is not finite but the reference is)."""
+def row_errors(out: torch.Tensor, expected: torch.Tensor, per_head: bool = False) -> torch.Tensor:
+    """The worst |out - expected| over head_dim, per (batch*head, row), or with
+    ``per_head=False`` per sequence row over batch and heads (inf where the output
+    is not finite but the reference is)."""
     gap = (out.to(torch.float64) - expected).abs()
     gap = torch.where(torch.isfinite(expected), gap.nan_to_num(nan=float("inf")), torch.zeros_like(gap))
-    return gap.amax(dim=-1).reshape(-1, out.shape[-2]).amax(dim=0)
+    rows = gap.amax(dim=-1).reshape(-1, out.shape[-2])
+    return rows if per_head else rows.amax(dim=0)
 
 
 def scores(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -100,9 +102,7 @@ def hostile_findings(
     size are right, mean the maximum is not kept up to date (``stale-max``);
     anything else is reported by group (``hostile-wrong``)."""
     seq = out.shape[-2]
-    gap = (out.to(torch.float64) - expected).abs()
-    gap = torch.where(torch.isfinite(expected), gap.nan_to_num(nan=float("inf")), torch.zeros_like(gap))
-    bad = (gap.amax(dim=-1) > tolerance).reshape(-1, seq)  # (batch*heads, seq)
+    bad = row_errors(out, expected, per_head=True) > tolerance  # (batch*heads, seq)
     if not bad.any():
         return []
     nonfinite = (~torch.isfinite(out.to(torch.float32)) & torch.isfinite(expected)).any(dim=-1).reshape(-1, seq)
