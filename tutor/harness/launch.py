@@ -97,8 +97,8 @@ def run_launcher(
     fills = fills or {}
     bands = [guarding.input_band(name, t, margin, fills.get(name, "nan"))
              for name, t in zip("QKV", inputs, strict=True)]
-    out_band = guarding.band("output", tuple(q.shape), torch.float16, str(q.device), margin, POISON_BITS & 0xFFFF,
-                             inside_bits=POISON_BITS & 0xFFFF)
+    out_band = guarding.band("output", tuple(q.shape), torch.float16, str(q.device), margin, POISON_BITS,
+                             inside_bits=POISON_BITS)
     bands.append(out_band)
     out = out_band.view
     visits = None
