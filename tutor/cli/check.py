@@ -80,12 +80,14 @@ def run_check_command(args: argparse.Namespace) -> int:
             title = f"{target.drill.id} {target.drill.title} ({file_link(target.file, stream=sys.stdout)})"
             shown: list[CheckResult] = []
             content = file_content_id(target.file)  # the bytes this check reads
+            store = _store_for(target)  # one progress store for both phases of this check
 
             def on_verdict(verdict: CheckResult, target: Target = target, title: str = title,
-                           shown: list[CheckResult] = shown, content: str | None = content) -> None:
+                           shown: list[CheckResult] = shown, content: str | None = content,
+                           store: ProgressStore | None = store) -> None:
                 """The verdict is printed (and recorded) as soon as it is known."""
                 shown.append(verdict)
-                _show_verdict(args, target, verdict, title, content)
+                _show_verdict(args, target, verdict, title, store, content)
 
             try:
                 result = runner.check(target.drill.id, target.file, timing=not args.no_timing, seed=args.seed,
@@ -94,11 +96,12 @@ def run_check_command(args: argparse.Namespace) -> int:
                 print(f"flashtutor: {exc}", file=sys.stderr)
                 return EXIT_NOT_RUN
             if not shown:  # no performance phase: the result is the verdict
-                _show_verdict(args, target, result, title, content)
+                _show_verdict(args, target, result, title, store, content)
             else:
                 if not args.json and sys.stderr.isatty():
                     print("\033[K", end="", file=sys.stderr, flush=True)  # erase the indicator
-                _record_performance(target, result, content)
+                if store is not None and result.performance.status == "done":
+                    store.record_performance(result, content)
             if args.json:
                 print(result.to_json())  # one object: both phases (or performance marked skipped)
             else:
@@ -111,8 +114,8 @@ def run_check_command(args: argparse.Namespace) -> int:
 
 
 def _show_verdict(args: argparse.Namespace, target: Target, verdict: CheckResult, title: str,
-                  content: str | None = None) -> None:
-    record, store = _record_progress(target, verdict, content)
+                  store: ProgressStore | None, content: str | None = None) -> None:
+    record = _record_progress(store, target, verdict, content)
     if args.json:
         return  # --json prints one object per drill once both phases are in
     print("\n".join(verdict_lines(verdict, title, links=True)), flush=True)
@@ -125,27 +128,26 @@ def _show_verdict(args: argparse.Namespace, target: Target, verdict: CheckResult
     sys.stdout.flush()
 
 
-def _record_performance(target: Target, result: CheckResult, content: str | None = None) -> None:
+def _store_for(target: Target) -> ProgressStore | None:
+    """The workspace's progress when ``target`` is the workspace's own drill file; a
+    check of some other file (a solution, a copy) is not recorded."""
     workspace = default_workspace()
     if workspace is None or target.file != workspace_file(target.drill, workspace).resolve():
-        return
-    if result.performance.status == "done":
-        ProgressStore(workspace).record_performance(result, content)
+        return None
+    return ProgressStore(workspace)
 
 
-def _record_progress(target: Target, result: CheckResult,
-                     content: str | None) -> tuple[CheckRecord | None, ProgressStore | None]:
+def _record_progress(store: ProgressStore | None, target: Target, result: CheckResult,
+                     content: str | None) -> CheckRecord | None:
     """A check of the workspace's own drill file counts as an attempt when its content
-    is new, as a save in `watch` or the app does; a check of some other file (a
-    solution, a copy) is not recorded."""
-    workspace = default_workspace()
-    if workspace is None or target.file != workspace_file(target.drill, workspace).resolve():
-        return None, None
-    store = ProgressStore(workspace)
+    is new, as a save in `watch` or the app does."""
+    if store is None:
+        return None
     record = store.record_check(result, target.drill, content)
     for warning in store.warnings:  # said once per command, plainly (not writable, file moved aside)
         print(f"flashtutor: {warning}", file=sys.stderr)
-    return record, store
+    store.warnings.clear()
+    return record
 
 
 def _progress_lines(target: Target, record: CheckRecord | None, store: ProgressStore | None,
