@@ -38,7 +38,7 @@ for s in $STEPS; do
         backward) step backward 300 python3 bench/backward_speed.py; tail -14 "$LOGS/backward.log" | tee -a "$SUMMARY" ;;
         decode)   step decode 300 python3 bench/decode_speed.py; tail -30 "$LOGS/decode.log" | tee -a "$SUMMARY" ;;
         window)   step window 300 python3 bench/sliding_window_speed.py; tail -16 "$LOGS/window.log" | tee -a "$SUMMARY" ;;
-        loop)     step loop 420 env OUT="$LOGS/loop" bash bench/gpu_loop.sh; tail -30 "$LOGS/loop.log" | tee -a "$SUMMARY" ;;
+        loop)     step loop 470 env OUT="$LOGS/loop" bash bench/gpu_loop.sh; tail -30 "$LOGS/loop.log" | tee -a "$SUMMARY" ;;
         *) echo "unknown step $s" | tee -a "$SUMMARY" ;;
     esac
 done

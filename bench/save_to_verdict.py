@@ -213,12 +213,19 @@ def main() -> int:
     parser.add_argument("--edit", choices=("source", "marker"), default="source",
                         help="source: every save edits the kernel's source (a recompile on a GPU); "
                              "marker: only a marker line changes")
+    parser.add_argument("--no-spare-during-check", action="store_true",
+                        help="start the next spare worker only after a check (the default on machines with "
+                             "up to 4 cores), to see what the overlap costs a check")
     parser.add_argument("--quick", action="store_true", help="3 warm saves and 1 cold one")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     args = parser.parse_args()
     if args.quick:
         args.saves, args.cold_saves = 3, 1
+    if args.no_spare_during_check:
+        import tutor.runner
+
+        tutor.runner.SPARE_DURING_CHECK = False
 
     have_watchdog = importlib.util.find_spec("watchdog") is not None
     if args.mode == "watchdog" and not have_watchdog:
@@ -242,6 +249,12 @@ def main() -> int:
     print(f"\nsave-to-verdict, drill {args.drill} ({solution_path(get_drill(args.drill)).name}), "
           f"saves edit the {'kernel source' if args.edit == 'source' else 'marker line only'}, "
           f"timing {'off' if args.no_timing else 'on'}; {label}; {versions}; python {sys.version.split()[0]}")
+    import tutor.runner
+    from tutor.harness.check import PARALLEL_COMPILE_ENV
+
+    print(f"compiles: {'one after another' if os.environ.get(PARALLEL_COMPILE_ENV) == '0' else 'concurrent'} "
+          f"({PARALLEL_COMPILE_ENV}={os.environ.get(PARALLEL_COMPILE_ENV, 'unset')}); next spare worker started "
+          f"{'during' if tutor.runner.SPARE_DURING_CHECK else 'after'} each check")
     print("medians in seconds; verdict: save -> verdict recorded; +perf: verdict -> performance; "
           "rest: verdict - its phase in the worker")
     print(f"{'worker':<7}{'mode':<18}{'saves':>6}{'verdict':>9}{'min':>7}{'max':>7}{'in wkr':>8}{'rest':>7}"

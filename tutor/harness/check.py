@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -31,8 +32,32 @@ from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.problems import TimedLaunches, problem_module
 from tutor.harness.result import CheckResult, Device, Performance, VisitMap
 
-# "1": compile the performance phase's variants concurrently (GPU; see _compile_concurrently)
+# "0": compile each phase's Triton variants one after another (GPU); by default they are
+# compiled concurrently (see compile_concurrently); the interpreter compiles nothing
 PARALLEL_COMPILE_ENV = "FLASHTUTOR_PARALLEL_COMPILE"
+
+
+def parallel_compile(dev: Device) -> bool:
+    """Whether this check compiles its variants from threads at once (GPU, not turned off)."""
+    return not dev.interpreter and os.environ.get(PARALLEL_COMPILE_ENV, "1") != "0"
+
+
+def compile_concurrently(launches: list[Callable[[], object]]) -> None:
+    """Run one launch of each variant from threads at once, so their Triton compiles
+    (ptxas runs outside the GIL) overlap instead of queueing in front of each
+    launch.  An exception is not raised here: the phase's own launch of that
+    variant raises it again, where it is reported at the student's line."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if len(launches) < 2:
+        return  # nothing to overlap: the phase's own launch compiles it
+    with ThreadPoolExecutor(max_workers=len(launches), thread_name_prefix="compile") as pool:
+        for future in [pool.submit(launch) for launch in launches]:
+            future.exception()
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError:
+        pass  # a launch broke the CUDA context: the phase's own first launch reports it
 
 
 @dataclass
@@ -59,6 +84,9 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
     try:
         state.module = load_student_module(Path(job.file))
         state.problem = problem_module(drill.problem)
+        warmups = getattr(state.problem, "compile_warmups", None)
+        if warmups is not None and parallel_compile(dev) and job.shape is None:
+            compile_concurrently(warmups(drill, state.module, launching.torch_device_name(dev)))
         found = state.problem.check_correctness(
             drill, state.module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape,
             **({"shape_only": True} if job.shape_only else {}),
@@ -114,8 +142,8 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
         device = launching.torch_device_name(dev)
         timed = problem.timing_launches(drill, module, dev.interpreter, device, state.generator)
         maps = None
-        if not dev.interpreter and os.environ.get(PARALLEL_COMPILE_ENV) == "1":
-            maps = _compile_concurrently(state, result, timed, device)
+        if parallel_compile(dev):
+            maps = _compile_timed_concurrently(state, timed, device)
         result.timing_shape = list(timed.shape)
         result.timing_method = timing.method_label(dev.interpreter)
         result.full_ms = timing.time_ms(timed.student["full"], dev.interpreter)
@@ -135,20 +163,15 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
     return result
 
 
-def _compile_concurrently(state: VerdictState, result: CheckResult, timed: TimedLaunches,
-                          device: str) -> dict[str, VisitMap]:
-    """Opt-in (``FLASHTUTOR_PARALLEL_COMPILE=1``, GPU): run one launch of each timed
-    variant and the roofline's counting launch from threads at once, so their
-    Triton compiles (ptxas runs outside the GIL) overlap instead of queueing in
-    front of each timed launch.  Returns the roofline's counted maps.  Off by
-    default until measured on a GPU (``bench/gpu_loop.sh`` runs both ways)."""
+def _compile_timed_concurrently(state: VerdictState, timed: TimedLaunches, device: str) -> dict[str, VisitMap]:
+    """One launch of each timed variant and the roofline's counting launches, from
+    threads at once (their compiles overlap); returns the roofline's counted maps."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=len(timed.student) + 1, thread_name_prefix="compile") as pool:
-        warm = [pool.submit(launch) for launch in timed.student.values()]
         counted = pool.submit(_timing_maps, state, list(timed.shape), device)
-        for future in warm:
-            future.result()
+        for future in [pool.submit(launch) for launch in timed.student.values()]:
+            future.exception()  # the timed launch of that variant raises it again, and is reported
         maps = counted.result()
     torch.cuda.synchronize()
     return maps

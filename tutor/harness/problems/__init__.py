@@ -21,6 +21,12 @@ A problem module provides:
     the zero-argument callables to time (keyed ``"full"``/``"causal"`` or the
     problem's own names), the same for torch's baseline where one exists, and
     the shape they run on.
+
+``compile_warmups(drill, module, device) -> list[Callable[[], object]]`` (optional)
+    one launch of each Triton variant the verdict phase will compile; on a GPU
+    the harness runs them from threads at once before the verdict, so the
+    compiles overlap instead of queueing (their results are discarded; an
+    exception in one is left for the verdict's own launch to report).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ runs its own shape on inputs built to break unsafe numerics
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from types import ModuleType
 
 import torch
@@ -79,6 +81,18 @@ def launch_modes(drill: Drill) -> list[bool | None]:
     if "causal" not in drill.modes:
         return [None]
     return [mode == "causal" for mode in drill.modes]
+
+
+def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Callable[[], object]]:
+    """One launch of each variant the verdict compiles: every mode, visits
+    recorded, at the default shape (the ragged and short lengths share its
+    specialisation).  Run concurrently before the verdict on a GPU, so the
+    compiles overlap; their outputs are not looked at.  Own seed: the check's
+    random stream stays the same with or without them."""
+    shape = plan_for(interpreter=False).default
+    q, k, v = launching.random_inputs(shape, device, torch.Generator().manual_seed(0))
+    return [functools.partial(launching.run_launcher, module, (q, k, v), causal, record_visits=True)
+            for causal in launch_modes(drill)]
 
 
 def check_correctness(

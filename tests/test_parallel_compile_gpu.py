@@ -1,0 +1,37 @@
+"""On a GPU (skipped without one): compiling a check's variants concurrently
+(the default) gives the same verdict, diagnosis and visit maps as compiling them
+one after another (``FLASHTUTOR_PARALLEL_COMPILE=0``), for a passing and a
+failing kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+from tutor.catalog import get_drill, solution_path
+from tutor.harness.check import PARALLEL_COMPILE_ENV
+from tutor.pristine import shipped_text
+from tutor.runner import CheckRunner
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+
+
+def _verdict(file, monkeypatch, parallel: str):
+    monkeypatch.setenv(PARALLEL_COMPILE_ENV, parallel)  # the worker inherits the environment
+    with CheckRunner(device="gpu", warm=False) as runner:
+        result = runner.check("01", file, seed=0)
+    return (result.outcome, [d.code for d in result.diagnosis], [c.passed for c in result.cases],
+            result.visits.counts if result.visits else None, result.performance.status)
+
+
+@pytest.mark.parametrize("which", ["solution", "shipped"])
+def test_parallel_and_serial_compiles_give_the_same_verdict(which, monkeypatch, tmp_path):
+    drill = get_drill("01")
+    file = solution_path(drill)
+    if which == "shipped":
+        file = tmp_path / drill.file
+        file.write_text(shipped_text(drill.file)[0], encoding="utf-8")
+    serial = _verdict(file, monkeypatch, "0")
+    parallel = _verdict(file, monkeypatch, "1")
+    assert parallel == serial
+    assert serial[0] == ("solved" if which == "solution" else "failed")
