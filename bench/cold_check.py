@@ -63,14 +63,14 @@ def main() -> int:
     device = rows[0][1]
     print(f"\ncold check, drill {drill.id} ({Path(file).name}); {device.label}; torch {device.torch}, "
           f"triton {device.triton}; parent imports {parent_imports:.2f} s; seconds")
-    print(f"{'run':<5}{'torch+dev':>10}{'harness':>9}{'cuda ctx':>9}{'spawn etc':>10}{'verdict':>9}{'perf':>7}"
+    print(f"{'run':<5}{'torch+dev':>10}{'harness':>9}{'cuda ctx':>9}{'compiler':>9}{'spawn etc':>10}{'verdict':>9}{'perf':>7}"
           f"{'other':>7}{'total':>7}  triton cache")
     for run, _, startup, ready, _verdict_at, result, total in rows:
         inside = result.duration_s + result.performance.duration_s
         spawn = ready - startup.get("total_s", 0.0)
         other = total - ready - inside
         print(f"{run + 1:<5}{startup.get('device_s', 0):>10.2f}{startup.get('harness_imports_s', 0):>9.2f}"
-              f"{startup.get('cuda_context_s', 0):>9.2f}{spawn:>10.2f}{result.duration_s:>9.2f}"
+              f"{startup.get('cuda_context_s', 0):>9.2f}{startup.get('compiler_warm_s', 0):>9.2f}{spawn:>10.2f}{result.duration_s:>9.2f}"
               f"{result.performance.duration_s:>7.2f}{other:>7.2f}{total:>7.2f}  {'cold' if run == 0 else 'warm'}")
     return 0
 

@@ -49,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,9 +130,14 @@ class Verdicts:
                 self.cond.wait(0.1)
 
 
-def content(solution: str, version: int, edit_source: bool = False) -> str:
+# differs between runs, so no run's edited kernel is found in Triton's on-disk cache from an earlier run
+RUN_NONCE = uuid.uuid4().hex[:8]
+
+
+def content(solution: str, version: int | str, edit_source: bool = False) -> str:
     """The solution with a marker line; with ``edit_source`` also a new comment
-    inside the first ``@triton.jit`` function's body (Triton hashes that source)."""
+    inside the first ``@triton.jit`` function's body (Triton hashes that source),
+    unique to this run and version."""
     text = solution
     if edit_source:
         lines = text.splitlines(keepends=True)
@@ -145,7 +151,7 @@ def content(solution: str, version: int, edit_source: bool = False) -> str:
             else:
                 body += 1
         indent = lines[body][: len(lines[body]) - len(lines[body].lstrip())]
-        lines.insert(body, f"{indent}# bench edit {version}: the kernel's source changed\n")
+        lines.insert(body, f"{indent}# bench edit {version} ({RUN_NONCE}): the kernel's source changed\n")
         text = "".join(lines)
     return f"print('{MARKER} {version}')\n{text}"
 

@@ -54,12 +54,15 @@ def _signal_name(returncode: int) -> str:
 class Worker:
     """One child process, from start-up to its single check."""
 
-    def __init__(self, device: str = "auto"):
+    def __init__(self, device: str = "auto", spare: bool = False):
+        """``spare``: a worker started ahead of its job also warms Triton's compiler
+        while it waits (:mod:`tutor.harness.warmup`); one started for a job at once
+        would only move that cost in front of the job."""
         self.log_path = Path(tempfile.mkstemp(prefix="flashtutor-worker-", suffix=".log")[1])
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tutor.worker", "--device", device],
+                [sys.executable, "-m", "tutor.worker", "--device", device, *(["--warm-compiler"] if spare else [])],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -262,7 +265,7 @@ class CheckRunner:
         self._sdpa: dict[str, tuple[float, float | None]] = {}  # drill -> SDPA full, causal ms
         self.device: Device | None = None
         if warm:
-            self._spare = Worker(device)
+            self._spare = Worker(device, spare=True)
 
     def _take_worker(self) -> Worker:
         with self._lock:
@@ -273,7 +276,7 @@ class CheckRunner:
         """Start the spare worker (if not yet) and wait until it is ready: the device."""
         with self._lock:
             if self._spare is None:
-                self._spare = Worker(self.device_preference)
+                self._spare = Worker(self.device_preference, spare=True)
             spare = self._spare
         self.device = spare.wait_ready()
         return self.device
@@ -326,7 +329,7 @@ class CheckRunner:
     def _ensure_spare(self) -> None:
         with self._lock:
             if self._spare is None:
-                self._spare = Worker(self.device_preference)
+                self._spare = Worker(self.device_preference, spare=True)
 
     def close(self) -> None:
         with self._lock:

@@ -37,6 +37,8 @@ def _protocol_channel() -> TextIO:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tutor.worker")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--warm-compiler", action="store_true",
+                        help="GPU: compile a small kernel while waiting for the job (a spare worker)")
     args = parser.parse_args(argv)
     channel = _protocol_channel()
 
@@ -64,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
             before = time.perf_counter()
             torch.zeros(1, device="cuda")
             startup["cuda_context_s"] = time.perf_counter() - before
+            if args.warm_compiler:
+                from tutor.harness.warmup import warm_compiler
+
+                try:
+                    startup["compiler_warm_s"] = warm_compiler()
+                except Exception:  # noqa: BLE001 - only a head start: the check compiles as it would anyway
+                    startup["compiler_warm_s"] = -1.0
         from tutor.harness.job import CheckJob
     except Exception as exc:  # noqa: BLE001 - tell the parent why this worker cannot start
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})

@@ -1,0 +1,82 @@
+"""Where a verdict's seconds go, inside the worker: the verdict phase of one check
+run in this process under cProfile, after a kernel edit (fresh source: Triton
+compiles) and again on the same source (Triton's in-memory cache), with the
+variants' compiles concurrent (the default on a GPU) and one after another.
+
+    python bench/profile_verdict.py [--device gpu|cpu] [--drill 01] [--top 25]
+
+Each pass writes the drill's solution to a temp file with a new comment line
+inside its ``@triton.jit`` function (a nonce per pass, so no pass finds another's
+compile in Triton's on-disk cache).  Prints the top functions by cumulative time
+for the first fresh pass, then a short table: pass, compiles, seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--drill", default="01")
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+
+    from tutor.harness.device import select_device
+
+    dev = select_device(args.device)
+    import torch
+
+    if not dev.interpreter:
+        torch.zeros(1, device="cuda")
+    from save_to_verdict import content
+
+    from tutor.catalog import get_drill, solution_path
+    from tutor.harness.check import PARALLEL_COMPILE_ENV, run_verdict
+    from tutor.harness.job import CheckJob
+
+    drill = get_drill(args.drill)
+    solution = solution_path(drill).read_text(encoding="utf-8")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="flashtutor-profile-") as tmp:
+        for n, (parallel, fresh) in enumerate([("1", True), ("1", False), ("0", True), ("0", False), ("1", True)]):
+            os.environ[PARALLEL_COMPILE_ENV] = parallel
+            if fresh:
+                nonce = uuid.uuid4().hex[:8]
+                file = Path(tmp) / f"pass{n}_{drill.file}"
+                file.write_text(content(solution, f"{n}-{nonce}", True), encoding="utf-8")
+            profile = cProfile.Profile()
+            started = time.perf_counter()
+            profile.enable()
+            result, _ = run_verdict(CheckJob(drill=drill.id, file=str(file), timing=False, seed=0), dev)
+            profile.disable()
+            seconds = time.perf_counter() - started
+            rows.append((n, "concurrent" if parallel == "1" else "serial",
+                         "kernel edited" if fresh else "same source again", result.outcome, seconds))
+            if n == 0:
+                text = io.StringIO()
+                pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(args.top)
+                print(text.getvalue())
+    print(f"verdict phase in-process, drill {drill.id}, {dev.label}, torch {dev.torch}, triton {dev.triton}")
+    print(f"{'pass':<5}{'compiles':<12}{'source':<20}{'outcome':<10}{'seconds':>8}")
+    for n, mode, source, outcome, seconds in rows:
+        print(f"{n:<5}{mode:<12}{source:<20}{outcome:<10}{seconds:>8.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
