@@ -34,6 +34,8 @@ def main() -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--drill", default="01")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--warm-compiler", action="store_true",
+                        help="first warm Triton's compiler as a spare worker does (tutor.harness.warmup)")
     args = parser.parse_args()
 
     from tutor.harness.device import select_device
@@ -43,6 +45,10 @@ def main() -> int:
 
     if not dev.interpreter:
         torch.zeros(1, device="cuda")
+        if args.warm_compiler:
+            from tutor.harness.warmup import warm_compiler
+
+            print(f"compiler warmed in {warm_compiler():.3f} s")
     from save_to_verdict import content
 
     from tutor.catalog import get_drill, solution_path
@@ -53,7 +59,8 @@ def main() -> int:
     solution = solution_path(drill).read_text(encoding="utf-8")
     rows = []
     with tempfile.TemporaryDirectory(prefix="flashtutor-profile-") as tmp:
-        for n, (parallel, fresh) in enumerate([("1", True), ("1", False), ("0", True), ("0", False), ("1", True)]):
+        passes = [("1", True), ("1", False), ("0", True), ("0", False), ("1", True), ("0", True), ("1", True)]
+        for n, (parallel, fresh) in enumerate(passes):
             os.environ[PARALLEL_COMPILE_ENV] = parallel
             if fresh:
                 nonce = uuid.uuid4().hex[:8]
@@ -67,9 +74,12 @@ def main() -> int:
             seconds = time.perf_counter() - started
             rows.append((n, "concurrent" if parallel == "1" else "serial",
                          "kernel edited" if fresh else "same source again", result.outcome, seconds))
-            if n == 0:
+            if n in (0, 2):
                 text = io.StringIO()
+                print(f"--- pass {n} ({'concurrent' if parallel == '1' else 'serial'}, kernel edited): "
+                      f"by cumulative, then own time")
                 pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(args.top)
+                pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(15)
                 print(text.getvalue())
     print(f"verdict phase in-process, drill {drill.id}, {dev.label}, torch {dev.torch}, triton {dev.triton}")
     print(f"{'pass':<5}{'compiles':<12}{'source':<20}{'outcome':<10}{'seconds':>8}")

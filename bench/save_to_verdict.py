@@ -130,14 +130,11 @@ class Verdicts:
                 self.cond.wait(0.1)
 
 
-# differs between runs, so no run's edited kernel is found in Triton's on-disk cache from an earlier run
-RUN_NONCE = uuid.uuid4().hex[:8]
-
-
-def content(solution: str, version: int | str, edit_source: bool = False) -> str:
+def content(solution: str, version: int | str, edit_source: bool = False, nonce: str = "") -> str:
     """The solution with a marker line; with ``edit_source`` also a new comment
-    inside the first ``@triton.jit`` function's body (Triton hashes that source),
-    unique to this run and version."""
+    inside the first ``@triton.jit`` function's body (Triton hashes that source);
+    ``nonce`` keeps one measurement's edits apart from another's (Triton's on-disk
+    cache would otherwise hold them from an earlier run)."""
     text = solution
     if edit_source:
         lines = text.splitlines(keepends=True)
@@ -151,7 +148,7 @@ def content(solution: str, version: int | str, edit_source: bool = False) -> str
             else:
                 body += 1
         indent = lines[body][: len(lines[body]) - len(lines[body].lstrip())]
-        lines.insert(body, f"{indent}# bench edit {version} ({RUN_NONCE}): the kernel's source changed\n")
+        lines.insert(body, f"{indent}# bench edit {version} ({nonce}): the kernel's source changed\n")
         text = "".join(lines)
     return f"print('{MARKER} {version}')\n{text}"
 
@@ -176,12 +173,13 @@ def measure(args: argparse.Namespace, warm: bool, saves: int, watch: bool, works
         device = None
         version = 0
         row = Row(worker="warm" if warm else "cold", mode=mode)
+        nonce = uuid.uuid4().hex[:8]  # this measurement's edits compile: no earlier run cached them
         for n in range(saves + 1):  # the first save is not counted: it fills caches (Triton's, the OS's)
             version += 1
             if warm:
                 engine.wait_warm()
             time.sleep(THINK_S)
-            save(file, content(solution, version, args.edit == "source"))
+            save(file, content(solution, version, args.edit == "source", nonce))
             written = time.perf_counter()
             if not watch:
                 engine.notify_saved(file)

@@ -5,9 +5,9 @@ compile shares: importing Triton's compiler and NVIDIA backend, loading LLVM
 and libdevice, the first ``ptxas`` run, building the kernel launcher.  Measured
 on an H200 (``bench/profile_verdict.py``, docs/LOOP.md): about a second, which
 the first check in each worker used to pay on the student's clock.  A spare
-worker compiles this small kernel (a ``tl.dot`` and an ``exp2``, as attention
-uses) before it says it is ready, so the student's check pays only for its own
-kernel's compiles.
+worker imports the problem modules and compiles this small kernel (an
+attention row loop on 64x64 tiles) before it says it is ready, so the
+student's check pays only for its own kernel's compiles.
 
 ``TRITON_ALWAYS_COMPILE`` is set for that one compile: with Triton's on-disk
 cache warm a cache hit would skip exactly the work this is for.  The kernel's
@@ -15,8 +15,9 @@ cache entry is the same every time, so the cache does not grow.
 """
 
 # mypy: disable-error-code="untyped-decorator,no-untyped-def"
-# (a @triton.jit kernel: Triton reads its parameters' annotations, so they stay Triton's own)
+# (a Triton kernel: Triton reads its parameters' annotations, so they stay Triton's own)
 
+import importlib
 import os
 import time
 
@@ -26,23 +27,44 @@ import triton.language as tl
 
 
 @triton.jit
-def _warm_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+def _warm_kernel(q_ptr, k_ptr, out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+    # a one-block attention row loop: the same kinds of work (loads in a loop,
+    # two tl.dot's on 64x64 tiles, a running max, exp2) go through the same
+    # compiler passes (software pipelining, Hopper's warp-group MMA) as the drills
     rows = tl.arange(0, BLOCK)
-    tile = tl.load(x_ptr + rows[:, None] * BLOCK + rows[None, :])  # one BLOCK x BLOCK fp16 tile
-    scores = tl.dot(tile, tl.trans(tile))  # fp32 accumulate, as q @ k^T
-    tl.store(y_ptr + rows[:, None] * BLOCK + rows[None, :], tl.exp2(scores * 0.01).to(tl.float16))
+    tile = rows[:, None] * BLOCK + rows[None, :]
+    q = tl.load(q_ptr + tile)
+    m_i = tl.full([BLOCK], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK], tl.float32)
+    acc = tl.zeros([BLOCK, BLOCK], tl.float32)
+    for start in range(0, N, BLOCK):
+        k = tl.load(k_ptr + start * BLOCK + tile)
+        s = tl.dot(q, tl.trans(k))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), k)
+        m_i = m_new
+    tl.store(out_ptr + tile, (acc / l_i[:, None]).to(tl.float16))
 
 
 def warm_compiler(device: str = "cuda") -> float:
-    """Compile and run the warm-up kernel once; the seconds it took."""
+    """Import the harness's problem modules, then compile and run the warm-up
+    kernel once; the seconds it took."""
     started = time.perf_counter()
-    block = 16
-    x = torch.randn(block, block, device=device, dtype=torch.float16)
-    y = torch.empty_like(x)
+    from tutor.harness.problems import PROBLEMS
+
+    for module in PROBLEMS.values():
+        importlib.import_module(module)
+    block, n = 64, 128
+    q = torch.randn(block, block, device=device, dtype=torch.float16)
+    k = torch.randn(n, block, device=device, dtype=torch.float16)
+    out = torch.empty_like(q)
     previous = os.environ.get("TRITON_ALWAYS_COMPILE")
     os.environ["TRITON_ALWAYS_COMPILE"] = "1"
     try:
-        _warm_kernel[(1,)](x, y, BLOCK=block)
+        _warm_kernel[(1,)](q, k, out, N=n, BLOCK=block)
         torch.cuda.synchronize()
     finally:
         if previous is None:

@@ -1,0 +1,36 @@
+"""The spare worker's compiler warm-up kernel (tutor.harness.warmup) computes what it
+says (run through the interpreter here), and on a GPU warming leaves Triton's
+environment as it found it."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+from tutor.harness.device import select_device
+
+DEVICE = select_device("auto")  # the interpreter here (TRITON_INTERPRET set before triton's import), as a worker does
+
+from tutor.harness.warmup import _warm_kernel, warm_compiler  # noqa: E402
+
+
+def test_the_warm_up_kernel_is_a_real_attention_row_loop():
+    gen = torch.Generator().manual_seed(0)
+    where = "cpu" if DEVICE.interpreter else "cuda"
+    q = torch.randn(64, 64, generator=gen).half().to(where)
+    k = torch.randn(128, 64, generator=gen).half().to(where)
+    out = torch.empty_like(q)
+    _warm_kernel[(1,)](q, k, out, N=128, BLOCK=64)
+    # exp2 of raw scores: softmax at temperature 1/ln 2, over the 128 keys, values = keys
+    expected = torch.softmax((q.double() @ k.double().T) * math.log(2), dim=1) @ k.double()
+    assert (out.double() - expected).abs().max() < 2e-2
+
+
+@pytest.mark.skipif(DEVICE.interpreter, reason="needs a GPU")
+def test_warming_compiles_and_restores_the_environment():
+    before = os.environ.get("TRITON_ALWAYS_COMPILE")
+    assert warm_compiler() > 0
+    assert os.environ.get("TRITON_ALWAYS_COMPILE") == before
