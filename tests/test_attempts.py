@@ -162,7 +162,7 @@ def test_a_performance_phase_goes_only_into_an_attempt_of_its_content(tmp_path: 
     shipped.full_ms, shipped.causal_ms = 1.0, 2.0
     shipped_id = content_id(pristine_path(DRILL_01).read_bytes())
     assert not store.record_check(shipped, DRILL_01, shipped_id).counted
-    assert shipped.headline_speedup == 0.5 != before
+    assert shipped.gpu_speedup == 0.5 != before
     store.record_performance(shipped, shipped_id)
     assert store.drill("01").history[-1].speedup == before
     solved.device = dataclasses.replace(solved.device, interpreter=False)

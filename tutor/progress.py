@@ -4,9 +4,22 @@ Per drill: its status (``not-started``, ``failing``, ``passed`` — the state of
 the drill file as last checked; passed means that check *solved* it: PASSED
 with no open finding), the number of attempts, when it was first solved and
 after how many attempts (``solved_before``: a pass once recorded is never taken
-back, even when the file is later reset or broken), the best error,
-the best speed-up of a passing kernel, the recent attempts (for a sparkline)
-and the hints it has unlocked.  Besides the drills: the quiz answers.
+back, even when the file is later reset or broken), the best error, the best
+figures of a passing kernel, the recent attempts (for a sparkline) and the
+hints it has unlocked.  Besides the drills: the quiz answers.
+
+Two figures of a kernel's causal saving are kept apart, never in one field:
+
+* ``work_ratio``: *counted* work, the K/V blocks the full launch visited over
+  those the causal launch visited (from the visit maps), on any device;
+* ``speedup``: the *timed* full/causal ratio, recorded only from a GPU (the
+  interpreter's wall clock is no speed).
+
+Files written before the two were kept apart hold one ``speedup`` per attempt
+that may be either (an interpreter's wall-clock ratio, its counted ratio, or a
+GPU's timed one): the attempt does not say on which device it ran, so it cannot
+be decided.  Such a value is read and kept as it was, and
+:attr:`DrillProgress.undecided_speedups` counts them so that a front end can say so.
 
 An attempt is a distinct content: a check counts only when the file's bytes
 (their git blob id, :func:`content_id`) differ from the drill's last counted
@@ -42,7 +55,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 try:
     import fcntl
@@ -79,10 +92,18 @@ class Attempt:
     passed: bool  # every case within tolerance (there may still be a finding)
     solved: bool  # passed with no open finding
     max_abs_err: float | None
-    speedup: float | None
+    speedup: float | None  # timed full/causal, on a GPU only (older files: see the module's words)
     codes: list[str] = field(default_factory=list)  # diagnosis codes
     error: str | None = None  # the error kind when the check could not run
     content: str | None = None  # git blob id of the file's bytes that were checked
+    work_ratio: float | None = None  # counted K/V blocks, full launch over causal launch
+    ran_on: str | None = None  # RAN_ON_GPU or RAN_ON_INTERPRETER; None: written before this was kept
+
+    @property
+    def speedup_undecided(self) -> bool:
+        """A speed-up from a file written before timed and counted were kept apart:
+        whether it was timed on a GPU or not cannot be told."""
+        return self.ran_on is None and self.speedup is not None
 
 
 @dataclass
@@ -92,7 +113,9 @@ class DrillProgress:
     first_passed_at: float | None = None  # seconds since the epoch, first check that solved it
     attempts_to_pass: int | None = None  # how many checks that took
     best_max_abs_err: float | None = None  # smallest error of any check that produced an output
-    best_speedup: float | None = None  # largest full/causal speed-up of a check that PASSED
+    best_speedup: float | None = None  # largest timed GPU full/causal speed-up of a check that PASSED
+    best_speedup_timed: bool = False  # best_speedup was recorded as timed on a GPU (False in older files)
+    best_work_ratio: float | None = None  # largest counted full/causal work ratio of a check that PASSED
     last_checked_at: float | None = None
     unlocked_hints: list[int] = field(default_factory=list)  # earned unlocks, indices into Drill.hints
     history: list[Attempt] = field(default_factory=list)
@@ -102,14 +125,45 @@ class DrillProgress:
         """Solved at least once: the solution gate opens for good."""
         return self.first_passed_at is not None
 
-    def history_series(self) -> tuple[list[float | None], list[float | None]]:
-        """Error and speed-up of each recorded attempt, oldest first (the drill view's charts)."""
-        return [a.max_abs_err for a in self.history], [a.speedup for a in self.history]
+    def history_series(self) -> HistorySeries:
+        """Error, timed GPU speed-up and counted work ratio of each recorded attempt,
+        oldest first (the drill view's charts)."""
+        return HistorySeries(
+            errors=[a.max_abs_err for a in self.history],
+            speedups=[a.speedup for a in self.history],
+            work_ratios=[a.work_ratio for a in self.history],
+            undecided=sum(a.speedup_undecided for a in self.history),
+        )
+
+    @property
+    def best_speedup_undecided(self) -> bool:
+        """The best speed-up comes from a file written before timed and counted were
+        kept apart: it may not have been timed on a GPU."""
+        return self.best_speedup is not None and not self.best_speedup_timed
+
+    @property
+    def undecided_speedups(self) -> int:
+        """How many recorded speed-ups cannot be told timed-on-a-GPU from not
+        (attempts written before the two figures were kept apart)."""
+        return sum(a.speedup_undecided for a in self.history)
 
     @property
     def last_content(self) -> str | None:
         """The content id of the last counted attempt."""
         return self.history[-1].content if self.history else None
+
+
+class HistorySeries(NamedTuple):
+    """The attempt history as the drill view charts it, oldest first."""
+
+    errors: list[float | None]
+    speedups: list[float | None]  # timed full/causal on a GPU (and older files' undecided ones)
+    work_ratios: list[float | None]  # counted full/causal K/V blocks
+    undecided: int = 0  # speed-ups from older files that may not have been timed on a GPU
+
+
+RAN_ON_GPU = "gpu"
+RAN_ON_INTERPRETER = "interpreter"
 
 
 def status_words(progress: DrillProgress) -> str:
@@ -206,6 +260,25 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+def _ran_on(result: CheckResult) -> str | None:
+    if result.device is None:
+        return None
+    return RAN_ON_INTERPRETER if result.device.interpreter else RAN_ON_GPU
+
+
+def _larger(best: float | None, value: float | None) -> float | None:
+    return best if value is None else value if best is None else max(best, value)
+
+
+def _take_bests(progress: DrillProgress, attempt: Attempt) -> None:
+    """The best figures of a check that PASSED: each kept in its own field."""
+    timed = attempt.speedup if attempt.ran_on == RAN_ON_GPU else None  # never an older file's undecided one
+    best = _larger(progress.best_speedup, timed)
+    if best != progress.best_speedup:  # a new best, timed on a GPU
+        progress.best_speedup, progress.best_speedup_timed = best, True
+    progress.best_work_ratio = _larger(progress.best_work_ratio, attempt.work_ratio)
+
+
 def _copy(progress: DrillProgress) -> DrillProgress:
     return replace(progress, unlocked_hints=list(progress.unlocked_hints),
                    history=[replace(a, codes=list(a.codes)) for a in progress.history])
@@ -261,15 +334,18 @@ class ProgressStore:
         shipped drill again is not an attempt (``CheckRecord.counted`` is False)."""
         meta = drill or get_drill(result.drill)
         now = time.time()
+        ran = result.error is None
         attempt = Attempt(
             at=now,
             passed=result.passed,
             solved=result.solved,
-            max_abs_err=_finite(result.max_abs_err) if result.error is None else None,
-            speedup=_finite(result.speedup) if result.error is None else None,
+            max_abs_err=_finite(result.max_abs_err) if ran else None,
+            speedup=_finite(result.gpu_speedup) if ran else None,
             codes=list(result.codes),
             error=None if result.error is None else result.error.kind,
             content=content,
+            work_ratio=_finite(result.work_ratio) if ran else None,
+            ran_on=_ran_on(result),
         )
         shipped = _shipped_id(meta) if content is not None else None
         newly: list[int] = []
@@ -295,9 +371,8 @@ class ProgressStore:
             if attempt.max_abs_err is not None:
                 best = progress.best_max_abs_err
                 progress.best_max_abs_err = attempt.max_abs_err if best is None else min(best, attempt.max_abs_err)
-            if attempt.passed and attempt.speedup is not None:
-                best = progress.best_speedup
-                progress.best_speedup = attempt.speedup if best is None else max(best, attempt.speedup)
+            if attempt.passed:
+                _take_bests(progress, attempt)
             progress.history = [*progress.history, attempt][-HISTORY_LIMIT:]
             earned = earned_unlocks(meta, progress.attempts, attempt.codes)
             newly[:] = sorted(earned - set(progress.unlocked_hints))
@@ -309,22 +384,29 @@ class ProgressStore:
 
     def record_performance(self, result: CheckResult, content: str | None = None) -> DrillProgress:
         """The performance phase of the check just recorded by :meth:`record_check`
-        completed: its speed-up goes into that attempt and the drill's best.  Not
-        an attempt of its own.  With ``content``, only into an attempt of that
-        content (a check that was not counted, such as the drill as shipped,
-        leaves the last attempt's numbers alone)."""
-        speedup = _finite(result.headline_speedup) if result.error is None else None
+        completed: its timed speed-up (on a GPU only) and counted work ratio go into
+        that attempt and the drill's bests.  Not an attempt of its own.  With
+        ``content``, only into an attempt of that content (a check that was not
+        counted, such as the drill as shipped, leaves the last attempt's numbers alone)."""
+        ran = result.error is None
+        speedup = _finite(result.gpu_speedup) if ran else None
+        work_ratio = _finite(result.work_ratio) if ran else None
 
         def change(state: _State) -> None:
             progress = state.drills.get(result.drill)
-            if progress is None or not progress.history or speedup is None:
+            if progress is None or not progress.history or (speedup is None and work_ratio is None):
                 return
-            if content is not None and progress.history[-1].content not in (content, None):
+            last = progress.history[-1]
+            if content is not None and last.content not in (content, None):
                 return
-            progress.history[-1].speedup = speedup
-            if progress.history[-1].passed:
-                best = progress.best_speedup
-                progress.best_speedup = speedup if best is None else max(best, speedup)
+            if speedup is not None:
+                last.speedup, last.ran_on = speedup, RAN_ON_GPU
+            elif last.ran_on is None and last.speedup is None:
+                last.ran_on = _ran_on(result)  # an older attempt's undecided speed-up stays undecided
+            if work_ratio is not None:
+                last.work_ratio = work_ratio
+            if last.passed:
+                _take_bests(progress, last)
 
         state = self._update(change)
         return _copy(state.drills.get(result.drill, DrillProgress()))
@@ -451,7 +533,9 @@ class DrillSummary:
     status: str  # NOT_STARTED | IN_PROGRESS | FAILING | PASSED
     attempts: int
     best_error: float | None = None
-    best_speedup: float | None = None
+    best_speedup: float | None = None  # timed on a GPU (DrillProgress.best_speedup)
+    best_work_ratio: float | None = None  # counted (DrillProgress.best_work_ratio)
+    best_speedup_undecided: bool = False  # from an older file: maybe not timed on a GPU
     quiz_score: str = ""  # paper drills: "quiz 4 right"
     solved_before: bool = False  # solved once (DrillProgress.solved_before)
 
@@ -467,6 +551,6 @@ def drill_summaries(store: ProgressStore, drills: Iterable[Drill]) -> list[Drill
         if not drill.is_kernel:
             right = sum(1 for a in answers.values() if a["correct"])
             quiz = f"quiz {right} right" if answers else "quiz"
-        rows.append(DrillSummary(drill, p.status, p.attempts, p.best_max_abs_err, p.best_speedup, quiz,
-                                 solved_before=p.solved_before))
+        rows.append(DrillSummary(drill, p.status, p.attempts, p.best_max_abs_err, p.best_speedup,
+                                 p.best_work_ratio, p.best_speedup_undecided, quiz, solved_before=p.solved_before))
     return rows
