@@ -27,8 +27,11 @@ attempt and from the drill as shipped, decided under the file lock, so two
 front ends on one workspace count a save once, and opening a drill, starting
 ``watch`` or re-running ``check`` on an unchanged file count nothing.  Such a
 check still runs and is shown; it sets the status (the file's current state)
-once the drill has been worked on, and changes nothing else.  A crash or a
-syntax error of new content is an attempt like any other.
+once the drill has been worked on, and the diagnosis codes of an edit checked
+again open the hints keyed to them (:mod:`tutor.hints`; attempt-count tiers
+stay tied to counted attempts, and the drill as shipped opens nothing); it
+changes nothing else.  A crash or a syntax error of new content is an attempt
+like any other.
 
 Every change is a read-modify-write of the file under an advisory lock, so
 two stores on one workspace (the engine's and the quiz's, or ``watch`` in one
@@ -65,7 +68,7 @@ except ImportError:  # pragma: no cover - not POSIX: one process per workspace, 
 from tutor.atomic import write_text_atomically
 from tutor.catalog import Drill, Hint, get_drill
 from tutor.harness.result import CheckResult
-from tutor.hints import earned_unlocks
+from tutor.hints import code_unlocks, earned_unlocks
 from tutor.paths import WORKSPACE_STATE_DIR
 from tutor.pristine import PristineError, blob_id, manifest
 
@@ -331,7 +334,8 @@ class ProgressStore:
         :func:`content_id`; None: unknown, always counted).  A new content counts as
         an attempt: status, attempts, bests, history and the hints its diagnosis
         codes or the new attempt count unlock.  The last counted content or the
-        shipped drill again is not an attempt (``CheckRecord.counted`` is False)."""
+        shipped drill again is not an attempt (``CheckRecord.counted`` is False);
+        the last counted content's codes still open the hints keyed to them."""
         meta = drill or get_drill(result.drill)
         now = time.time()
         ran = result.error is None
@@ -351,6 +355,10 @@ class ProgressStore:
         newly: list[int] = []
         why: list[str] = []
 
+        def unlock(progress: DrillProgress, earned: set[int]) -> None:
+            newly[:] = sorted(earned - set(progress.unlocked_hints))
+            progress.unlocked_hints = sorted(set(progress.unlocked_hints) | earned)
+
         def change(state: _State) -> None:
             progress = state.drills.setdefault(meta.id, DrillProgress())
             if content is not None and content == progress.last_content:
@@ -361,6 +369,8 @@ class ProgressStore:
                 if progress.attempts or progress.solved_before:
                     progress.status = PASSED if attempt.solved else FAILING
                     progress.last_checked_at = now
+                if content != shipped:  # the student's edit checked again: its codes open their hints
+                    unlock(progress, code_unlocks(meta, attempt.codes))
                 return
             progress.attempts += 1
             progress.last_checked_at = now
@@ -374,9 +384,7 @@ class ProgressStore:
             if attempt.passed:
                 _take_bests(progress, attempt)
             progress.history = [*progress.history, attempt][-HISTORY_LIMIT:]
-            earned = earned_unlocks(meta, progress.attempts, attempt.codes)
-            newly[:] = sorted(earned - set(progress.unlocked_hints))
-            progress.unlocked_hints = sorted(set(progress.unlocked_hints) | earned)
+            unlock(progress, earned_unlocks(meta, progress.attempts, attempt.codes))
 
         state = self._update(change)
         return CheckRecord(drill=meta.id, progress=_copy(state.drills[meta.id]), newly_unlocked=list(newly),
