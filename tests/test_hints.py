@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tutor.catalog import get_drill, pristine_path
 from tutor.cli import main
 from tutor.harness.result import CheckResult
 from tutor.hints import earned_unlocks, hint_states, next_locked, unlock_rule
-from tutor.catalog import get_drill, pristine_path
 from tutor.progress import NOT_COUNTED_SAME, NOT_COUNTED_SHIPPED, ProgressStore, content_id
 
 RESULTS = Path(__file__).parent / "fixtures" / "results"
