@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 try:
     import fcntl
@@ -169,7 +169,17 @@ RAN_ON_GPU = "gpu"
 RAN_ON_INTERPRETER = "interpreter"
 
 
-def status_words(progress: DrillProgress) -> str:
+class HasStatus(Protocol):
+    """A drill's standing: :class:`DrillProgress` or :class:`DrillSummary`."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def solved_before(self) -> bool: ...
+
+
+def status_words(progress: HasStatus) -> str:
     """The status as a front end shows it: the current file's state, and that it
     was solved before when the current file no longer is (``failing, solved before``)."""
     if progress.status != PASSED and progress.solved_before:
@@ -547,11 +557,23 @@ class DrillSummary:
     quiz_score: str = ""  # paper drills: "quiz 4 right"
     solved_before: bool = False  # solved once (DrillProgress.solved_before)
 
+    @property
+    def done(self) -> bool:
+        """Counted as done in every front end's tally: solved once, or passed now."""
+        return self.solved_before or self.status == PASSED
 
-def drill_summaries(store: ProgressStore, drills: Iterable[Drill]) -> list[DrillSummary]:
-    """A :class:`DrillSummary` per drill, in the order given (one read of the progress file each)."""
-    progress = store.all_drills()
-    answers = store.quiz_answers()
+
+def done_count(rows: Iterable[DrillSummary]) -> int:
+    """How many drills are done (:attr:`DrillSummary.done`): the one tally of the app and `list`."""
+    return sum(row.done for row in rows)
+
+
+def drill_summaries(store: ProgressStore | None, drills: Iterable[Drill]) -> list[DrillSummary]:
+    """A :class:`DrillSummary` per drill, in the order given (one read of the progress file each);
+    with no ``store`` (no workspace) every drill is untouched.  The app's list and
+    ``flashtutor list`` both show these."""
+    progress = store.all_drills() if store is not None else {}
+    answers = store.quiz_answers() if store is not None else {}
     rows = []
     for drill in drills:
         p = progress.get(drill.id, DrillProgress())

@@ -11,7 +11,7 @@ from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
 from tutor.links import file_link
 from tutor.paths import default_workspace
-from tutor.progress import CheckRecord, DrillProgress, ProgressStore, file_content_id, status_words
+from tutor.progress import CheckRecord, ProgressStore, done_count, drill_summaries, file_content_id, status_words
 from tutor.report import performance_lines, verdict_lines
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.targets import Target, TargetError, resolve, workspace_file
@@ -170,15 +170,13 @@ def run_list_command(args: argparse.Namespace) -> int:
     longer passes but once did."""
     marks = {"passed": "[x]", "failing": "[!]", "in-progress": "[~]", "not-started": "[ ]"}
     workspace = default_workspace()
-    progress = ProgressStore(workspace).all_drills() if workspace is not None else {}
-    drills = all_drills()
+    rows = drill_summaries(ProgressStore(workspace) if workspace is not None else None, all_drills())
     print(f"    {'id':<4}{'drill':<40} {'status':<23} {'attempts':>8}  file")
-    for drill in drills:
-        record = progress.get(drill.id) or DrillProgress()
-        print(f"{marks[record.status]} {drill.id:<4}{drill.title:<40} {status_words(record):<23} "
-              f"{record.attempts:>8}  drills/{drill.file}")
-    done = sum(1 for d in drills if d.id in progress and progress[d.id].solved_before)
+    for row in rows:  # the rows the app's list shows (tutor.progress.drill_summaries)
+        drill = row.drill
+        print(f"{marks[row.status]} {drill.id:<4}{drill.title:<40} {status_words(row):<23} "
+              f"{row.attempts:>8}  drills/{drill.file}")
     where = (f"workspace {workspace}" if workspace is not None
              else "no workspace found (`flashtutor init DIR` makes one)")
-    print(f"\n{done}/{len(drills)} done · {where}")
+    print(f"\n{done_count(rows)}/{len(rows)} done · {where}")
     return EXIT_OK

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from tutor.app.widgets.status_bar import StatusBar
 from tutor.catalog import Drill
-from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, DrillSummary
+from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, DrillSummary, done_count
 
 # Status -> the mark a reader needs no colour for, its words, and a style for those with colour.
 STATUS_MARKS: dict[str, tuple[str, str, str]] = {
@@ -60,7 +60,7 @@ def row_cells(row: DrillRow) -> tuple[Text, str, str, str, str]:
 
 
 def progress_text(rows: Sequence[DrillRow], width: int = 20) -> Text:
-    done = sum(r.solved_before or r.status == PASSED for r in rows)
+    done = done_count(rows)
     total = len(rows) or 1
     filled = round(width * done / total)
     text = Text()
