@@ -207,6 +207,38 @@ def _shipped_id(drill: Drill) -> str | None:
         return None
 
 
+# The words every front end uses when progress cannot be written (read-only workspace,
+# full disk, no workspace): one phrase, said loudly once (the store's warning) and
+# quietly wherever something it shows is not kept.
+NOT_SAVED = "progress is not being saved"
+
+
+def not_saved_warning(reason: str) -> str:
+    """The warning a front end says once: why, and that nothing outlives the session."""
+    loud = NOT_SAVED.replace(" not ", " NOT ")
+    return f"{reason}: {loud} (checks still run; nothing they record outlives this session)"
+
+
+def not_saved_note(store: ProgressStore | None, scope: str) -> str:
+    """What to add to a line that reports something recorded (a hint unlocked, answers
+    kept) when it is not kept: "" when the store saves, else "for this <scope> only: ..."."""
+    if store is not None and store.save_error is None:
+        return ""
+    if store is None:
+        return f"for this {scope} only: no workspace, so {NOT_SAVED}"
+    return f"for this {scope} only: {NOT_SAVED}"
+
+
+def saved_words(store: ProgressStore | None, saved: str) -> str:
+    """``saved`` when the store writes its file; else that nothing was saved, and why
+    (a front end never claims it kept what it did not)."""
+    if store is None:
+        return f"nothing was saved: no workspace, so {NOT_SAVED}"
+    if store.save_error is not None:
+        return f"nothing was saved: {NOT_SAVED} in this workspace"
+    return saved
+
+
 NOT_COUNTED_SAME = "same content as your last attempt"
 NOT_COUNTED_SHIPPED = "the drill as shipped, not yet edited"
 
@@ -539,8 +571,7 @@ class ProgressStore:
     def _memory_only(self, message: str) -> None:
         if self.save_error is None:
             self.save_error = message
-            self.warnings.append(f"{message}: progress is NOT being saved (checks still run; nothing they "
-                                 "record outlives this session)")
+            self.warnings.append(not_saved_warning(message))
 
 
 @dataclass(frozen=True)

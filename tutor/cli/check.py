@@ -11,7 +11,15 @@ from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
 from tutor.links import file_link
 from tutor.paths import default_workspace
-from tutor.progress import CheckRecord, ProgressStore, done_count, drill_summaries, file_content_id, status_words
+from tutor.progress import (
+    CheckRecord,
+    ProgressStore,
+    done_count,
+    drill_summaries,
+    file_content_id,
+    not_saved_note,
+    status_words,
+)
 from tutor.report import performance_lines, verdict_lines
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.targets import Target, TargetError, resolve, workspace_file
@@ -157,9 +165,10 @@ def _progress_lines(target: Target, record: CheckRecord | None, store: ProgressS
     lines = []
     if not record.counted:
         lines.append(f"not a new attempt ({record.not_counted}): attempts stay at {record.progress.attempts}")
+    note = not_saved_note(store, "command")
+    suffix = f" - {note}" if note else ""
     for hint in unlocked:
-        lines.append(f"hint unlocked: {hint.title} (`flashtutor hint {target.drill.id}`)"
-                     + (" - for this command only: progress is not being saved" if store.save_error else ""))
+        lines.append(f"hint unlocked: {hint.title} (`flashtutor hint {target.drill.id}`){suffix}")
     return "".join(f"\n{line}" for line in lines) + ("\n" if lines else "")
 
 
