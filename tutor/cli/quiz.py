@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 from tutor.cli import EXIT_FAILED, EXIT_OK
-from tutor.paths import default_workspace
+from tutor.paths import NoWorkspace, require_workspace
 from tutor.progress import NOT_SAVED, ProgressStore, not_saved_note, saved_words
 from tutor.quiz import (
     AnswerFeedback,
@@ -47,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     quiz.add_argument("--no-gpu", action="store_true",
                       help="use the stated budgets even when a GPU is present")
     quiz.add_argument("--workspace", type=Path, metavar="DIR",
-                      help="where progress is kept (default: the current workspace)")
+                      help="the workspace whose progress keeps the answers: DIR or the one above it "
+                           "(default: the current workspace)")
     quiz.set_defaults(func=run_quiz_command, parser=quiz)
 
 
@@ -82,8 +83,10 @@ def _list(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBud
 
 
 def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudget | None) -> int:
-    workspace = args.workspace.resolve() if args.workspace else default_workspace()
-    store = ProgressStore(workspace) if workspace is not None else None
+    try:  # found as every command finds it; without one the quiz still runs, saving nothing
+        store: ProgressStore | None = ProgressStore(require_workspace(args.workspace))
+    except NoWorkspace:
+        store = None
     session = QuizSession(questions, store, restart=args.restart)
     print(f"Drill 03: HBM traffic, naive vs fused attention. {len(questions)} questions.")
     if gpu is not None:
