@@ -12,7 +12,8 @@ from tutor.catalog import get_drill, pristine_path
 from tutor.cli import main
 from tutor.harness.result import CheckResult
 from tutor.hints import earned_unlocks, hint_states, next_locked, unlock_rule
-from tutor.progress import NOT_COUNTED_SAME, NOT_COUNTED_SHIPPED, ProgressStore, content_id
+from tutor.pristine import blob_id
+from tutor.progress import NOT_COUNTED_SAME, NOT_COUNTED_SHIPPED, ProgressStore
 
 RESULTS = Path(__file__).parent / "fixtures" / "results"
 DRILL_01 = get_drill("01")
@@ -93,7 +94,7 @@ def test_an_edit_checked_again_opens_the_hints_its_codes_key_but_no_attempt_tier
     """The rule says a hint opens "at once when a check of your edit reports" its code;
     an edit checked again (not a new attempt) used to open nothing."""
     store = ProgressStore(tmp_path)
-    mine = content_id(b"# my edit\n")
+    mine = blob_id(b"# my edit\n")
     assert store.record_check(recorded("01_passing"), DRILL_01, mine).counted  # attempt 1, no code
     again = store.record_check(recorded("01_todo2_only"), DRILL_01, mine)  # same bytes, reports todo1-open
     assert not again.counted and again.not_counted == NOT_COUNTED_SAME
@@ -107,7 +108,7 @@ def test_the_drill_as_shipped_opens_no_hint_though_it_reports_codes(tmp_path: Pa
     """Drills 04 and 06 ship with codes that key hints: opening one unedited must not
     hand them out (issue 10), and the rule's words say "a check of your edit"."""
     store = ProgressStore(tmp_path)
-    shipped = content_id(pristine_path(DRILL_01).read_bytes())
+    shipped = blob_id(pristine_path(DRILL_01).read_bytes())
     record = store.record_check(recorded("01_todo2_only"), DRILL_01, shipped)  # reports todo1-open
     assert not record.counted and record.not_counted == NOT_COUNTED_SHIPPED and record.newly_unlocked == []
     assert store.unlocked_hints("01") == []

@@ -22,7 +22,7 @@ be decided.  Such a value is read and kept as it was, and
 :attr:`DrillProgress.undecided_speedups` counts them so that a front end can say so.
 
 An attempt is a distinct content: a check counts only when the file's bytes
-(their git blob id, :func:`content_id`) differ from the drill's last counted
+(their git blob id, :func:`tutor.pristine.blob_id`) differ from the drill's last counted
 attempt and from the drill as shipped, decided under the file lock, so two
 front ends on one workspace count a save once, and opening a drill, starting
 ``watch`` or re-running ``check`` on an unchanged file count nothing.  Such a
@@ -187,15 +187,11 @@ def status_words(progress: HasStatus) -> str:
     return progress.status
 
 
-def content_id(data: bytes) -> str:
-    """The id of a drill file's content: git's blob id of its bytes."""
-    return blob_id(data)
-
-
 def file_content_id(path: Path) -> str | None:
-    """:func:`content_id` of the file at ``path``; None when it cannot be read."""
+    """The id of the content of the file at ``path`` (git's blob id of its bytes,
+    :func:`tutor.pristine.blob_id`); None when it cannot be read."""
     try:
-        return content_id(Path(path).read_bytes())
+        return blob_id(Path(path).read_bytes())
     except OSError:
         return None
 
@@ -373,7 +369,7 @@ class ProgressStore:
     # -- changing ------------------------------------------------------------------
     def record_check(self, result: CheckResult, drill: Drill | None = None, content: str | None = None) -> CheckRecord:
         """Record one check of ``result.drill``, whose file held ``content`` (its
-        :func:`content_id`; None: unknown, always counted).  A new content counts as
+        :func:`file_content_id`; None: unknown, always counted).  A new content counts as
         an attempt: status, attempts, bests, history and the hints its diagnosis
         codes or the new attempt count unlock.  The last counted content or the
         shipped drill again is not an attempt (``CheckRecord.counted`` is False);
