@@ -3,23 +3,24 @@ that every state is told apart without colour."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from helpers_app import recorded_result
 
 from tutor.app.messages import CheckDone
-from tutor.app.screens.drill_list import DrillListScreen
+from tutor.app.screens.drill_list import DrillListScreen, row_cells
 from tutor.app.screens.drill_view import DrillScreen
 from tutor.app.screens.help import help_markdown
 from tutor.app.screens.quiz import QuizScreen
 from tutor.app.widgets.result_view import diagnosis_text, error_text, metrics_text, verdict_kind, verdict_text
-from tutor.app.widgets.sparkline import spark
+from tutor.app.widgets.sparkline import history_text, spark
 from tutor.app.widgets.status_bar import short_path
 from tutor.app.widgets.visit_map import GLYPHS, Cell, classify, render_map, tally
 from tutor.catalog import get_drill
 from tutor.engine import CheckFinished
 from tutor.harness.result import Device, Performance, VisitMap
-from tutor.progress import DrillProgress
+from tutor.progress import DrillProgress, DrillSummary
 
 WORKSPACE = Path("/home/student/flashtutor")
 
@@ -205,3 +206,23 @@ def test_a_crash_or_timeout_shows_the_last_output_of_the_students_code():
         assert text.splitlines()[0] == "drills/01_causal_mask.py"
         assert f"the worker {kind} message" in text and "last output of your code:\nstep 1\nstep 2" in text
         assert verdict_text(result).plain == f"⚠  COULD NOT RUN · {kind}"
+
+
+def test_the_attempt_chart_labels_counted_work_and_timed_gpu_speedups_apart():
+    """The chart had one "speed-up" line fed the counted work ratio on the interpreter."""
+    cpu = history_text([2.9, 7.8e-4], [None, None], [1.0, 1.6]).plain.splitlines()
+    assert [line.split("  ")[0] for line in cpu[1:]] == ["error (log)", "work (counted)"]
+    assert cpu[2].endswith("1.00 → 1.60x") and not any("speed-up" in line for line in cpu)
+    gpu = history_text([2.9, 7.8e-4], [None, 1.75], [1.6, 1.6]).plain.splitlines()
+    assert gpu[3].startswith("speed-up (timed, GPU)") and gpu[3].endswith("- → 1.75x")
+    older = history_text([2.9], [1.34], [None], undecided=1).plain
+    assert "(1 older record: not known whether timed on a GPU)" in older
+
+
+def test_the_list_tags_its_best_ratio_timed_counted_or_older():
+    drill = get_drill("01")
+    row = DrillSummary(drill, "passed", 2, 7.8e-4, best_work_ratio=1.6)
+    assert row_cells(row)[4] == "7.8e-04 1.60x counted"
+    assert row_cells(replace(row, best_speedup=1.75))[4] == "7.8e-04 1.75x timed"
+    assert row_cells(replace(row, best_speedup=1.34, best_speedup_undecided=True))[4] == "7.8e-04 1.34x older record"
+    assert row_cells(replace(row, best_work_ratio=None))[4] == "7.8e-04"

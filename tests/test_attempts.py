@@ -20,7 +20,8 @@ from helpers_loop import EventLog, save_in_place
 
 from tutor.catalog import get_drill, pristine_path
 from tutor.engine import CheckFinished, TutorEngine
-from tutor.progress import NOT_COUNTED_SAME, NOT_COUNTED_SHIPPED, ProgressStore, content_id
+from tutor.pristine import blob_id
+from tutor.progress import NOT_COUNTED_SAME, NOT_COUNTED_SHIPPED, ProgressStore, file_content_id
 from tutor.workspace import init_workspace
 
 DRILL_01, DRILL_02 = get_drill("01"), get_drill("02")
@@ -34,7 +35,7 @@ def _progress(workspace: Path) -> dict:
 
 def test_the_same_content_twice_is_one_attempt_and_the_hash_is_recorded(tmp_path: Path) -> None:
     store = ProgressStore(tmp_path)
-    mine = content_id(b"# my attempt\n")
+    mine = blob_id(b"# my attempt\n")
     first = store.record_check(recorded_result("01_todo2_only", tmp_path), DRILL_01, mine)
     again = store.record_check(recorded_result("01_todo2_only", tmp_path), DRILL_01, mine)
     assert first.counted and not again.counted and again.not_counted == NOT_COUNTED_SAME
@@ -44,7 +45,7 @@ def test_the_same_content_twice_is_one_attempt_and_the_hash_is_recorded(tmp_path
 
 def test_the_shipped_drill_is_no_attempt_and_opens_no_hint(tmp_path: Path) -> None:
     store = ProgressStore(tmp_path)
-    shipped = content_id(pristine_path(DRILL_01).read_bytes())
+    shipped = blob_id(pristine_path(DRILL_01).read_bytes())
     for _ in range(8):  # opening the drill in the app again and again, starting watch again and again
         record = store.record_check(recorded_result("01_failing", tmp_path), DRILL_01, shipped)
         assert not record.counted and record.not_counted == NOT_COUNTED_SHIPPED and not record.newly_unlocked
@@ -54,12 +55,12 @@ def test_the_shipped_drill_is_no_attempt_and_opens_no_hint(tmp_path: Path) -> No
 
 def test_hints_open_by_distinct_attempts_and_new_broken_content_is_one(tmp_path: Path) -> None:
     store = ProgressStore(tmp_path)
-    broken = content_id(b"def attention(:\n")
+    broken = blob_id(b"def attention(:\n")
     one = store.record_check(recorded_result("01_syntax_error", tmp_path), DRILL_01, broken)
     same = store.record_check(recorded_result("01_syntax_error", tmp_path), DRILL_01, broken)
     assert one.counted and not same.counted and store.drill("01").attempts == 1
     assert 1 not in store.unlocked_hints("01")  # hint 2 opens after 2 attempts, not 2 checks
-    two = store.record_check(recorded_result("01_failing", tmp_path), DRILL_01, content_id(b"# fixed the colon\n"))
+    two = store.record_check(recorded_result("01_failing", tmp_path), DRILL_01, blob_id(b"# fixed the colon\n"))
     assert two.counted and two.progress.attempts == 2 and 1 in two.newly_unlocked
 
 
@@ -119,7 +120,7 @@ def test_two_engines_on_one_workspace_count_a_save_once(tmp_path: Path) -> None:
     assert next(e for e in saved if not e.counted).not_counted == NOT_COUNTED_SAME
     record = _progress(workspace)["01"]
     assert record["attempts"] == 1 and len(record["history"]) == 1
-    assert record["history"][0]["content"] == content_id(file.read_bytes())
+    assert record["history"][0]["content"] == blob_id(file.read_bytes())
 
 
 @pytest.mark.slow
@@ -154,18 +155,32 @@ def test_a_performance_phase_goes_only_into_an_attempt_of_its_content(tmp_path: 
     reset) must not overwrite the last attempt's speed-up."""
     store = ProgressStore(tmp_path)
     solved = recorded_result("01_passing", tmp_path)
-    mine = content_id(b"# my solved kernel\n")
+    mine = blob_id(b"# my solved kernel\n")
     store.record_check(solved, DRILL_01, mine)
     before = store.drill("01").history[-1].speedup
     shipped = recorded_result("01_failing", tmp_path)
     shipped.device = dataclasses.replace(shipped.device, interpreter=False)  # timed ratios are the headline
     shipped.full_ms, shipped.causal_ms = 1.0, 2.0
-    shipped_id = content_id(pristine_path(DRILL_01).read_bytes())
+    shipped_id = blob_id(pristine_path(DRILL_01).read_bytes())
     assert not store.record_check(shipped, DRILL_01, shipped_id).counted
-    assert shipped.headline_speedup == 0.5 != before
+    assert shipped.gpu_speedup == 0.5 != before
     store.record_performance(shipped, shipped_id)
     assert store.drill("01").history[-1].speedup == before
     solved.device = dataclasses.replace(solved.device, interpreter=False)
     solved.full_ms, solved.causal_ms = 1.75, 1.0
     store.record_performance(solved, mine)  # the same content: its numbers go in
     assert store.drill("01").history[-1].speedup == 1.75
+
+
+def test_one_name_for_a_contents_id_and_for_reading_a_drill(tmp_path: Path) -> None:
+    """progress.content_id was a second name for pristine.blob_id, catalog._parse for
+    catalog.read_drill: one name each now, and the ids progress records are the ones
+    the shipped drills' manifest holds."""
+    import tutor.catalog
+    import tutor.progress
+    from tutor.pristine import manifest
+
+    assert not hasattr(tutor.progress, "content_id") and not hasattr(tutor.catalog, "_parse")
+    assert file_content_id(pristine_path(DRILL_01)) == manifest()[DRILL_01.file] == blob_id(
+        pristine_path(DRILL_01).read_bytes())
+    assert file_content_id(tmp_path / "missing.py") is None

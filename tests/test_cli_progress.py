@@ -1,13 +1,22 @@
-"""`flashtutor check` on any file but the workspace's own drill records nothing."""
+"""`flashtutor check` on any file but the workspace's own drill records nothing, and
+`flashtutor list` shows the summary the app's list shows."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
+import pytest
+from helpers_app import offline_app, recorded_result
 from helpers_harness import REPO, run_cli
 
+from tutor.app.screens.drill_list import progress_text
+from tutor.catalog import get_drill
+from tutor.cli import main
+from tutor.progress import ProgressStore, done_count, status_words
+from tutor.quiz import QuizSession, build_questions, record_drill_status
 from tutor.workspace import init_workspace
 
 
@@ -29,3 +38,48 @@ def test_checking_another_file_records_nothing(tmp_path: Path) -> None:
     proc = run_cli("check", str(solution), "--no-timing", cwd=workspace, env=env)
     assert proc.returncode == 0, proc.stderr
     assert not (workspace / ".flashtutor" / "progress.json").exists() or "02" not in _progress(workspace)
+
+
+def _listed(capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, tuple[str, int]], str]:
+    """`flashtutor list` run in process: drill id -> (status words, attempts), and its tally line."""
+    capsys.readouterr()
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {}
+    for line in out:
+        match = re.match(r"\[.\] (\d\d)\s+.{40} (.{23}) +(\d+)  drills/", line)
+        if match:
+            rows[match[1]] = (match[2].strip(), int(match[3]))
+    return rows, next(line for line in out if " done · " in line)
+
+
+def test_list_and_the_apps_list_agree_on_every_drill_and_the_tally(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`list` re-derived the summary the app shows, and its "done" could differ: a drill
+    whose status is passed without a recorded first pass (a file from an older tutor)
+    was done in the app and not in `list`."""
+    workspace = _workspace(tmp_path)
+    store = ProgressStore(workspace)
+    store.record_check(recorded_result("01_passing", workspace), get_drill("01"), "solved")  # solved
+    store.record_check(recorded_result("01_failing", workspace), get_drill("01"), "broken")  # then broken again
+    store.record_check(recorded_result("02_failing", workspace), get_drill("02"), "tried")  # failing
+    questions = build_questions()
+    session = QuizSession(questions, store)
+    session.answer(str(questions[0].answer))
+    record_drill_status(store, session, "03")  # the paper drill: in progress, one answer
+    path = workspace / ".flashtutor" / "progress.json"
+    state = json.loads(path.read_text())
+    state["drills"]["05"] = {"status": "passed", "attempts": 3, "first_passed_at": None}  # an older tutor's record
+    path.write_text(json.dumps(state))
+    monkeypatch.setenv("FLASHTUTOR_WORKSPACE", str(workspace))
+
+    listed, tally = _listed(capsys)
+    rows = offline_app(workspace).drill_rows()  # what the app's list shows
+    assert {row.drill.id: (status_words(row), row.attempts) for row in rows} == listed
+    assert listed["01"] == ("failing, solved before", 2) and listed["02"] == ("failing", 1)
+    assert listed["03"] == ("in-progress", 1) and listed["04"] == ("not-started", 0)
+    assert listed["05"] == ("passed", 3)
+    done = done_count(rows)
+    assert done == 2 and tally.startswith(f"{done}/{len(rows)} done")
+    assert f"{done}/{len(rows)} drills passed" in progress_text(rows).plain

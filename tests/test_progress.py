@@ -4,13 +4,14 @@ fed in are recorded from real checks (tests/fixtures/results/)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from tutor.harness.result import CheckResult
-from tutor.progress import FAILING, HISTORY_LIMIT, NOT_STARTED, PASSED, ProgressStore
+from tutor.progress import FAILING, HISTORY_LIMIT, NOT_STARTED, PASSED, RAN_ON_GPU, RAN_ON_INTERPRETER, ProgressStore
 
 RESULTS = Path(__file__).parent / "fixtures" / "results"
 
@@ -32,8 +33,9 @@ def test_status_attempts_bests_and_history_follow_the_checks(tmp_path: Path) -> 
     assert progress.attempts_to_pass == 3 and progress.first_passed_at is not None
     passing, todo2_only = recorded("01_passing"), recorded("01_todo2_only")
     assert progress.best_max_abs_err == min(passing.max_abs_err, todo2_only.max_abs_err)
-    # the failing check's speed-up does not count: only kernels that PASSED
-    assert progress.best_speedup == max(passing.speedup, todo2_only.speedup)
+    # recorded on the interpreter: its wall-clock ratio is no speed-up and is not stored
+    assert passing.speedup is not None and progress.best_speedup is None
+    assert all(a.speedup is None and a.ran_on == RAN_ON_INTERPRETER for a in progress.history)
     assert [(a.passed, a.solved, a.codes, a.error) for a in progress.history] == [
         (False, False, recorded("01_failing").codes, None),
         (True, False, todo2_only.codes, None),
@@ -119,3 +121,65 @@ def test_set_status_is_for_paper_drills(tmp_path: Path) -> None:
     assert ProgressStore(tmp_path).drill("03").status == PASSED
     with pytest.raises(ValueError):
         store.set_status("03", "nearly")
+
+
+def _with_work(result: CheckResult, *, gpu: bool, full_ms: float | None, causal_ms: float | None) -> CheckResult:
+    """A recorded result as a device would give it: the causal launch visited
+    ``result.visits`` blocks, the full launch 32 (the default shape's, both heads)."""
+    assert result.visits is not None and result.device is not None
+    result.device = dataclasses.replace(result.device, interpreter=not gpu, kind="cuda" if gpu else "cpu")
+    result.full_visited_blocks = 32
+    result.full_ms, result.causal_ms = full_ms, causal_ms
+    return result
+
+
+def test_counted_work_and_timed_gpu_speedups_are_kept_apart(tmp_path: Path) -> None:
+    """On the interpreter the counted work ratio went into Attempt.speedup, which
+    the app showed as a speed-up beside GPU timings: each has its own field now."""
+    store = ProgressStore(tmp_path)
+    cpu = _with_work(recorded("01_passing"), gpu=False, full_ms=98.0, causal_ms=73.0)
+    assert cpu.work_ratio == pytest.approx(32 / 20) and cpu.speedup == pytest.approx(98 / 73)
+    store.record_check(cpu)
+    store.record_performance(cpu)  # the performance phase of the same check
+    attempt = store.drill("01").history[-1]
+    assert attempt.speedup is None and attempt.work_ratio == pytest.approx(32 / 20)
+    assert attempt.ran_on == RAN_ON_INTERPRETER
+    progress = store.drill("01")
+    assert progress.best_speedup is None and progress.best_work_ratio == pytest.approx(32 / 20)
+
+    gpu = _with_work(recorded("01_passing"), gpu=True, full_ms=None, causal_ms=None)  # verdict: not timed yet
+    store.record_check(gpu)
+    assert store.drill("01").history[-1].speedup is None
+    gpu.full_ms, gpu.causal_ms = 2.0, 1.25  # the performance phase timed it
+    store.record_performance(gpu)
+    attempt, progress = store.drill("01").history[-1], store.drill("01")
+    assert attempt.speedup == pytest.approx(1.6) and attempt.ran_on == RAN_ON_GPU
+    assert attempt.work_ratio == pytest.approx(32 / 20)
+    assert progress.best_speedup == pytest.approx(1.6) and not progress.best_speedup_undecided
+    series = progress.history_series()
+    assert series.speedups == [None, pytest.approx(1.6)]
+    assert series.work_ratios == [pytest.approx(1.6), pytest.approx(1.6)] and series.undecided == 0
+
+
+def test_an_older_file_keeps_its_speedups_as_they_were_and_says_they_are_undecided(tmp_path: Path) -> None:
+    """A file written before the split holds one `speedup` per attempt and no device:
+    it cannot be told whether it was timed on a GPU, so it is kept and marked."""
+    attempt = {"at": 1.0, "passed": True, "solved": True, "max_abs_err": 1e-3, "speedup": 1.34, "codes": [],
+               "error": None, "content": "abc"}
+    old = {"version": 1, "quiz": {}, "drills": {"01": {
+        "status": "passed", "attempts": 1, "first_passed_at": 1.0, "attempts_to_pass": 1, "best_max_abs_err": 1e-3,
+        "best_speedup": 1.34, "last_checked_at": 1.0, "unlocked_hints": [], "history": [attempt]}}}
+    (tmp_path / ".flashtutor").mkdir()
+    (tmp_path / ".flashtutor" / "progress.json").write_text(json.dumps(old))
+    store = ProgressStore(tmp_path)
+    progress = store.drill("01")
+    assert not store.warnings  # read, not moved aside
+    assert progress.history[0].speedup == 1.34 and progress.best_speedup == 1.34  # kept as it was
+    assert progress.history[0].speedup_undecided and progress.best_speedup_undecided
+    assert progress.history_series().undecided == 1 == progress.undecided_speedups
+    # an interpreter check of the same content later leaves the undecided figure undecided
+    cpu = _with_work(recorded("01_passing"), gpu=False, full_ms=98.0, causal_ms=73.0)
+    store.record_performance(cpu, "abc")
+    again = store.drill("01")
+    assert again.history[0].speedup_undecided and again.best_speedup == 1.34 and again.best_speedup_undecided
+    assert again.history[0].work_ratio == pytest.approx(32 / 20)

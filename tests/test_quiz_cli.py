@@ -13,6 +13,7 @@ import pytest
 
 from tutor.progress import ProgressStore
 from tutor.quiz import build_questions, detect_gpu
+from tutor.workspace import init_workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,6 +61,7 @@ SCRIPT = [
 
 
 def test_a_scripted_sitting_then_a_resumed_one(tmp_path):
+    tmp_path = init_workspace(tmp_path / "ws").workspace  # --workspace names a workspace
     questions = build_questions()
     first = flashtutor("quiz", "--no-gpu", "--workspace", str(tmp_path), stdin="\n".join(SCRIPT) + "\n")
     out = first.stdout
@@ -100,6 +102,7 @@ def test_a_scripted_sitting_then_a_resumed_one(tmp_path):
 
 
 def test_end_of_input_stops_the_quiz_and_keeps_what_was_answered(tmp_path):
+    tmp_path = init_workspace(tmp_path / "ws").workspace  # --workspace names a workspace
     result = flashtutor("quiz", "--no-gpu", "--seed", "4", "--workspace", str(tmp_path), stdin="1e999\n42\n")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "too large to be an answer" in result.stdout
@@ -134,3 +137,21 @@ def test_list_without_reveal_hides_the_answers_and_a_seed_changes_the_numbers():
 def test_json_and_reveal_need_list(args):
     result = flashtutor("quiz", "--no-gpu", *args)
     assert result.returncode == 2 and "go with --list" in result.stderr
+
+
+def test_quiz_finds_its_workspace_as_every_command_does(tmp_path: Path) -> None:
+    """quiz resolved --workspace by hand: a folder inside a workspace got a progress file
+    of its own, and a folder with no drills one too.  Now it uses require_workspace."""
+    workspace = init_workspace(tmp_path / "ws").workspace
+    inside = workspace / "drills"
+    first = build_questions()[0]
+    run = flashtutor("quiz", "--no-gpu", "--workspace", str(inside), stdin=f"{int(first.answer)} bytes\n")
+    assert "Traceback" not in run.stderr and "answers so far are saved" in run.stdout
+    assert not (inside / ".flashtutor").exists()
+    assert ProgressStore(workspace).quiz_answers()[first.id]["correct"]
+
+    empty = tmp_path / "no-drills"
+    empty.mkdir()
+    run = flashtutor("quiz", "--no-gpu", "--workspace", str(empty), stdin=f"{int(first.answer)} bytes\n")
+    assert "Traceback" not in run.stderr and "No workspace found: progress is not being saved" in run.stdout
+    assert list(empty.iterdir()) == []  # nothing written where no workspace is

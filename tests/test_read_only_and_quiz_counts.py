@@ -13,15 +13,17 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from helpers_app import offline_app
 from helpers_harness import BROKEN, run_cli
 
+from tutor import progress
 from tutor.catalog import get_drill
 from tutor.cli import main
-from tutor.progress import ProgressStore
+from tutor.progress import ProgressStore, not_saved_note, saved_words
 from tutor.quiz import QuizSession, build_questions
 from tutor.workspace import init_workspace
 
@@ -92,3 +94,22 @@ def test_list_and_the_app_show_one_attempt_count_for_the_quiz(tmp_path: Path, mo
     listed = int(line.split()[-2])
     shown = next(row for row in offline_app(workspace).drill_rows() if row.drill.id == "03")
     assert listed == shown.attempts == 3
+
+
+def test_the_not_saved_words_live_in_one_place() -> None:
+    """The "progress not saved" words were spelled out in check, quiz (three ways), the
+    app's quiz screen, doctor and the store: now every front end takes them from
+    tutor.progress (NOT_SAVED and the functions built on it)."""
+    spelled = re.compile(r"not (being )?saved|nothing was saved", re.IGNORECASE)
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "tutor").rglob("*.py"))
+             if path.name != "progress.py"
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if spelled.search(line.split("#", 1)[0])]
+    assert found == []
+    store = ProgressStore(unwritable_workspace(Path(tempfile.mkdtemp())))
+    assert store.save_error is not None
+    words = [store.warnings[0], not_saved_note(store, "command"), not_saved_note(None, "sitting"),
+             saved_words(store, "kept"), saved_words(None, "kept")]
+    assert all(progress.NOT_SAVED in w.replace("NOT", "not") for w in words), words
+    assert not_saved_note(ProgressStore(Path(tempfile.mkdtemp())), "command") == ""
+    assert saved_words(ProgressStore(Path(tempfile.mkdtemp())), "kept") == "kept"

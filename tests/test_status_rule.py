@@ -11,7 +11,8 @@ from tutor.app.screens.confirm import ConfirmScreen
 from tutor.app.screens.text_page import TextPage
 from tutor.catalog import all_drills, get_drill, pristine_path, solution_path
 from tutor.cli import main
-from tutor.progress import FAILING, ProgressStore, content_id, status_words
+from tutor.pristine import blob_id
+from tutor.progress import FAILING, ProgressStore, status_words
 
 DRILL = get_drill("01")
 
@@ -21,12 +22,12 @@ def solved_then_reset(tmp_path, monkeypatch):
     file = workspace / "drills" / DRILL.file
     file.write_bytes(solution_path(DRILL).read_bytes())
     store = ProgressStore(workspace)
-    assert store.record_check(recorded_result("01_passing", workspace), DRILL, content_id(file.read_bytes())).counted
+    assert store.record_check(recorded_result("01_passing", workspace), DRILL, blob_id(file.read_bytes())).counted
     monkeypatch.setenv("FLASHTUTOR_WORKSPACE", str(workspace))
     assert main(["reset", "01"]) == 0
     assert file.read_bytes() == pristine_path(DRILL).read_bytes()
     # the tutor checks the reset file: the shipped drill fails (no new attempt)
-    again = store.record_check(recorded_result("01_failing", workspace), DRILL, content_id(file.read_bytes()))
+    again = store.record_check(recorded_result("01_failing", workspace), DRILL, blob_id(file.read_bytes()))
     assert not again.counted
     return workspace, store
 

@@ -56,6 +56,7 @@ def test_the_verdict_comes_first_and_the_performance_of_the_same_content_follows
         assert verdict.result.full_ms is None and verdict.result.roofline is None  # not yet timed
         assert verdict.result.visits is not None and verdict.result.work_ratio == pytest.approx(32 / 20)
         assert verdict.record.attempts == 1 and verdict.record.history[-1].speedup is None
+        assert verdict.record.history[-1].work_ratio == pytest.approx(32 / 20)  # counted with the verdict
 
         performance = performance_of(log, 1, after=mark)
         events = log.events[mark:]
@@ -67,10 +68,12 @@ def test_the_verdict_comes_first_and_the_performance_of_the_same_content_follows
         modes = {launch["mode"]: launch for launch in result.roofline["launches"]}
         assert set(modes) == {"full", "causal"} and modes["causal"]["visited_tiles"] == 20
         assert all(launch["tflops"] is None and launch["gbps"] is None for launch in modes.values())  # no rates
-        # recorded: the same attempt (not a second one) now carries the counted work ratio
+        # recorded: the same attempt (not a second one) carries the counted work ratio, and no
+        # speed-up: the interpreter's wall clock is none (a GPU's timed ratio has its own field)
         progress = engine.progress.drill("01")
-        assert progress.attempts == 1 and progress.history[-1].speedup == pytest.approx(32 / 20)
-        assert performance.record.best_speedup == pytest.approx(32 / 20)
+        assert progress.attempts == 1 and progress.history[-1].work_ratio == pytest.approx(32 / 20)
+        assert progress.history[-1].speedup is None and performance.record.best_speedup is None
+        assert performance.record.best_work_ratio == pytest.approx(32 / 20)
 
 
 def test_a_save_during_the_performance_phase_cancels_it_and_the_newer_content_is_checked(tmp_path: Path) -> None:

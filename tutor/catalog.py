@@ -105,10 +105,6 @@ class Drill:
 def read_drill(path: Path) -> Drill:
     """Parse one drill's TOML (raises ``tomllib.TOMLDecodeError``, ``KeyError`` for a
     missing required key, ``TypeError``/``ValueError`` for a value of the wrong kind)."""
-    return _parse(path)
-
-
-def _parse(path: Path) -> Drill:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     shipped = None
     if "shipped" in data:
@@ -151,7 +147,7 @@ def _parse(path: Path) -> Drill:
 def _load(root: Path) -> tuple[Drill, ...]:
     # one NN_name.toml per drill; other data beside it has a longer suffix (NN_name.quiz.toml)
     files = sorted(p for p in (root / "drills").glob("[0-9][0-9]_*.toml") if p.suffixes == [".toml"])
-    drills = tuple(_parse(p) for p in files)
+    drills = tuple(read_drill(p) for p in files)
     if not drills:
         raise FileNotFoundError(f"no drill metadata (*.toml) under {root / 'drills'}")
     return drills

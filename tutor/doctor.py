@@ -23,6 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from tutor.harness.device import INTERPRETER_MIN_TRITON, interpreter_supports
 from tutor.paths import NO_WORKSPACE
+from tutor.progress import NOT_SAVED
 
 Level = Literal["ok", "warning", "error"]
 
@@ -179,7 +180,7 @@ def probe_workspace(workspace: Path | None) -> list[Finding]:
         found.append(Finding("writable", "ok", "progress can be saved"))
     except OSError as exc:
         found.append(Finding("writable", "warning", f"the workspace is not writable ({exc.strerror}): "
-                             "checks run, but progress is not saved", "check the directory's permissions"))
+                             f"checks run, but {NOT_SAVED}", "check the directory's permissions"))
     return found
 
 

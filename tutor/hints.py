@@ -4,10 +4,18 @@ The hints and their unlock rules are data (``[[hints]]`` in the drill's TOML,
 read into :class:`tutor.catalog.Hint`).  A hint is open when
 
 * it has neither rule (``open_from_start``: the first tier), or
-* a check reported one of its ``unlock_codes`` (it opens at once), or
+* a check of the student's edit reported one of its ``unlock_codes`` (it opens
+  at once, whether or not that check counted as an attempt: the same edit
+  checked again opens what its codes key), or
 * the drill has ``after_attempts`` attempts: checks of distinct content
   (:mod:`tutor.progress`; re-checking an unchanged file, or the drill as
   shipped, is no attempt).
+
+The drill *as shipped* opens nothing, although its check reports codes: it is
+no edit of the student's, and drills 04 and 06 ship with codes that key two or
+three hints, which opening the drill would otherwise hand out unearned (issue
+10: opening a drill with no edit must open no hint).  The rule's words say so
+("a check of your edit").
 
 Earned unlocks are stored in the progress file and never taken back.
 """
@@ -35,16 +43,18 @@ class HintState:
         return unlock_rule(self.hint)
 
 
+def code_unlocks(drill: Drill, codes: Iterable[str]) -> set[int]:
+    """The hints (indices) keyed to any of the diagnosis ``codes`` a check reported."""
+    reported = set(codes)
+    return {index for index, hint in enumerate(drill.hints) if reported.intersection(hint.unlock_codes)}
+
+
 def earned_unlocks(drill: Drill, attempts: int, codes: Iterable[str]) -> set[int]:
     """The hints (indices) that a drill with ``attempts`` distinct attempts, whose latest
     check reported ``codes``, has earned.  Open-from-start hints are not earned."""
-    reported = set(codes)
-    return {
-        index
-        for index, hint in enumerate(drill.hints)
-        if reported.intersection(hint.unlock_codes)
-        or (hint.after_attempts is not None and attempts >= hint.after_attempts)
-    }
+    by_attempts = {index for index, hint in enumerate(drill.hints)
+                   if hint.after_attempts is not None and attempts >= hint.after_attempts}
+    return code_unlocks(drill, codes) | by_attempts
 
 
 def hint_states(drill: Drill, earned: Iterable[int]) -> list[HintState]:
@@ -57,7 +67,8 @@ def hint_states(drill: Drill, earned: Iterable[int]) -> list[HintState]:
 
 
 def unlock_rule(hint: Hint) -> str:
-    """What opens ``hint``, in words: "after 2 attempts, or at once when a check reports todo2-open"."""
+    """What opens ``hint``, in words: "after 2 attempts, or at once when a check of your edit
+    reports todo2-open" (the drill as shipped opens nothing: see the module's words)."""
     if hint.open_from_start:
         return "open from the start"
     parts = []
@@ -66,7 +77,7 @@ def unlock_rule(hint: Hint) -> str:
     if hint.unlock_codes:
         codes = list(hint.unlock_codes)
         listed = codes[0] if len(codes) == 1 else ", ".join(codes[:-1]) + " or " + codes[-1]
-        parts.append(f"at once when a check reports {listed}")
+        parts.append(f"at once when a check of your edit reports {listed}")
     return "opens " + ", or ".join(parts)
 
 

@@ -4,18 +4,34 @@ Per drill: its status (``not-started``, ``failing``, ``passed`` — the state of
 the drill file as last checked; passed means that check *solved* it: PASSED
 with no open finding), the number of attempts, when it was first solved and
 after how many attempts (``solved_before``: a pass once recorded is never taken
-back, even when the file is later reset or broken), the best error,
-the best speed-up of a passing kernel, the recent attempts (for a sparkline)
-and the hints it has unlocked.  Besides the drills: the quiz answers.
+back, even when the file is later reset or broken), the best error, the best
+figures of a passing kernel, the recent attempts (for a sparkline) and the
+hints it has unlocked.  Besides the drills: the quiz answers.
+
+Two figures of a kernel's causal saving are kept apart, never in one field:
+
+* ``work_ratio``: *counted* work, the K/V blocks the full launch visited over
+  those the causal launch visited (from the visit maps), on any device;
+* ``speedup``: the *timed* full/causal ratio, recorded only from a GPU (the
+  interpreter's wall clock is no speed).
+
+Files written before the two were kept apart hold one ``speedup`` per attempt
+that may be either (an interpreter's wall-clock ratio, its counted ratio, or a
+GPU's timed one): the attempt does not say on which device it ran, so it cannot
+be decided.  Such a value is read and kept as it was, and
+:attr:`DrillProgress.undecided_speedups` counts them so that a front end can say so.
 
 An attempt is a distinct content: a check counts only when the file's bytes
-(their git blob id, :func:`content_id`) differ from the drill's last counted
+(their git blob id, :func:`tutor.pristine.blob_id`) differ from the drill's last counted
 attempt and from the drill as shipped, decided under the file lock, so two
 front ends on one workspace count a save once, and opening a drill, starting
 ``watch`` or re-running ``check`` on an unchanged file count nothing.  Such a
 check still runs and is shown; it sets the status (the file's current state)
-once the drill has been worked on, and changes nothing else.  A crash or a
-syntax error of new content is an attempt like any other.
+once the drill has been worked on, and the diagnosis codes of an edit checked
+again open the hints keyed to them (:mod:`tutor.hints`; attempt-count tiers
+stay tied to counted attempts, and the drill as shipped opens nothing); it
+changes nothing else.  A crash or a syntax error of new content is an attempt
+like any other.
 
 Every change is a read-modify-write of the file under an advisory lock, so
 two stores on one workspace (the engine's and the quiz's, or ``watch`` in one
@@ -42,7 +58,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 try:
     import fcntl
@@ -52,7 +68,7 @@ except ImportError:  # pragma: no cover - not POSIX: one process per workspace, 
 from tutor.atomic import write_text_atomically
 from tutor.catalog import Drill, Hint, get_drill
 from tutor.harness.result import CheckResult
-from tutor.hints import earned_unlocks
+from tutor.hints import code_unlocks, earned_unlocks
 from tutor.paths import WORKSPACE_STATE_DIR
 from tutor.pristine import PristineError, blob_id, manifest
 
@@ -79,10 +95,18 @@ class Attempt:
     passed: bool  # every case within tolerance (there may still be a finding)
     solved: bool  # passed with no open finding
     max_abs_err: float | None
-    speedup: float | None
+    speedup: float | None  # timed full/causal, on a GPU only (older files: see the module's words)
     codes: list[str] = field(default_factory=list)  # diagnosis codes
     error: str | None = None  # the error kind when the check could not run
     content: str | None = None  # git blob id of the file's bytes that were checked
+    work_ratio: float | None = None  # counted K/V blocks, full launch over causal launch
+    ran_on: str | None = None  # RAN_ON_GPU or RAN_ON_INTERPRETER; None: written before this was kept
+
+    @property
+    def speedup_undecided(self) -> bool:
+        """A speed-up from a file written before timed and counted were kept apart:
+        whether it was timed on a GPU or not cannot be told."""
+        return self.ran_on is None and self.speedup is not None
 
 
 @dataclass
@@ -92,7 +116,9 @@ class DrillProgress:
     first_passed_at: float | None = None  # seconds since the epoch, first check that solved it
     attempts_to_pass: int | None = None  # how many checks that took
     best_max_abs_err: float | None = None  # smallest error of any check that produced an output
-    best_speedup: float | None = None  # largest full/causal speed-up of a check that PASSED
+    best_speedup: float | None = None  # largest timed GPU full/causal speed-up of a check that PASSED
+    best_speedup_timed: bool = False  # best_speedup was recorded as timed on a GPU (False in older files)
+    best_work_ratio: float | None = None  # largest counted full/causal work ratio of a check that PASSED
     last_checked_at: float | None = None
     unlocked_hints: list[int] = field(default_factory=list)  # earned unlocks, indices into Drill.hints
     history: list[Attempt] = field(default_factory=list)
@@ -102,9 +128,27 @@ class DrillProgress:
         """Solved at least once: the solution gate opens for good."""
         return self.first_passed_at is not None
 
-    def history_series(self) -> tuple[list[float | None], list[float | None]]:
-        """Error and speed-up of each recorded attempt, oldest first (the drill view's charts)."""
-        return [a.max_abs_err for a in self.history], [a.speedup for a in self.history]
+    def history_series(self) -> HistorySeries:
+        """Error, timed GPU speed-up and counted work ratio of each recorded attempt,
+        oldest first (the drill view's charts)."""
+        return HistorySeries(
+            errors=[a.max_abs_err for a in self.history],
+            speedups=[a.speedup for a in self.history],
+            work_ratios=[a.work_ratio for a in self.history],
+            undecided=sum(a.speedup_undecided for a in self.history),
+        )
+
+    @property
+    def best_speedup_undecided(self) -> bool:
+        """The best speed-up comes from a file written before timed and counted were
+        kept apart: it may not have been timed on a GPU."""
+        return self.best_speedup is not None and not self.best_speedup_timed
+
+    @property
+    def undecided_speedups(self) -> int:
+        """How many recorded speed-ups cannot be told timed-on-a-GPU from not
+        (attempts written before the two figures were kept apart)."""
+        return sum(a.speedup_undecided for a in self.history)
 
     @property
     def last_content(self) -> str | None:
@@ -112,7 +156,30 @@ class DrillProgress:
         return self.history[-1].content if self.history else None
 
 
-def status_words(progress: DrillProgress) -> str:
+class HistorySeries(NamedTuple):
+    """The attempt history as the drill view charts it, oldest first."""
+
+    errors: list[float | None]
+    speedups: list[float | None]  # timed full/causal on a GPU (and older files' undecided ones)
+    work_ratios: list[float | None]  # counted full/causal K/V blocks
+    undecided: int = 0  # speed-ups from older files that may not have been timed on a GPU
+
+
+RAN_ON_GPU = "gpu"
+RAN_ON_INTERPRETER = "interpreter"
+
+
+class HasStatus(Protocol):
+    """A drill's standing: :class:`DrillProgress` or :class:`DrillSummary`."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def solved_before(self) -> bool: ...
+
+
+def status_words(progress: HasStatus) -> str:
     """The status as a front end shows it: the current file's state, and that it
     was solved before when the current file no longer is (``failing, solved before``)."""
     if progress.status != PASSED and progress.solved_before:
@@ -120,15 +187,11 @@ def status_words(progress: DrillProgress) -> str:
     return progress.status
 
 
-def content_id(data: bytes) -> str:
-    """The id of a drill file's content: git's blob id of its bytes."""
-    return blob_id(data)
-
-
 def file_content_id(path: Path) -> str | None:
-    """:func:`content_id` of the file at ``path``; None when it cannot be read."""
+    """The id of the content of the file at ``path`` (git's blob id of its bytes,
+    :func:`tutor.pristine.blob_id`); None when it cannot be read."""
     try:
-        return content_id(Path(path).read_bytes())
+        return blob_id(Path(path).read_bytes())
     except OSError:
         return None
 
@@ -138,6 +201,38 @@ def _shipped_id(drill: Drill) -> str | None:
         return manifest().get(drill.file)
     except PristineError:
         return None
+
+
+# The words every front end uses when progress cannot be written (read-only workspace,
+# full disk, no workspace): one phrase, said loudly once (the store's warning) and
+# quietly wherever something it shows is not kept.
+NOT_SAVED = "progress is not being saved"
+
+
+def not_saved_warning(reason: str) -> str:
+    """The warning a front end says once: why, and that nothing outlives the session."""
+    loud = NOT_SAVED.replace(" not ", " NOT ")
+    return f"{reason}: {loud} (checks still run; nothing they record outlives this session)"
+
+
+def not_saved_note(store: ProgressStore | None, scope: str) -> str:
+    """What to add to a line that reports something recorded (a hint unlocked, answers
+    kept) when it is not kept: "" when the store saves, else "for this <scope> only: ..."."""
+    if store is not None and store.save_error is None:
+        return ""
+    if store is None:
+        return f"for this {scope} only: no workspace, so {NOT_SAVED}"
+    return f"for this {scope} only: {NOT_SAVED}"
+
+
+def saved_words(store: ProgressStore | None, saved: str) -> str:
+    """``saved`` when the store writes its file; else that nothing was saved, and why
+    (a front end never claims it kept what it did not)."""
+    if store is None:
+        return f"nothing was saved: no workspace, so {NOT_SAVED}"
+    if store.save_error is not None:
+        return f"nothing was saved: {NOT_SAVED} in this workspace"
+    return saved
 
 
 NOT_COUNTED_SAME = "same content as your last attempt"
@@ -206,6 +301,25 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+def _ran_on(result: CheckResult) -> str | None:
+    if result.device is None:
+        return None
+    return RAN_ON_INTERPRETER if result.device.interpreter else RAN_ON_GPU
+
+
+def _larger(best: float | None, value: float | None) -> float | None:
+    return best if value is None else value if best is None else max(best, value)
+
+
+def _take_bests(progress: DrillProgress, attempt: Attempt) -> None:
+    """The best figures of a check that PASSED: each kept in its own field."""
+    timed = attempt.speedup if attempt.ran_on == RAN_ON_GPU else None  # never an older file's undecided one
+    best = _larger(progress.best_speedup, timed)
+    if best != progress.best_speedup:  # a new best, timed on a GPU
+        progress.best_speedup, progress.best_speedup_timed = best, True
+    progress.best_work_ratio = _larger(progress.best_work_ratio, attempt.work_ratio)
+
+
 def _copy(progress: DrillProgress) -> DrillProgress:
     return replace(progress, unlocked_hints=list(progress.unlocked_hints),
                    history=[replace(a, codes=list(a.codes)) for a in progress.history])
@@ -255,25 +369,33 @@ class ProgressStore:
     # -- changing ------------------------------------------------------------------
     def record_check(self, result: CheckResult, drill: Drill | None = None, content: str | None = None) -> CheckRecord:
         """Record one check of ``result.drill``, whose file held ``content`` (its
-        :func:`content_id`; None: unknown, always counted).  A new content counts as
+        :func:`file_content_id`; None: unknown, always counted).  A new content counts as
         an attempt: status, attempts, bests, history and the hints its diagnosis
         codes or the new attempt count unlock.  The last counted content or the
-        shipped drill again is not an attempt (``CheckRecord.counted`` is False)."""
+        shipped drill again is not an attempt (``CheckRecord.counted`` is False);
+        the last counted content's codes still open the hints keyed to them."""
         meta = drill or get_drill(result.drill)
         now = time.time()
+        ran = result.error is None
         attempt = Attempt(
             at=now,
             passed=result.passed,
             solved=result.solved,
-            max_abs_err=_finite(result.max_abs_err) if result.error is None else None,
-            speedup=_finite(result.speedup) if result.error is None else None,
+            max_abs_err=_finite(result.max_abs_err) if ran else None,
+            speedup=_finite(result.gpu_speedup) if ran else None,
             codes=list(result.codes),
             error=None if result.error is None else result.error.kind,
             content=content,
+            work_ratio=_finite(result.work_ratio) if ran else None,
+            ran_on=_ran_on(result),
         )
         shipped = _shipped_id(meta) if content is not None else None
         newly: list[int] = []
         why: list[str] = []
+
+        def unlock(progress: DrillProgress, earned: set[int]) -> None:
+            newly[:] = sorted(earned - set(progress.unlocked_hints))
+            progress.unlocked_hints = sorted(set(progress.unlocked_hints) | earned)
 
         def change(state: _State) -> None:
             progress = state.drills.setdefault(meta.id, DrillProgress())
@@ -285,6 +407,8 @@ class ProgressStore:
                 if progress.attempts or progress.solved_before:
                     progress.status = PASSED if attempt.solved else FAILING
                     progress.last_checked_at = now
+                if content != shipped:  # the student's edit checked again: its codes open their hints
+                    unlock(progress, code_unlocks(meta, attempt.codes))
                 return
             progress.attempts += 1
             progress.last_checked_at = now
@@ -295,13 +419,10 @@ class ProgressStore:
             if attempt.max_abs_err is not None:
                 best = progress.best_max_abs_err
                 progress.best_max_abs_err = attempt.max_abs_err if best is None else min(best, attempt.max_abs_err)
-            if attempt.passed and attempt.speedup is not None:
-                best = progress.best_speedup
-                progress.best_speedup = attempt.speedup if best is None else max(best, attempt.speedup)
+            if attempt.passed:
+                _take_bests(progress, attempt)
             progress.history = [*progress.history, attempt][-HISTORY_LIMIT:]
-            earned = earned_unlocks(meta, progress.attempts, attempt.codes)
-            newly[:] = sorted(earned - set(progress.unlocked_hints))
-            progress.unlocked_hints = sorted(set(progress.unlocked_hints) | earned)
+            unlock(progress, earned_unlocks(meta, progress.attempts, attempt.codes))
 
         state = self._update(change)
         return CheckRecord(drill=meta.id, progress=_copy(state.drills[meta.id]), newly_unlocked=list(newly),
@@ -309,22 +430,29 @@ class ProgressStore:
 
     def record_performance(self, result: CheckResult, content: str | None = None) -> DrillProgress:
         """The performance phase of the check just recorded by :meth:`record_check`
-        completed: its speed-up goes into that attempt and the drill's best.  Not
-        an attempt of its own.  With ``content``, only into an attempt of that
-        content (a check that was not counted, such as the drill as shipped,
-        leaves the last attempt's numbers alone)."""
-        speedup = _finite(result.headline_speedup) if result.error is None else None
+        completed: its timed speed-up (on a GPU only) and counted work ratio go into
+        that attempt and the drill's bests.  Not an attempt of its own.  With
+        ``content``, only into an attempt of that content (a check that was not
+        counted, such as the drill as shipped, leaves the last attempt's numbers alone)."""
+        ran = result.error is None
+        speedup = _finite(result.gpu_speedup) if ran else None
+        work_ratio = _finite(result.work_ratio) if ran else None
 
         def change(state: _State) -> None:
             progress = state.drills.get(result.drill)
-            if progress is None or not progress.history or speedup is None:
+            if progress is None or not progress.history or (speedup is None and work_ratio is None):
                 return
-            if content is not None and progress.history[-1].content not in (content, None):
+            last = progress.history[-1]
+            if content is not None and last.content not in (content, None):
                 return
-            progress.history[-1].speedup = speedup
-            if progress.history[-1].passed:
-                best = progress.best_speedup
-                progress.best_speedup = speedup if best is None else max(best, speedup)
+            if speedup is not None:
+                last.speedup, last.ran_on = speedup, RAN_ON_GPU
+            elif last.ran_on is None and last.speedup is None:
+                last.ran_on = _ran_on(result)  # an older attempt's undecided speed-up stays undecided
+            if work_ratio is not None:
+                last.work_ratio = work_ratio
+            if last.passed:
+                _take_bests(progress, last)
 
         state = self._update(change)
         return _copy(state.drills.get(result.drill, DrillProgress()))
@@ -439,8 +567,7 @@ class ProgressStore:
     def _memory_only(self, message: str) -> None:
         if self.save_error is None:
             self.save_error = message
-            self.warnings.append(f"{message}: progress is NOT being saved (checks still run; nothing they "
-                                 "record outlives this session)")
+            self.warnings.append(not_saved_warning(message))
 
 
 @dataclass(frozen=True)
@@ -451,15 +578,29 @@ class DrillSummary:
     status: str  # NOT_STARTED | IN_PROGRESS | FAILING | PASSED
     attempts: int
     best_error: float | None = None
-    best_speedup: float | None = None
+    best_speedup: float | None = None  # timed on a GPU (DrillProgress.best_speedup)
+    best_work_ratio: float | None = None  # counted (DrillProgress.best_work_ratio)
+    best_speedup_undecided: bool = False  # from an older file: maybe not timed on a GPU
     quiz_score: str = ""  # paper drills: "quiz 4 right"
     solved_before: bool = False  # solved once (DrillProgress.solved_before)
 
+    @property
+    def done(self) -> bool:
+        """Counted as done in every front end's tally: solved once, or passed now."""
+        return self.solved_before or self.status == PASSED
 
-def drill_summaries(store: ProgressStore, drills: Iterable[Drill]) -> list[DrillSummary]:
-    """A :class:`DrillSummary` per drill, in the order given (one read of the progress file each)."""
-    progress = store.all_drills()
-    answers = store.quiz_answers()
+
+def done_count(rows: Iterable[DrillSummary]) -> int:
+    """How many drills are done (:attr:`DrillSummary.done`): the one tally of the app and `list`."""
+    return sum(row.done for row in rows)
+
+
+def drill_summaries(store: ProgressStore | None, drills: Iterable[Drill]) -> list[DrillSummary]:
+    """A :class:`DrillSummary` per drill, in the order given (one read of the progress file each);
+    with no ``store`` (no workspace) every drill is untouched.  The app's list and
+    ``flashtutor list`` both show these."""
+    progress = store.all_drills() if store is not None else {}
+    answers = store.quiz_answers() if store is not None else {}
     rows = []
     for drill in drills:
         p = progress.get(drill.id, DrillProgress())
@@ -467,6 +608,6 @@ def drill_summaries(store: ProgressStore, drills: Iterable[Drill]) -> list[Drill
         if not drill.is_kernel:
             right = sum(1 for a in answers.values() if a["correct"])
             quiz = f"quiz {right} right" if answers else "quiz"
-        rows.append(DrillSummary(drill, p.status, p.attempts, p.best_max_abs_err, p.best_speedup, quiz,
-                                 solved_before=p.solved_before))
+        rows.append(DrillSummary(drill, p.status, p.attempts, p.best_max_abs_err, p.best_speedup,
+                                 p.best_work_ratio, p.best_speedup_undecided, quiz, solved_before=p.solved_before))
     return rows

@@ -11,7 +11,15 @@ from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
 from tutor.links import file_link
 from tutor.paths import default_workspace
-from tutor.progress import CheckRecord, DrillProgress, ProgressStore, file_content_id, status_words
+from tutor.progress import (
+    CheckRecord,
+    ProgressStore,
+    done_count,
+    drill_summaries,
+    file_content_id,
+    not_saved_note,
+    status_words,
+)
 from tutor.report import performance_lines, verdict_lines
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.targets import Target, TargetError, resolve, workspace_file
@@ -157,9 +165,10 @@ def _progress_lines(target: Target, record: CheckRecord | None, store: ProgressS
     lines = []
     if not record.counted:
         lines.append(f"not a new attempt ({record.not_counted}): attempts stay at {record.progress.attempts}")
+    note = not_saved_note(store, "command")
+    suffix = f" - {note}" if note else ""
     for hint in unlocked:
-        lines.append(f"hint unlocked: {hint.title} (`flashtutor hint {target.drill.id}`)"
-                     + (" - for this command only: progress is not being saved" if store.save_error else ""))
+        lines.append(f"hint unlocked: {hint.title} (`flashtutor hint {target.drill.id}`){suffix}")
     return "".join(f"\n{line}" for line in lines) + ("\n" if lines else "")
 
 
@@ -170,15 +179,13 @@ def run_list_command(args: argparse.Namespace) -> int:
     longer passes but once did."""
     marks = {"passed": "[x]", "failing": "[!]", "in-progress": "[~]", "not-started": "[ ]"}
     workspace = default_workspace()
-    progress = ProgressStore(workspace).all_drills() if workspace is not None else {}
-    drills = all_drills()
+    rows = drill_summaries(ProgressStore(workspace) if workspace is not None else None, all_drills())
     print(f"    {'id':<4}{'drill':<40} {'status':<23} {'attempts':>8}  file")
-    for drill in drills:
-        record = progress.get(drill.id) or DrillProgress()
-        print(f"{marks[record.status]} {drill.id:<4}{drill.title:<40} {status_words(record):<23} "
-              f"{record.attempts:>8}  drills/{drill.file}")
-    done = sum(1 for d in drills if d.id in progress and progress[d.id].solved_before)
+    for row in rows:  # the rows the app's list shows (tutor.progress.drill_summaries)
+        drill = row.drill
+        print(f"{marks[row.status]} {drill.id:<4}{drill.title:<40} {status_words(row):<23} "
+              f"{row.attempts:>8}  drills/{drill.file}")
     where = (f"workspace {workspace}" if workspace is not None
              else "no workspace found (`flashtutor init DIR` makes one)")
-    print(f"\n{done}/{len(drills)} done · {where}")
+    print(f"\n{done_count(rows)}/{len(rows)} done · {where}")
     return EXIT_OK

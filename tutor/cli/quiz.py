@@ -15,8 +15,8 @@ import textwrap
 from pathlib import Path
 
 from tutor.cli import EXIT_FAILED, EXIT_OK
-from tutor.paths import default_workspace
-from tutor.progress import ProgressStore
+from tutor.paths import NoWorkspace, require_workspace
+from tutor.progress import NOT_SAVED, ProgressStore, not_saved_note, saved_words
 from tutor.quiz import (
     AnswerFeedback,
     GpuBudget,
@@ -47,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     quiz.add_argument("--no-gpu", action="store_true",
                       help="use the stated budgets even when a GPU is present")
     quiz.add_argument("--workspace", type=Path, metavar="DIR",
-                      help="where progress is kept (default: the current workspace)")
+                      help="the workspace whose progress keeps the answers: DIR or the one above it "
+                           "(default: the current workspace)")
     quiz.set_defaults(func=run_quiz_command, parser=quiz)
 
 
@@ -82,8 +83,10 @@ def _list(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBud
 
 
 def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudget | None) -> int:
-    workspace = args.workspace.resolve() if args.workspace else default_workspace()
-    store = ProgressStore(workspace) if workspace is not None else None
+    try:  # found as every command finds it; without one the quiz still runs, saving nothing
+        store: ProgressStore | None = ProgressStore(require_workspace(args.workspace))
+    except NoWorkspace:
+        store = None
     session = QuizSession(questions, store, restart=args.restart)
     print(f"Drill 03: HBM traffic, naive vs fused attention. {len(questions)} questions.")
     if gpu is not None:
@@ -95,7 +98,7 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
     if session.skipped:
         print(f"{session.skipped} answered right in an earlier sitting are skipped (--restart asks them again).")
     if store is None:
-        print("No workspace found: answers are not saved (use --workspace DIR).")
+        print(f"No workspace found: {NOT_SAVED} (use --workspace DIR).")
     warned = _warn(store, 0)
     print("Type each answer and press Enter; units are fine (2.16 GB, 129x, 4k).\n")
 
@@ -109,20 +112,20 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
                 text = input("> ")
             except EOFError:
                 record_drill_status(store, session, DRILL_ID)
-                print(f"\n\nStopped before the end; {_saved(store, 'answers so far are saved')}.")
+                print(f"\n\nStopped before the end; {saved_words(store, 'answers so far are saved')}.")
                 print(f"Score: {session.score}")
                 return EXIT_FAILED
             feedback = session.answer(text)
             warned = _warn(store, warned)  # a write that failed only now says so, once
             print(_render_feedback(feedback))
+            note = not_saved_note(store, "sitting")
             for hint in session.newly_unlocked:
-                print(f"hint unlocked: {hint.title} (`flashtutor hint {DRILL_ID}`)"
-                      + (" - for this sitting only, not saved" if _not_saving(store) else ""))
+                print(f"hint unlocked: {hint.title} (`flashtutor hint {DRILL_ID}`)" + (f" - {note}" if note else ""))
             if feedback.counts and feedback.final:
                 break
         print()
     record_drill_status(store, session, DRILL_ID)
-    print(f"Score: {session.score}" + ("" if store is None else f"; {_saved(store, 'your answers are saved')}."))
+    print(f"Score: {session.score}" + ("" if store is None else f"; {saved_words(store, 'your answers are saved')}."))
     return EXIT_OK if session.score.right == session.score.total else EXIT_FAILED
 
 
@@ -132,19 +135,6 @@ def _warn(store: ProgressStore | None, shown: int) -> int:
     for warning in warnings[shown:]:
         print(f"flashtutor: {warning}", file=sys.stderr)
     return len(warnings)
-
-
-def _not_saving(store: ProgressStore | None) -> bool:
-    return store is not None and store.save_error is not None
-
-
-def _saved(store: ProgressStore | None, saved: str) -> str:
-    """Whether the answers are kept, never claimed when they are not."""
-    if store is None:
-        return "nothing was saved (no workspace)"
-    if store.save_error is not None:
-        return "nothing was saved: progress is not being saved in this workspace"
-    return saved
 
 
 def _render_feedback(feedback: AnswerFeedback) -> str:

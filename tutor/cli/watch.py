@@ -42,7 +42,7 @@ from tutor.engine import (
 )
 from tutor.hints import hint_states
 from tutor.paths import NoWorkspace, require_workspace
-from tutor.progress import ProgressStore
+from tutor.progress import ProgressStore, not_saved_note
 from tutor.report import performance_lines, verdict, verdict_lines
 
 KEYS = "Enter or r: re-run · h: hints · n: next drill · q: quit"
@@ -216,9 +216,11 @@ class WatchSession:
             self.say(f"attempt {event.record.attempts}", style=style)
         else:
             self.say(f"not a new attempt ({event.not_counted}); attempts: {event.record.attempts}", style=style)
+        note = not_saved_note(self.engine.progress, "session") if event.newly_unlocked else ""
         for hint in event.newly_unlocked:
             number = drill.hints.index(hint) + 1
-            self.say(f"\nnew hint unlocked - hint {number}: {hint.title}\n{hint.text}", style="cyan")
+            heading = f"new hint unlocked - hint {number}: {hint.title}" + (f" ({note})" if note else "")
+            self.say(f"\n{heading}\n{hint.text}", style="cyan")
         if event.result.solved:
             self.offer_next(drill)
         else:

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from tutor.app.widgets.status_bar import StatusBar
 from tutor.catalog import Drill
-from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, DrillSummary
+from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, DrillSummary, done_count
 
 # Status -> the mark a reader needs no colour for, its words, and a style for those with colour.
 STATUS_MARKS: dict[str, tuple[str, str, str]] = {
@@ -29,6 +29,23 @@ STATUS_MARKS: dict[str, tuple[str, str, str]] = {
 DrillRow = DrillSummary
 
 
+# The best full/causal ratio in the list says how it was obtained (the drill view's
+# attempt chart names the same two: "speed-up (timed, GPU)" and "work (counted)").
+TIMED_TAG = "timed"  # a speed-up timed on a GPU
+COUNTED_TAG = "counted"  # the K/V blocks the full launch visited over the causal launch's
+UNDECIDED_TAG = "older record"  # a speed-up from a file that did not say timed or counted
+
+
+def ratio_words(row: DrillRow) -> str:
+    """The best full/causal ratio of a kernel drill with its tag: the timed GPU
+    speed-up when there is one, else the counted work ratio; "" when neither."""
+    if row.best_speedup is not None:
+        return f"{row.best_speedup:.2f}x {UNDECIDED_TAG if row.best_speedup_undecided else TIMED_TAG}"
+    if row.best_work_ratio is not None:
+        return f"{row.best_work_ratio:.2f}x {COUNTED_TAG}"
+    return ""
+
+
 def row_cells(row: DrillRow) -> tuple[Text, str, str, str, str]:
     mark, words, style = STATUS_MARKS.get(row.status, ("?", row.status, ""))
     status = Text(f"{mark} {words}", style=style)
@@ -38,13 +55,12 @@ def row_cells(row: DrillRow) -> tuple[Text, str, str, str, str]:
         best = row.quiz_score or "quiz"
     else:
         error = "-" if row.best_error is None else f"{row.best_error:.1e}"
-        speedup = "" if row.best_speedup is None else f"{row.best_speedup:.2f}x"
-        best = f"{error} {speedup}".rstrip()
+        best = f"{error} {ratio_words(row)}".rstrip()
     return status, row.drill.id, row.drill.title, str(row.attempts), best
 
 
 def progress_text(rows: Sequence[DrillRow], width: int = 20) -> Text:
-    done = sum(r.solved_before or r.status == PASSED for r in rows)
+    done = done_count(rows)
     total = len(rows) or 1
     filled = round(width * done / total)
     text = Text()

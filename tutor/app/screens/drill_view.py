@@ -21,6 +21,7 @@ from tutor.app.widgets.visit_map import VisitMapView
 from tutor.app.widgets.weight_map import WeightMapView
 from tutor.catalog import Drill
 from tutor.harness.result import CheckResult
+from tutor.progress import HistorySeries
 
 METRICS_WIDTH = 48  # the numbers column, its padding included
 MAP_FRAME = 8  # the map's border and padding, the body's padding and scroll bar
@@ -53,7 +54,7 @@ class DrillScreen(Screen[None]):
         workspace: Path,
         *,
         result: CheckResult | None = None,
-        history: tuple[Sequence[float | None], Sequence[float | None]] = ((), ()),
+        history: HistorySeries | None = None,
         running: bool = False,
         animate: bool = True,
     ) -> None:
@@ -61,7 +62,7 @@ class DrillScreen(Screen[None]):
         self.drill = drill
         self.workspace = workspace
         self.result = result
-        self.history = history
+        self.history = history if history is not None else HistorySeries([], [], [])
         self.running = running
         self._animate_spinner = animate  # not `_animate`: Textual keeps its animator there
 
@@ -108,8 +109,10 @@ class DrillScreen(Screen[None]):
             self._draw_result()
             self._draw_running()
 
-    def show_history(self, errors: Sequence[float | None], speedups: Sequence[float | None]) -> None:
-        self.history = (errors, speedups)
+    def show_history(self, errors: Sequence[float | None], speedups: Sequence[float | None],
+                     work_ratios: Sequence[float | None] = (), undecided: int = 0) -> None:
+        """The attempt history (:meth:`tutor.progress.DrillProgress.history_series`, unpacked)."""
+        self.history = HistorySeries(list(errors), list(speedups), list(work_ratios), undecided)
         if self.is_mounted:
             self._draw_history()
 

@@ -13,6 +13,7 @@ from textual.widgets import Footer, Header, Input, Static
 from textual.worker import Worker
 
 from tutor.app.widgets.status_bar import StatusBar
+from tutor.progress import saved_words
 from tutor.quiz import AnswerFeedback, QuizSession, record_drill_status
 from tutor.quiz.questions import DRILL_ID
 
@@ -94,12 +95,8 @@ class QuizScreen(Screen[None]):
         shown = self.query_one("#question", Static)
         if question is None:
             done = Text("Quiz done.  ", style="bold")
-            store = self.session.store
-            if store is not None and store.save_error is None:
-                kept = "Your answers are saved in the workspace's progress."
-            else:
-                kept = "Your answers are NOT saved: progress is not being saved in this workspace."
-            done.append(f"Score: {self.session.score}.  {kept}")
+            kept = saved_words(self.session.store, "your answers are saved in the workspace's progress")
+            done.append(f"Score: {self.session.score}.  {kept[0].upper()}{kept[1:]}.")
             shown.update(done)
             self.query_one("#answer", Input).display = False
             return

@@ -1,7 +1,8 @@
 """Attempt history as text sparklines: one bar per attempt, newest on the right.
 
 Errors span orders of magnitude (3.2 before the fix, 1e-3 after), so the
-error line is drawn on a log scale; the speed-up line is linear.  Each line
+error line is drawn on a log scale; the ratio lines are linear.  The counted
+work ratio and the timed GPU speed-up are separate lines with their own labels.  Each line
 ends with the first and last value in numbers, so it reads without colour
 and without guessing the scale.
 """
@@ -43,22 +44,53 @@ def _number(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _first_last(values: list[float | None], fmt: str, unit: str = "") -> str:
+    """The first and the last value; a bare "-" when no attempt has one."""
+    if all(v is None for v in values):
+        return "-"
+    return f"{_number(values[0], fmt)} → {_number(values[-1], fmt)}{unit}"
+
+
+# What each line charts, in words that say how the figure was obtained.
+ERROR_LABEL = "error (log)"
+WORK_LABEL = "work (counted)"  # K/V blocks visited, full launch over causal launch
+SPEEDUP_LABEL = "speed-up (timed, GPU)"  # full/causal wall clock, timed on a GPU only
+LABEL_WIDTH = len(SPEEDUP_LABEL) + 2
+
+
+def history_text(errors: Sequence[float | None], speedups: Sequence[float | None],
+                 work_ratios: Sequence[float | None] = (), undecided: int = 0, width: int = 30) -> Text:
+    """The attempt chart: max abs error, the counted work ratio and, when any attempt
+    was timed on a GPU, the timed speed-up: never one line for both figures."""
+    if not errors:
+        return Text("no attempts yet: save the drill file to check it", style="dim")
+    shown = len(list(errors)[-width:])
+    errors, speedups = list(errors)[-shown:], list(speedups)[-shown:]
+    work = (list(work_ratios)[-shown:] + [None] * shown)[:shown]
+    lines = [Text(f"attempts  {shown} shown", style="dim"),
+             _line(ERROR_LABEL, spark(errors, log=True), _first_last(errors, ".1e")),
+             _line(WORK_LABEL, spark(work), _first_last(work, ".2f", "x"))]
+    if any(v is not None for v in speedups):
+        lines.append(_line(SPEEDUP_LABEL, spark(speedups), _first_last(speedups, ".2f", "x")))
+        if undecided:
+            # from a file written before timed and counted were kept apart (tutor.progress)
+            lines.append(Text(f"({undecided} older record{'s' if undecided != 1 else ''}: "
+                              "not known whether timed on a GPU)", style="dim"))
+    return Text("\n").join(lines)
+
+
+def _line(label: str, bars: str, numbers: str) -> Text:
+    text = Text(label.ljust(LABEL_WIDTH))
+    text.append(bars, style="bold")
+    text.append(f"  {numbers}")
+    return text
+
+
 class AttemptHistory(Static):
-    """Two sparklines — max abs error and causal speed-up — over recent attempts."""
+    """The attempt chart (:func:`history_text`) over recent attempts."""
 
     WIDTH = 30  # attempts shown; older ones stay in the progress file
 
-    def show(self, errors: Sequence[float | None], speedups: Sequence[float | None]) -> None:
-        if not errors:
-            self.update(Text("no attempts yet: save the drill file to check it", style="dim"))
-            return
-        errors, speedups = list(errors)[-self.WIDTH:], list(speedups)[-self.WIDTH:]
-        text = Text()
-        text.append(f"attempts  {len(errors)} shown\n", style="dim")
-        text.append("error     ")
-        text.append(spark(errors, log=True).ljust(len(errors)), style="bold")
-        text.append(f"  {_number(errors[0], '.1e')} → {_number(errors[-1], '.1e')} (log)\n")
-        text.append("speed-up  ")
-        text.append(spark(speedups).ljust(len(errors)), style="bold")
-        text.append(f"  {_number(speedups[0], '.2f')} → {_number(speedups[-1], '.2f')}x")
-        self.update(text)
+    def show(self, errors: Sequence[float | None], speedups: Sequence[float | None],
+             work_ratios: Sequence[float | None] = (), undecided: int = 0) -> None:
+        self.update(history_text(errors, speedups, work_ratios, undecided, width=self.WIDTH))
