@@ -62,19 +62,25 @@ def job(file: Path, drill: str | None = None, **options) -> CheckJob:
     return CheckJob(drill=drill or drill_of(file), file=str(file.resolve()), **options)
 
 
+# checks run side by side: each is one single-threaded interpreter process, so on a
+# 2-core machine two at a time take about half the time of one after another
+PARALLEL_CHECKS = max(1, min(2, os.cpu_count() or 1))
+
+
 def check_jobs(jobs: list[CheckJob]) -> list[CheckResult]:
     """Run each job in a fresh worker, as :class:`~tutor.runner.CheckRunner` does,
-    but start the next worker while the current check runs: on two cores that
-    hides most of a worker's start-up (importing torch and triton)."""
-    results: list[CheckResult] = []
-    upcoming = Worker("auto") if jobs else None
-    for index, one in enumerate(jobs):
-        worker, upcoming = upcoming, (Worker("auto") if index + 1 < len(jobs) else None)
+    ``PARALLEL_CHECKS`` at a time (results in the jobs' order)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(one: CheckJob) -> CheckResult:
+        worker = Worker("auto")
         try:
-            results.append(worker.run(asdict(one), CHECK_TIMEOUT_S))
+            return worker.run(asdict(one), CHECK_TIMEOUT_S)
         finally:
             worker.close()
-    return results
+
+    with ThreadPoolExecutor(max_workers=PARALLEL_CHECKS, thread_name_prefix="check") as pool:
+        return list(pool.map(run, jobs))
 
 
 def check_files(files: list[Path]) -> dict[Path, CheckResult]:

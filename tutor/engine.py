@@ -414,12 +414,14 @@ class TutorEngine:
         assert self._runner is not None
         drill = get_drill(drill_id)
         self._emit(CheckStarted(drill_id, request.file, request.trigger))
-        content = file_content_id(request.file)  # read as the check starts; a later save cancels it
+        # the bytes the worker checked name the attempt (result.content_id); the file as it is
+        # now stands in only where the worker could not say (it crashed, timed out)
+        fallback = file_content_id(request.file)
         verdicts: list[CheckResult] = []
 
         def on_verdict(verdict: CheckResult) -> None:
             verdicts.append(verdict)
-            self._verdict(drill, request, verdict, content)
+            self._verdict(drill, request, verdict, verdict.content_id or fallback)
 
         try:
             result = self._runner.check(drill_id, request.file, timing=self.timing, seed=self.seed, cancel=cancel,
@@ -429,11 +431,11 @@ class TutorEngine:
                 self._emit(EngineError(str(exc)))
             return
         if not verdicts:  # no performance phase: this result is the verdict
-            self._verdict(drill, request, result, content)
+            self._verdict(drill, request, result, result.content_id or fallback)
             return
         record = self.progress.drill(drill_id)
         if result.performance.status == "done":
-            record = self.progress.record_performance(result, content)
+            record = self.progress.record_performance(result, result.content_id or fallback)
         if not self._stopping:
             self._emit(PerformanceFinished(drill_id, result, record))
 

@@ -87,7 +87,9 @@ def run_check_command(args: argparse.Namespace) -> int:
                 continue
             title = f"{target.drill.id} {target.drill.title} ({file_link(target.file, stream=sys.stdout)})"
             shown: list[CheckResult] = []
-            content = file_content_id(target.file)  # the bytes this check reads
+            # the bytes the worker checked name the attempt (result.content_id); the file as it
+            # is now stands in only where the worker could not say (it crashed, timed out)
+            content = file_content_id(target.file)
             store = _store_for(target)  # one progress store for both phases of this check
 
             def on_verdict(verdict: CheckResult, target: Target = target, title: str = title,
@@ -109,7 +111,7 @@ def run_check_command(args: argparse.Namespace) -> int:
                 if not args.json and sys.stderr.isatty():
                     print("\033[K", end="", file=sys.stderr, flush=True)  # erase the indicator
                 if store is not None and result.performance.status == "done":
-                    store.record_performance(result, content)
+                    store.record_performance(result, result.content_id or content)
             if args.json:
                 print(result.to_json())  # one object: both phases (or performance marked skipped)
             else:
@@ -151,7 +153,7 @@ def _record_progress(store: ProgressStore | None, target: Target, result: CheckR
     is new, as a save in `watch` or the app does."""
     if store is None:
         return None
-    record = store.record_check(result, target.drill, content)
+    record = store.record_check(result, target.drill, result.content_id or content)
     for warning in store.warnings:  # said once per command, plainly (not writable, file moved aside)
         print(f"flashtutor: {warning}", file=sys.stderr)
     store.warnings.clear()

@@ -31,6 +31,7 @@ from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.problems import TimedLaunches, problem_module
 from tutor.harness.result import CheckResult, Device, Performance, VisitMap
+from tutor.pristine import blob_id
 
 # "0": compile each phase's Triton variants one after another (GPU); by default they are
 # compiled concurrently (see compile_concurrently); the interpreter compiles nothing
@@ -71,6 +72,15 @@ class VerdictState:
     visits_by_mode: dict[str, VisitMap]  # the default shape's counted maps
 
 
+def _read(path: Path) -> bytes | None:
+    """The file's bytes, read once: the module is built from them and they are what
+    ``result.content_id`` names.  None: unreadable (the loader says why)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
 def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
     """Phase 1: correctness on every shape, the visit maps, the diagnosis.  Never
     raises for the student's mistakes: they come back in ``result.error`` /
@@ -82,7 +92,9 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
     generator = torch.Generator().manual_seed(seed)
     state = VerdictState(drill=drill, module=None, problem=None, generator=generator, visits_by_mode={})
     try:
-        state.module = load_student_module(Path(job.file))
+        data = _read(Path(job.file))
+        result.content_id = None if data is None else blob_id(data)
+        state.module = load_student_module(Path(job.file), data)
         state.problem = problem_module(drill.problem)
         warmups = getattr(state.problem, "compile_warmups", None)
         if warmups is not None and parallel_compile(dev) and job.shape is None:

@@ -21,15 +21,17 @@ class LoadFailed(Exception):
         self.error = error
 
 
-def load_student_module(path: Path) -> ModuleType:
-    """Compile and execute ``path`` as a module named after the file.
+def load_student_module(path: Path, data: bytes | None = None) -> ModuleType:
+    """Compile and execute ``path`` as a module named after the file (``data``: its
+    bytes, already read by the caller; None: read them here).
 
     Raises :class:`LoadFailed` with the student's file and line for a syntax
     error, an exception at import time, or a module with no ``attention``.
     """
     file = str(path)
     try:
-        data = path.read_bytes()
+        if data is None:
+            data = path.read_bytes()
     except FileNotFoundError:
         raise LoadFailed(CheckError(kind="missing-file", message=f"no such file: {file}", file=file)) from None
     except OSError as exc:

@@ -237,6 +237,10 @@ class CheckResult:
     guard_findings: list[GuardFinding] = field(default_factory=list)  # which tensor, side and shape
     readout: dict[str, ReadOut] = field(default_factory=dict)  # mode -> the weights read out (failing modes)
     error: CheckError | None = None
+    # git blob id of the bytes this check loaded (tutor.pristine.blob_id; None: the file
+    # could not be read): progress counts attempts by it, so a save during the check
+    # cannot give one content's verdict another content's id
+    content_id: str | None = None
     output: str = ""  # what the student's code printed (tail)
     duration_s: float = 0.0  # wall time of the verdict phase inside the worker
     # K/V blocks the *full* launch of the default shape visited (summed over heads):
@@ -367,6 +371,7 @@ class CheckResult:
             guard_findings=[GuardFinding(**g) for g in data.get("guard_findings", [])],
             readout={mode: ReadOut(**r) for mode, r in (data.get("readout") or {}).items()},
             error=None if error is None else CheckError(**error),
+            content_id=data.get("content_id"),
             output=data.get("output", ""),
             duration_s=data.get("duration_s", 0.0),
             full_visited_blocks=data.get("full_visited_blocks"),
