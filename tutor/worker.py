@@ -71,7 +71,12 @@ def main(argv: list[str] | None = None) -> int:
 
                 try:
                     startup["compiler_warm_s"] = warm_compiler()
-                except Exception:  # noqa: BLE001 - only a head start: the check compiles as it would anyway
+                    # the roofline's ceilings, measured once per device and cached: here, not
+                    # in the first check's performance phase
+                    from tutor.harness.peaks import device_peaks
+
+                    device_peaks(device.name, device.torch)
+                except Exception:  # noqa: BLE001 - only a head start: the check does it as it would anyway
                     startup["compiler_warm_s"] = -1.0
         from tutor.harness.job import CheckJob
     except Exception as exc:  # noqa: BLE001 - tell the parent why this worker cannot start
