@@ -101,6 +101,9 @@ def test_metrics_compare_with_torch_sdpa_when_the_check_timed_it():
     text = metrics_text(result).plain
     assert "torch sdpa   full 0.040 ms · causal 0.025 ms" in text
     assert "yours takes 2.00x its time" in text
+    assert "first check" not in text
+    result.sdpa_from_earlier_check = True  # a later save shows the session's one SDPA timing, and says so
+    assert "yours takes 2.00x its time; sdpa timed at this session's first check" in metrics_text(result).plain
 
 
 def test_non_finite_output_is_said_in_words():
