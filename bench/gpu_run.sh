@@ -33,7 +33,7 @@ for s in $STEPS; do
                   cat "$LOGS/versions.log" | tee -a "$SUMMARY" ;;
         doctor)   step doctor 180 python3 -m tutor doctor; tail -12 "$LOGS/doctor.log" | tee -a "$SUMMARY" ;;
         check)    step check 400 python3 bench/check_all.py --json "$LOGS/check_all.json"; tail -16 "$LOGS/check.log" | tee -a "$SUMMARY" ;;
-        mistakes) step mistakes 540 python3 bench/check_all.py --mistakes --no-shipped ${MISTAKE_DRILLS:+--drills $MISTAKE_DRILLS} --json "$LOGS/mistakes.json"; grep -E "expected|files got" "$LOGS/mistakes.log" | tail -30 | tee -a "$SUMMARY" ;;
+        mistakes) step mistakes ${MISTAKES_LIMIT:-540} python3 bench/check_all.py --mistakes --no-shipped ${MISTAKE_DRILLS:+--drills $MISTAKE_DRILLS} --json "$LOGS/mistakes.json"; grep -E "expected|files got" "$LOGS/mistakes.log" | tail -30 | tee -a "$SUMMARY" ;;
         speed)    step speed 400 python3 bench/attention_speed.py ${SPEED_ARGS:---kernels fast --quick} --json "$LOGS/speed.json"; tail -12 "$LOGS/speed.log" | tee -a "$SUMMARY" ;;
         backward) step backward 300 python3 bench/backward_speed.py; tail -14 "$LOGS/backward.log" | tee -a "$SUMMARY" ;;
         decode)   step decode 300 python3 bench/decode_speed.py; tail -30 "$LOGS/decode.log" | tee -a "$SUMMARY" ;;
