@@ -49,6 +49,7 @@ from tutor.app.widgets.result_view import display_path
 from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
 from tutor.catalog import Drill, all_drills, get_drill, kernel_drills, next_drill, solution_path
 from tutor.engine import EngineError, Event, TutorEngine
+from tutor.harness.device import DeviceChoice
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import hint_states
 from tutor.progress import drill_summaries
@@ -103,7 +104,7 @@ class FlashTutorApp(App[int]):
         cls,
         workspace: Path,
         *,
-        device: str = "auto",
+        device: DeviceChoice = "auto",
         timeout_s: float = DEFAULT_TIMEOUT_S,
         force_polling: bool = False,
         timing: bool = True,
@@ -418,7 +419,7 @@ class FlashTutorApp(App[int]):
         """Build the questions off the UI thread: the GPU-aware budget question
         asks torch about the GPU, which imports torch (seconds)."""
         device = self.engine.device
-        gpu = gpu_for_checks(None if device is None else device.interpreter, self.engine.device_preference)
+        gpu = gpu_for_checks(None if device is None else device.interpreter, self.engine.device_choice)
         session = QuizSession(build_questions(seed=None, gpu=gpu), self.engine.progress)
         self.call_from_thread(self._show_quiz, session)
 
