@@ -592,6 +592,7 @@ class DrillSummary:
         return self.solved_before or self.status == PASSED
 
 
+
 def done_count(rows: Iterable[DrillSummary]) -> int:
     """How many drills are done (:attr:`DrillSummary.done`): the one tally of the app and `list`."""
     return sum(row.done for row in rows)
@@ -601,8 +602,15 @@ def drill_summaries(store: ProgressStore | None, drills: Iterable[Drill]) -> lis
     """A :class:`DrillSummary` per drill, in the order given (one read of the progress file each);
     with no ``store`` (no workspace) every drill is untouched.  The app's list and
     ``flashtutor list`` both show these."""
-    progress = store.all_drills() if store is not None else {}
-    answers = store.quiz_answers() if store is not None else {}
+    if store is None:
+        return summarize({}, {}, drills)
+    return summarize(store.all_drills(), store.quiz_answers(), drills)
+
+
+def summarize(progress: dict[str, DrillProgress], answers: dict[str, dict[str, Any]],
+              drills: Iterable[Drill]) -> list[DrillSummary]:
+    """:func:`drill_summaries` from progress already read (``ProgressStore.all_drills``
+    and ``quiz_answers``, or the records the engine's events carried: the app)."""
     rows = []
     for drill in drills:
         p = progress.get(drill.id, DrillProgress())
