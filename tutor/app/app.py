@@ -83,12 +83,14 @@ class FlashTutorApp(DrillActions):
         first_drill: Drill | None = None,
         workspace_label: str | None = None,
         animate: bool = True,
+        edit_cmd: str | None = None,
     ) -> None:
         super().__init__()
         self.engine = engine
         self.workspace = engine.workspace
         self.live = live
         self.first_drill = first_drill
+        self.edit_cmd = edit_cmd  # the `e` key's editor ({file}/{line} templates); None: $VISUAL, $EDITOR
         # not `self.animate`: that name is the App's animate() method, which Textual calls
         self.animations = animate
         self.latest: dict[str, CheckResult] = {}  # drill id -> newest result this session

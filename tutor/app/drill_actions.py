@@ -73,6 +73,14 @@ def edit_file(app: App[Any], path: Path, line: int | None = None, edit_cmd: str 
     return None
 
 
+def error_line(result: CheckResult | None, path: Path) -> int | None:
+    """The line of ``path`` the newest check's error points at (None: no error there)."""
+    error = None if result is None else result.error
+    if error is None or not error.file or not error.line:
+        return None
+    return error.line if Path(error.file).resolve() == path.resolve() else None
+
+
 def reset_with_backup(drill: Drill, workspace: Path) -> Notice:
     """Back up the student's version of the drill and restore the pristine one
     (file copies and writes: call it off the UI thread).  What happened, in words."""
@@ -105,6 +113,7 @@ class DrillActions(App[int]):
     live: bool  # False: no engine running (nothing is checked)
     known: KnownProgress  # the progress drawn (never read from the file on the UI thread)
     latest: dict[str, CheckResult]  # drill id -> newest result this session
+    edit_cmd: str | None  # `launch --edit-cmd`; None: $VISUAL, then $EDITOR
 
     def say(self, message: str, *, title: str = "flashtutor", severity: SeverityLevel = "information",
             timeout: float = 6) -> None:
@@ -150,7 +159,8 @@ class DrillActions(App[int]):
         drill = self._kernel_drill_or_say()
         if drill is None:
             return
-        problem = edit_file(self, self.workspace / "drills" / drill.file)
+        path = self.workspace / "drills" / drill.file
+        problem = edit_file(self, path, error_line(self.latest.get(drill.id), path), self.edit_cmd)
         if problem is not None:
             self.notice(problem)
 
