@@ -88,10 +88,17 @@ async def wait_for(pilot, predicate, what: str, timeout_s: float = WAIT_S) -> No
 
 
 async def settle(pilot) -> None:
-    """Let the app's thread workers (storing a quiz answer, resetting a drill) finish
-    and the UI take in what they posted."""
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    """Let the app's thread workers (storing a quiz answer, resetting a drill, reading
+    the progress file) finish and the UI take in what they posted, including the
+    workers that what they posted started (a stored answer makes the app re-read
+    the progress file)."""
+    from textual.worker import WorkerState
+
+    for _ in range(10):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        if not any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in pilot.app.workers):
+            return
 
 
 def screen_text(app) -> str:

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers_app import offline_app, recorded_result
+from helpers_app import offline_app, recorded_result, settle
 from helpers_harness import REPO, run_cli
 
 from tutor.app.screens.drill_list import progress_text
@@ -53,7 +53,7 @@ def _listed(capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, tuple[str, in
     return rows, next(line for line in out if " done · " in line)
 
 
-def test_list_and_the_apps_list_agree_on_every_drill_and_the_tally(
+async def test_list_and_the_apps_list_agree_on_every_drill_and_the_tally(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`list` re-derived the summary the app shows, and its "done" could differ: a drill
@@ -75,7 +75,10 @@ def test_list_and_the_apps_list_agree_on_every_drill_and_the_tally(
     monkeypatch.setenv("FLASHTUTOR_WORKSPACE", str(workspace))
 
     listed, tally = _listed(capsys)
-    rows = offline_app(workspace).drill_rows()  # what the app's list shows
+    app = offline_app(workspace)
+    async with app.run_test() as pilot:
+        await settle(pilot)  # the app reads the progress file in a worker
+        rows = app.known.rows()  # what the app's list shows
     assert {row.drill.id: (status_words(row), row.attempts) for row in rows} == listed
     assert listed["01"] == ("failing, solved before", 2) and listed["02"] == ("failing", 1)
     assert listed["03"] == ("in-progress", 1) and listed["04"] == ("not-started", 0)

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers_app import offline_app
+from helpers_app import offline_app, settle
 from helpers_harness import BROKEN, run_cli
 
 from tutor import progress
@@ -80,7 +80,7 @@ def test_quiz_numbers_keep_a_sane_width(tmp_path: Path) -> None:
     assert max(len(word) for word in re.split(r"\s+", run.stdout)) < 40, run.stdout
 
 
-def test_list_and_the_app_show_one_attempt_count_for_the_quiz(tmp_path: Path, monkeypatch, capsys) -> None:
+async def test_list_and_the_app_show_one_attempt_count_for_the_quiz(tmp_path: Path, monkeypatch, capsys) -> None:
     workspace = init_workspace(tmp_path / "ws").workspace
     questions = build_questions()
     session = QuizSession(questions, ProgressStore(workspace))
@@ -92,7 +92,10 @@ def test_list_and_the_app_show_one_attempt_count_for_the_quiz(tmp_path: Path, mo
     assert main(["list"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if re.match(r"\[.\] 03", line))
     listed = int(line.split()[-2])
-    shown = next(row for row in offline_app(workspace).drill_rows() if row.drill.id == "03")
+    app = offline_app(workspace)
+    async with app.run_test() as pilot:
+        await settle(pilot)  # the app reads the progress file in a worker
+        shown = next(row for row in app.known.rows() if row.drill.id == "03")
     assert listed == shown.attempts == 3
 
 

@@ -47,8 +47,8 @@ class Output:
             return self.text.index(needle, after) + len(needle)
 
 
-def watch(workspace: Path, stdin) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "FLASHTUTOR_WORKSPACE": str(workspace), "NO_COLOR": "1"}
+def watch(workspace: Path, stdin, **env_vars: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FLASHTUTOR_WORKSPACE": str(workspace), "NO_COLOR": "1", **env_vars}
     return subprocess.Popen([sys.executable, "-m", "tutor", "watch", "01", "--device", "cpu", "--no-timing"],
                             stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=workspace, env=env)
 
@@ -91,3 +91,28 @@ def test_from_a_pipe_it_reads_lines(tmp_path: Path) -> None:
     proc.stdin.write(b"q\n")
     proc.stdin.flush()
     assert proc.wait(timeout=WAIT_S) == 0, out.text
+
+
+@pytest.mark.slow
+def test_the_drill_file_and_the_error_line_are_links_where_the_terminal_renders_them(tmp_path: Path) -> None:
+    """As in `flashtutor check`: OSC 8 hyperlinks when tutor.links says the terminal
+    renders them (FORCE_HYPERLINK=1 stands in for one), plain text otherwise."""
+    workspace = init_workspace(tmp_path / "ws").workspace
+    broken = workspace / "drills" / "01_causal_mask.py"
+    broken.write_text("import triton\n\ndef attention(q, k, v:\n    pass\n", encoding="utf-8")
+    uri = f"file://{broken.resolve()}"
+    for forced in ("1", "0"):
+        proc = watch(workspace, subprocess.PIPE, FORCE_HYPERLINK=forced)
+        out = Output(proc)
+        out.wait_for("message")  # the syntax error's report is out
+        proc.stdin.write(b"q\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=WAIT_S) == 0, out.text
+        where = f"{broken.resolve()}:3"
+        if forced == "1":
+            assert f"\033]8;;{uri}\033\\drills/01_causal_mask.py\033]8;;\033\\ · save" in out.text  # the header
+            assert f"(\033]8;;{uri}\033\\01_causal_mask.py\033]8;;\033\\)" in out.text  # the report's title
+            assert f"\033]8;;{uri}\033\\{where}\033]8;;\033\\" in out.text  # the error's file:line
+        else:
+            assert "\033]8;;" not in out.text
+            assert "drills/01_causal_mask.py · save" in out.text and where in out.text

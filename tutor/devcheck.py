@@ -48,6 +48,7 @@ from tutor.catalog import DRILL_KINDS, SEVERITIES, Drill, UnknownDrill, read_dri
 from tutor.paths import CONTENT_ROOT_ENV, content_root
 
 if TYPE_CHECKING:
+    from tutor.harness.device import DeviceChoice
     from tutor.harness.result import CheckResult
 
 CHECK_TIMEOUT_S = 180.0
@@ -337,7 +338,7 @@ def _content_root_env(root: Path) -> Iterator[None]:
             os.environ[CONTENT_ROOT_ENV] = before
 
 
-def _run_checks(jobs: list[tuple[str, Path]], root: Path, device: str,
+def _run_checks(jobs: list[tuple[str, Path]], root: Path, device: DeviceChoice,
                 progress: Callable[[str], None]) -> list[CheckResult]:
     """Check each ``(drill id, file)`` in a fresh worker (the next one starts while this one runs)."""
     from tutor.harness.job import CheckJob
@@ -379,7 +380,7 @@ def matches(result: CheckResult, passes: bool, codes: tuple[str, ...]) -> bool:
     return said == list(codes)
 
 
-def _kernel_rows(drill: Drill, toml: Path, root: Path, fixtures: list[_Fixture], device: str,
+def _kernel_rows(drill: Drill, toml: Path, root: Path, fixtures: list[_Fixture], device: DeviceChoice,
                  progress: Callable[[str], None]) -> list[Row]:
     rows: list[Row] = []
     solution = root / "solutions" / drill.solution
@@ -446,7 +447,7 @@ def _kernel_rows(drill: Drill, toml: Path, root: Path, fixtures: list[_Fixture],
 # --- the whole check ------------------------------------------------------------------------
 
 
-def run(root: Path | None = None, drill: str | None = None, quick: bool = False, device: str = "auto",
+def run(root: Path | None = None, drill: str | None = None, quick: bool = False, device: DeviceChoice = "auto",
         progress: Callable[[str], None] | None = None) -> Report:
     """Check every drill under ``root`` (default: the content root), or the one ``drill`` names."""
     root = Path(root or content_root()).resolve()

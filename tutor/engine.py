@@ -78,26 +78,33 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from tutor.catalog import Drill, Hint, get_drill, kernel_drills
+from tutor.harness.device import DeviceChoice
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import HintState, hint_states
 from tutor.progress import DrillProgress, ProgressStore, file_content_id
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
-from tutor.watcher import SaveDebouncer
+from tutor.watcher import SaveDebouncer, WatcherMode
 
 if TYPE_CHECKING:
     from tutor.watcher import DrillWatcher
 
 log = logging.getLogger(__name__)
 
-WATCH_OFF = "off"
+# How saves reach the engine: the watcher's observer (native file events or polling),
+# or "off" (not watching: watchdog missing, the folder cannot be watched, watch=False).
+WatchMode = WatcherMode | Literal["off"]
+WATCH_OFF: WatchMode = "off"
+
+# What asked for a check: a save of the file, or the student (the re-run key, opening a drill).
+Trigger = Literal["save", "manual"]
 
 
 @dataclass(frozen=True)
 class WatcherStatus:
-    mode: str  # "native", "polling" or "off"
+    mode: WatchMode
     reason: str
 
 
@@ -110,7 +117,7 @@ class DeviceReady:
 class CheckStarted:
     drill: str
     file: Path
-    trigger: str = "save"  # "save" or "manual"
+    trigger: Trigger = "save"
 
 
 @dataclass(frozen=True)
@@ -153,8 +160,20 @@ Event = (WatcherStatus | DeviceReady | CheckStarted | CheckCancelled | CheckFini
 @dataclass
 class _Request:
     file: Path
-    trigger: str
+    trigger: Trigger
     since: float
+
+
+@dataclass(frozen=True)
+class _CheckTask:
+    drill: str
+    request: _Request
+    cancel: threading.Event
+
+
+@dataclass(frozen=True)
+class _WarmUpTask:
+    """Start a worker and wait until it is warm (``wait_warm``)."""
 
 
 @dataclass
@@ -173,7 +192,7 @@ class TutorEngine:
         self,
         workspace: Path,
         *,
-        device: str = "auto",
+        device: DeviceChoice = "auto",
         timeout_s: float = DEFAULT_TIMEOUT_S,
         on_event: Callable[[Event], None] | None = None,
         force_polling: bool = False,
@@ -184,7 +203,7 @@ class TutorEngine:
     ):
         self.workspace = Path(workspace).resolve()
         self.drills_dir = self.workspace / "drills"
-        self.device_preference = device
+        self.device_choice: DeviceChoice = device  # what the user asked for; self.device: what was found
         self.timeout_s = timeout_s
         self.force_polling = force_polling
         self.watch = watch
@@ -193,7 +212,7 @@ class TutorEngine:
         self.seed = seed
         self.progress = ProgressStore(self.workspace)
         self.device: Device | None = None
-        self.watcher_mode: str | None = None
+        self.watcher_mode: WatchMode | None = None
         self.watcher_reason = ""
         self._on_event = on_event or (lambda event: None)
         self._kernel_drills: dict[str, Drill] = {d.file: d for d in kernel_drills()}
@@ -215,7 +234,7 @@ class TutorEngine:
         """Start the worker, the watcher and the check thread; returns at once."""
         if self._thread is not None:
             raise RuntimeError("the engine is already started")
-        self._runner = CheckRunner(device=self.device_preference, timeout_s=self.timeout_s, warm=self.warm)
+        self._runner = CheckRunner(device=self.device_choice, timeout_s=self.timeout_s, warm=self.warm)
         self._debouncer.start()
         self._thread = threading.Thread(target=self._run, daemon=True, name="flashtutor-engine")
         self._thread.start()
@@ -300,7 +319,7 @@ class TutorEngine:
             raise ValueError(f"drill {drill.id} is a paper drill: it is answered in the quiz, not checked")
         return drill
 
-    def _request(self, drill: Drill, file: Path, trigger: str) -> None:
+    def _request(self, drill: Drill, file: Path, trigger: Trigger) -> None:
         with self._cond:
             if self._stopping:
                 return
@@ -350,7 +369,7 @@ class TutorEngine:
             return
         self._watcher = watcher
 
-    def _set_watch_status(self, mode: str, reason: str) -> None:
+    def _set_watch_status(self, mode: WatchMode, reason: str) -> None:
         self.watcher_mode, self.watcher_reason = mode, reason
         self._emit(WatcherStatus(mode, reason))
 
@@ -371,8 +390,8 @@ class TutorEngine:
             self.device = device
             self._emit(DeviceReady(device))
 
-    def _next(self) -> tuple[str, _Request, threading.Event] | str | None:
-        """The next thing to do: a check, ``"warm"``, or None when stopping."""
+    def _next(self) -> _CheckTask | _WarmUpTask | None:
+        """The next thing to do: a check, a warm-up, or None when stopping."""
         with self._cond:
             while not self._stopping and not self._pending and not self._warm_wanted:
                 self._cond.wait()
@@ -380,13 +399,13 @@ class TutorEngine:
                 return None
             if not self._pending:
                 self._warm_wanted = False
-                return "warm"
+                return _WarmUpTask()
             drill_id = self._focus if self._focus in self._pending else min(
                 self._pending, key=lambda key: self._pending[key].since)
             request = self._pending.pop(drill_id)
             cancel = threading.Event()
             self._running = _Running(drill=drill_id, file=request.file, cancel=cancel)
-            return drill_id, request, cancel
+            return _CheckTask(drill_id, request, cancel)
 
     def _run(self) -> None:
         self._emit_warnings()
@@ -397,12 +416,12 @@ class TutorEngine:
             task = self._next()
             if task is None:
                 return
-            if isinstance(task, str):  # "warm"
+            if isinstance(task, _WarmUpTask):
                 self._warm_up()
                 continue
-            drill_id, request, cancel = task
+            drill_id = task.drill
             try:
-                self._check(drill_id, request, cancel)
+                self._check(drill_id, task.request, task.cancel)
             except Exception as exc:  # noqa: BLE001 - a tutor bug: say it, keep going
                 log.exception("flashtutor: checking %s failed", drill_id)
                 self._emit(EngineError(f"checking {drill_id} failed inside the tutor: {exc!r}"))

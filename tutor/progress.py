@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, get_args
 
 try:
     import fcntl
@@ -76,11 +76,13 @@ STATE_FILE = "progress.json"
 FORMAT_VERSION = 1
 HISTORY_LIMIT = 50  # attempts kept per drill, newest last
 
-NOT_STARTED = "not-started"
-IN_PROGRESS = "in-progress"  # a paper drill whose quiz is not finished yet
-FAILING = "failing"
-PASSED = "passed"
-STATUSES = (NOT_STARTED, IN_PROGRESS, FAILING, PASSED)
+# Where a drill stands: the state of its file as last checked (a paper drill: its quiz).
+DrillStatus = Literal["not-started", "in-progress", "failing", "passed"]
+NOT_STARTED: DrillStatus = "not-started"
+IN_PROGRESS: DrillStatus = "in-progress"  # a paper drill whose quiz is not finished yet
+FAILING: DrillStatus = "failing"
+PASSED: DrillStatus = "passed"  # the last check solved it (PASSED with no open finding)
+STATUSES: tuple[DrillStatus, ...] = get_args(DrillStatus)
 
 
 class CorruptProgress(ValueError):
@@ -111,7 +113,7 @@ class Attempt:
 
 @dataclass
 class DrillProgress:
-    status: str = NOT_STARTED
+    status: DrillStatus = NOT_STARTED
     attempts: int = 0
     first_passed_at: float | None = None  # seconds since the epoch, first check that solved it
     attempts_to_pass: int | None = None  # how many checks that took
@@ -173,7 +175,7 @@ class HasStatus(Protocol):
     """A drill's standing: :class:`DrillProgress` or :class:`DrillSummary`."""
 
     @property
-    def status(self) -> str: ...
+    def status(self) -> DrillStatus: ...
 
     @property
     def solved_before(self) -> bool: ...
@@ -353,7 +355,7 @@ class ProgressStore:
             self._refresh()
             return {key: _copy(value) for key, value in self._state.drills.items()}
 
-    def status(self, drill_id: str) -> str:
+    def status(self, drill_id: str) -> DrillStatus:
         return self.drill(drill_id).status
 
     def unlocked_hints(self, drill_id: str) -> list[int]:
@@ -457,7 +459,7 @@ class ProgressStore:
         state = self._update(change)
         return _copy(state.drills.get(result.drill, DrillProgress()))
 
-    def set_status(self, drill_id: str, status: str) -> None:
+    def set_status(self, drill_id: str, status: DrillStatus) -> None:
         """Set a drill's status directly (a paper drill's quiz decides it)."""
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, not {status!r}")
@@ -575,7 +577,7 @@ class DrillSummary:
     """One drill as a list shows it: where it stands, from the catalog and the progress file."""
 
     drill: Drill
-    status: str  # NOT_STARTED | IN_PROGRESS | FAILING | PASSED
+    status: DrillStatus
     attempts: int
     best_error: float | None = None
     best_speedup: float | None = None  # timed on a GPU (DrillProgress.best_speedup)
@@ -590,6 +592,7 @@ class DrillSummary:
         return self.solved_before or self.status == PASSED
 
 
+
 def done_count(rows: Iterable[DrillSummary]) -> int:
     """How many drills are done (:attr:`DrillSummary.done`): the one tally of the app and `list`."""
     return sum(row.done for row in rows)
@@ -599,8 +602,15 @@ def drill_summaries(store: ProgressStore | None, drills: Iterable[Drill]) -> lis
     """A :class:`DrillSummary` per drill, in the order given (one read of the progress file each);
     with no ``store`` (no workspace) every drill is untouched.  The app's list and
     ``flashtutor list`` both show these."""
-    progress = store.all_drills() if store is not None else {}
-    answers = store.quiz_answers() if store is not None else {}
+    if store is None:
+        return summarize({}, {}, drills)
+    return summarize(store.all_drills(), store.quiz_answers(), drills)
+
+
+def summarize(progress: dict[str, DrillProgress], answers: dict[str, dict[str, Any]],
+              drills: Iterable[Drill]) -> list[DrillSummary]:
+    """:func:`drill_summaries` from progress already read (``ProgressStore.all_drills``
+    and ``quiz_answers``, or the records the engine's events carried: the app)."""
     rows = []
     for drill in drills:
         p = progress.get(drill.id, DrillProgress())

@@ -23,12 +23,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from tutor.harness.device import DeviceChoice
 from tutor.harness.job import CheckJob
-from tutor.harness.result import CheckError, CheckResult, Device, Performance, PerformanceStatus
+from tutor.harness.result import CheckError, CheckResult, Device, ErrorKind, Performance, PerformanceStatus
 
 DEFAULT_TIMEOUT_S = 120.0  # one check, from job sent to result (first GPU compiles take a few seconds)
 READY_TIMEOUT_S = 120.0  # a worker's start-up: importing torch and triton
@@ -51,10 +52,18 @@ def _signal_name(returncode: int) -> str:
     return f"exit code {returncode}"
 
 
+@dataclass(frozen=True)
+class NoMessage:
+    """Why the worker sent no message: the deadline passed, the caller cancelled,
+    or the worker's channel closed (it exited or died)."""
+
+    why: Literal["timeout", "cancelled", "ended"]
+
+
 class Worker:
     """One child process, from start-up to its single check."""
 
-    def __init__(self, device: str = "auto", spare: bool = False):
+    def __init__(self, device_choice: DeviceChoice = "auto", spare: bool = False):
         """``spare``: a worker started ahead of its job also warms Triton's compiler
         while it waits (:mod:`tutor.harness.warmup`); one started for a job at once
         would only move that cost in front of the job."""
@@ -62,7 +71,8 @@ class Worker:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tutor.worker", "--device", device, *(["--warm-compiler"] if spare else [])],
+                [sys.executable, "-m", "tutor.worker", "--device", device_choice,
+                 *(["--warm-compiler"] if spare else [])],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -80,20 +90,20 @@ class Worker:
             self._lines.put(raw.decode("utf-8", "replace"))
         self._lines.put(None)  # EOF: the process ended or closed its channel
 
-    def _next_message(self, deadline: float, cancel: threading.Event | None) -> dict[str, Any] | str | None:
-        """The next protocol message; ``"timeout"``, ``"cancelled"``, or None at EOF."""
+    def _next_message(self, deadline: float, cancel: threading.Event | None) -> dict[str, Any] | NoMessage:
+        """The next protocol message, or why there is none."""
         while True:
             if cancel is not None and cancel.is_set():
-                return "cancelled"
+                return NoMessage("cancelled")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return "timeout"
+                return NoMessage("timeout")
             try:
                 line = self._lines.get(timeout=min(remaining, 0.05))
             except queue.Empty:
                 continue
-            if line is None:
-                return None
+            if line is None:  # EOF: the process ended or closed its channel
+                return NoMessage("ended")
             message: dict[str, Any] = json.loads(line)  # the worker sends one JSON object a line
             return message
 
@@ -102,9 +112,9 @@ class Worker:
         if self.device is not None:
             return self.device
         message = self._next_message(time.monotonic() + timeout_s, cancel)
-        if message == "cancelled":
+        if message == NoMessage("cancelled"):
             return None
-        if not isinstance(message, dict) or not message.get("ready"):
+        if isinstance(message, NoMessage) or not message.get("ready"):
             self.kill()
             reason = message.get("error") if isinstance(message, dict) else self.output_tail() or "no output"
             raise WorkerStartError(f"the check worker could not start: {reason}")
@@ -126,16 +136,16 @@ class Worker:
         self.proc.stdin.flush()
         message = self._next_message(time.monotonic() + timeout_s, cancel)
         try:  # every path but a result kills the worker (in _failed) before returning
-            if message == "timeout":
+            if message == NoMessage("timeout"):
                 return self._failed(
                     job,
                     "timeout",
                     f"the check did not finish within {timeout_s:g} s and was stopped"
                     " (a kernel loop that never ends, or a shape far too big for this device)",
                 )
-            if message == "cancelled":
+            if message == NoMessage("cancelled"):
                 return self._failed(job, "cancelled", "a newer save replaced this check")
-            if message is None:
+            if isinstance(message, NoMessage):  # the channel ended
                 code = self.proc.wait(timeout=5)
                 return self._failed(
                     job,
@@ -143,7 +153,6 @@ class Worker:
                     f"the worker running your kernel died ({_signal_name(code)}): a segfault, "
                     "an os._exit, running out of memory or a fatal GPU error. The next check gets a fresh worker.",
                 )
-            assert isinstance(message, dict)  # "timeout" and "cancelled" are handled above
             if "internal_error" in message:
                 return self._failed(job, "internal", "the tutor itself failed; please report this",
                                     detail=message["internal_error"])
@@ -166,12 +175,12 @@ class Worker:
             result.apply_performance(message["performance"])
             result.output = self.output_tail()
             return
-        if message == "cancelled":
+        if message == NoMessage("cancelled"):
             status: PerformanceStatus = "cancelled"
             reason = "a newer save replaced this content while it was timed"
-        elif message == "timeout":
+        elif message == NoMessage("timeout"):
             status, reason = "failed", f"the timed launches did not finish within {timeout_s:g} s"
-        elif message is None:
+        elif message == NoMessage("ended"):
             code = self.proc.wait(timeout=5)
             status, reason = "failed", f"the worker died during the timed launches ({_signal_name(code)})"
         else:
@@ -180,7 +189,7 @@ class Worker:
         result.performance = Performance(status, reason)
         result.output = self.output_tail()
 
-    def _failed(self, job: dict[str, Any], kind: str, message: str, detail: str | None = None) -> CheckResult:
+    def _failed(self, job: dict[str, Any], kind: ErrorKind, message: str, detail: str | None = None) -> CheckResult:
         self.kill()
         return CheckResult(
             drill=job["drill"],
@@ -216,7 +225,7 @@ class Worker:
         self.log_path.unlink(missing_ok=True)
 
 
-def explain_crash(job: dict[str, Any], result: CheckResult, device: str, timeout_s: float,
+def explain_crash(job: dict[str, Any], result: CheckResult, device_choice: DeviceChoice, timeout_s: float,
                   cancel: threading.Event | None = None) -> CheckResult:
     """A worker that died on the check's shapes (all ragged: no length is a multiple
     of the block) gets one more run, in a fresh worker, of the default shape rounded
@@ -232,7 +241,7 @@ def explain_crash(job: dict[str, Any], result: CheckResult, device: str, timeout
     from tutor.harness.shapes import plan_for, whole_block_shape
 
     shape = whole_block_shape(result.device.interpreter)
-    worker = Worker(device)
+    worker = Worker(device_choice)
     try:
         again = worker.run({**job, "shape": list(shape), "shape_only": True, "timing": False}, timeout_s, cancel)
     finally:
@@ -253,10 +262,12 @@ class CheckRunner:
 
     ``check`` is blocking and meant for a background thread; ``cancel`` lets the
     caller abandon a check (a newer save arrived) — the worker is killed.
+    ``device`` is the user's choice (``--device``); :attr:`device` is, once a
+    worker started, the device it detected.
     """
 
-    def __init__(self, device: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S, warm: bool = True):
-        self.device_preference = device
+    def __init__(self, device: DeviceChoice = "auto", timeout_s: float = DEFAULT_TIMEOUT_S, warm: bool = True):
+        self.device_choice: DeviceChoice = device
         self.timeout_s = timeout_s
         self.keep_warm = warm
         self._spare: Worker | None = None
@@ -270,13 +281,13 @@ class CheckRunner:
     def _take_worker(self) -> Worker:
         with self._lock:
             worker, self._spare = self._spare, None
-        return worker or Worker(self.device_preference)
+        return worker or Worker(self.device_choice)
 
     def warm_up(self) -> Device | None:
         """Start the spare worker (if not yet) and wait until it is ready: the device."""
         with self._lock:
             if self._spare is None:
-                self._spare = Worker(self.device_preference, spare=True)
+                self._spare = Worker(self.device_choice, spare=True)
             spare = self._spare
         self.device = spare.wait_ready()
         return self.device
@@ -297,7 +308,7 @@ class CheckRunner:
         try:
             result = worker.run(job, self.timeout_s, cancel, on_verdict)
             self.device = worker.device or self.device
-            result = explain_crash(job, result, self.device_preference, self.timeout_s, cancel)
+            result = explain_crash(job, result, self.device_choice, self.timeout_s, cancel)
             self._reuse_sdpa_timing(drill, result, baseline)
             return result
         finally:
@@ -329,7 +340,7 @@ class CheckRunner:
     def _ensure_spare(self) -> None:
         with self._lock:
             if self._spare is None:
-                self._spare = Worker(self.device_preference, spare=True)
+                self._spare = Worker(self.device_choice, spare=True)
 
     def close(self) -> None:
         with self._lock:

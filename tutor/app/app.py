@@ -1,33 +1,33 @@
 """``FlashTutorApp``: the Textual front end on :class:`tutor.engine.TutorEngine`.
 
 Everything on screen comes from core objects: the engine's events (check
-results, device, watcher mode), its progress store and hint states, the
-catalog, and the quiz engine.  The app adds no judgement of its own.
+results and the progress records they carry, device, watcher mode), its
+progress store and hint states, the catalog, and the quiz engine.  The app
+adds no judgement of its own.
 
 Threads: the engine calls :meth:`FlashTutorApp.engine_event` from its own
 threads; that only posts a message (thread-safe), and the handlers below run
-on the UI thread.  Slow work (starting the engine, building the quiz, which
-may import torch) runs in thread workers; their failures all land in
-:meth:`FlashTutorApp._worker_changed`.
+on the UI thread.  Slow work (starting the engine, reading the progress file,
+building the quiz, which may import torch) runs in thread workers that end in
+a message or ``call_from_thread``; their failures all land in
+:meth:`FlashTutorApp._worker_changed`.  The UI thread never reads
+``progress.json``: it draws from :class:`~tutor.app.known_progress.KnownProgress`.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from textual import on, work
-from textual.app import App, SuspendNotSupported
 from textual.binding import Binding
-from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from tutor import links
+from tutor.app.drill_actions import DrillActions
+from tutor.app.known_progress import KnownProgress
 from tutor.app.messages import (
     CheckAbandoned,
     CheckBegan,
@@ -35,31 +35,28 @@ from tutor.app.messages import (
     DeviceKnown,
     EngineNotice,
     PerformanceDone,
+    ProgressLoaded,
     WatcherChanged,
     message_for,
 )
-from tutor.app.screens.confirm import ConfirmScreen
-from tutor.app.screens.drill_list import DrillListScreen, DrillRow
+from tutor.app.screens.drill_list import DrillListScreen
 from tutor.app.screens.drill_view import DrillScreen
 from tutor.app.screens.help import HelpPage
 from tutor.app.screens.hints import HintsScreen
 from tutor.app.screens.quiz import QuizScreen
-from tutor.app.screens.text_page import TextPage, solution_markdown
-from tutor.app.widgets.result_view import display_path
 from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
-from tutor.catalog import Drill, all_drills, get_drill, kernel_drills, next_drill, solution_path
+from tutor.catalog import Drill, get_drill, next_drill
 from tutor.engine import EngineError, Event, TutorEngine
+from tutor.harness.device import DeviceChoice
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import hint_states
-from tutor.progress import drill_summaries
 from tutor.quiz import QuizSession, build_questions, gpu_for_checks
 from tutor.runner import DEFAULT_TIMEOUT_S
-from tutor.workspace import WorkspaceError, reset_drill
 
 _S = TypeVar("_S", bound="Screen[Any]")
 
 
-class FlashTutorApp(App[int]):
+class FlashTutorApp(DrillActions):
     """The drill list, the live drill view, hints, the quiz and help.
 
     ``live=False`` builds the app on an engine that is never started: nothing
@@ -86,16 +83,19 @@ class FlashTutorApp(App[int]):
         first_drill: Drill | None = None,
         workspace_label: str | None = None,
         animate: bool = True,
+        edit_cmd: str | None = None,
     ) -> None:
         super().__init__()
         self.engine = engine
         self.workspace = engine.workspace
         self.live = live
         self.first_drill = first_drill
+        self.edit_cmd = edit_cmd  # the `e` key's editor ({file}/{line} templates); None: $VISUAL, $EDITOR
         # not `self.animate`: that name is the App's animate() method, which Textual calls
         self.animations = animate
         self.latest: dict[str, CheckResult] = {}  # drill id -> newest result this session
         self.running: set[str] = set()  # drill ids with a check in flight
+        self.known = KnownProgress()  # the progress drawn: loaded in a worker, then the events' records
         self._workspace_text = workspace_label or short_path(self.workspace)
 
     @classmethod
@@ -103,7 +103,7 @@ class FlashTutorApp(App[int]):
         cls,
         workspace: Path,
         *,
-        device: str = "auto",
+        device: DeviceChoice = "auto",
         timeout_s: float = DEFAULT_TIMEOUT_S,
         force_polling: bool = False,
         timing: bool = True,
@@ -132,7 +132,8 @@ class FlashTutorApp(App[int]):
     # -- start and stop -------------------------------------------------------------------
     def on_mount(self) -> None:
         self.workspace_label = self._workspace_text
-        self.push_screen(DrillListScreen(self.drill_rows()))
+        self.push_screen(DrillListScreen(self.known.rows()))
+        self._load_progress()
         if self.first_drill is not None:
             self.open_drill(self.first_drill)
         if self.live:
@@ -141,6 +142,23 @@ class FlashTutorApp(App[int]):
     @work(thread=True, group="engine", exit_on_error=False, name="starting the engine")
     def _start_engine(self) -> None:
         self.engine.start()
+
+    def _load_progress(self) -> None:
+        """Read the progress file off the UI thread; :meth:`_progress_loaded` takes it in."""
+        self._read_progress(self.known.load_mark())
+
+    @work(thread=True, group="progress", exit_on_error=False, name="reading the progress file")
+    def _read_progress(self, mark: int) -> None:
+        store = self.engine.progress
+        self.post_message(ProgressLoaded(store.all_drills(), store.quiz_answers(), mark))
+
+    @on(ProgressLoaded)
+    def _progress_loaded(self, message: ProgressLoaded) -> None:
+        changed = self.known.take_load(message.drills, message.answers, message.mark)
+        for drill_id in changed:
+            for screen in self._drill_screens(drill_id):
+                screen.show_history(*self.known.drill(drill_id).history_series())
+        self._refresh_list()
 
     def on_unmount(self) -> None:
         if self.live:
@@ -172,6 +190,7 @@ class FlashTutorApp(App[int]):
         result = event.result
         self.latest[event.drill] = result
         self.running.discard(event.drill)
+        self.known.take_record(event.drill, event.record)
         if result.device is not None:
             self._device(result.device)
         for screen in self._drill_screens(event.drill):
@@ -196,6 +215,7 @@ class FlashTutorApp(App[int]):
     def _performance_done(self, message: PerformanceDone) -> None:
         event = message.event
         self.latest[event.drill] = event.result
+        self.known.take_record(event.drill, event.record)
         for screen in self._drill_screens(event.drill):
             screen.show_result(event.result)
             screen.show_history(*event.record.history_series())
@@ -225,20 +245,12 @@ class FlashTutorApp(App[int]):
         self.say(message.event.message, title="flashtutor", severity="error" if is_error else "warning",
                  timeout=15)
 
-    def say(self, message: str, *, title: str = "flashtutor", severity: SeverityLevel = "information",
-            timeout: float = 6) -> None:
-        """A notification; the text is shown as is (paths and code are not markup)."""
-        self.notify(message, title=title, severity=severity, timeout=timeout, markup=False)
-
     def _device(self, device: Device) -> None:
         self.device_label = device.label
 
     # -- what the screens show ------------------------------------------------------------
-    def drill_rows(self) -> list[DrillRow]:
-        return drill_summaries(self.engine.progress, all_drills())
-
     def _refresh_list(self) -> None:
-        rows = self.drill_rows()
+        rows = self.known.rows()
         for screen in self._screens(DrillListScreen):
             screen.update_rows(rows)
 
@@ -247,14 +259,6 @@ class FlashTutorApp(App[int]):
 
     def _drill_screens(self, drill_id: str) -> Iterator[DrillScreen]:
         return (s for s in self._screens(DrillScreen) if s.drill.id == drill_id)
-
-    def _current_drill(self) -> Drill | None:
-        for screen in reversed(self.screen_stack):
-            if isinstance(screen, DrillScreen):
-                return screen.drill
-            if isinstance(screen, DrillListScreen):
-                return screen.selected_drill()
-        return None
 
     # -- navigation -----------------------------------------------------------------------
     @on(DrillListScreen.OpenDrill)
@@ -271,7 +275,7 @@ class FlashTutorApp(App[int]):
             drill,
             self.workspace,
             result=self.latest.get(drill.id),
-            history=self.engine.progress.drill(drill.id).history_series(),
+            history=self.known.drill(drill.id).history_series(),
             running=drill.id in self.running,
             animate=self.animations,
         ))
@@ -287,6 +291,7 @@ class FlashTutorApp(App[int]):
         self._pop_to_list()
         self.engine.set_focus(None)
         self._refresh_list()
+        self._load_progress()  # what another front end on this workspace changed meanwhile
 
     def action_next_drill(self) -> None:
         current = self._current_drill()
@@ -295,111 +300,6 @@ class FlashTutorApp(App[int]):
             self.say("That was the last drill.", title="flashtutor")
             return
         self.open_drill(upcoming)
-
-    # -- drill actions --------------------------------------------------------------------
-    def _kernel_drill_or_say(self) -> Drill | None:
-        drill = self._current_drill()
-        if drill is None or not drill.is_kernel:
-            kernels = ", ".join(d.id for d in kernel_drills())
-            self.say(f"Open a kernel drill first ({kernels}).", title="flashtutor")
-            return None
-        return drill
-
-    def action_recheck(self) -> None:
-        drill = self._kernel_drill_or_say()
-        if drill is None:
-            return
-        if not self.live:
-            self.say("Not checking: this app was started without its engine.", severity="warning")
-            return
-        self.engine.recheck(drill.id)
-
-    def action_hints(self) -> None:
-        drill = self._current_drill()
-        if drill is None:
-            return
-        progress = self.engine.progress.drill(drill.id)  # one read: the attempts and the unlocks agree
-        self.push_screen(HintsScreen(drill, hint_states(drill, progress.unlocked_hints), progress.attempts))
-
-    def action_edit(self) -> None:
-        drill = self._kernel_drill_or_say()
-        if drill is None:
-            return
-        path = self.workspace / "drills" / drill.file
-        editor = links.chosen_editor() or shutil.which("vi")
-        if not editor:
-            self.say(f"Set $EDITOR to edit from here, or open {path} in any editor: saves are watched.",
-                     severity="warning")
-            return
-        failure: OSError | None = None
-        try:
-            with self.suspend():
-                try:  # inside: an error here must not skip the app's resume
-                    subprocess.call(links.editor_command(editor, path))
-                except OSError as exc:  # the editor's binary is missing or not executable
-                    failure = exc
-        except SuspendNotSupported:
-            self.say(f"This terminal cannot hand over to an editor: edit {path} in another window "
-                     "(saves are watched).", severity="warning")
-            return
-        if failure is not None:
-            self.say(f"Could not run {editor}: {failure}. Edit {path} in another window: saves are watched.",
-                     severity="warning")
-
-    def action_reset(self) -> None:
-        drill = self._kernel_drill_or_say()
-        if drill is None:
-            return
-        question = (f"Reset drills/{drill.file} to the pristine drill?\n"
-                    "Your version is copied to a backup first, and the backup's path is shown.")
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._reset(drill)
-
-        self.push_screen(ConfirmScreen(question, yes="Reset", no="Keep my version"), answered)
-
-    @work(thread=True, group="reset", exit_on_error=False, name="resetting the drill")
-    def _reset(self, drill: Drill) -> None:
-        """Off the UI thread: the backup and the restore are file copies and writes."""
-        try:
-            report = reset_drill(drill, self.workspace)
-        except WorkspaceError as exc:
-            self.call_from_thread(self.say, str(exc), title="reset failed", severity="error", timeout=15)
-            return
-        if not report.changed:
-            self.call_from_thread(self.say, f"drills/{drill.file} is already the pristine drill: nothing to reset.",
-                                  title="reset")
-            return
-        kept = (f"Your version is kept in\n{display_path(str(report.backup), self.workspace)}"
-                if report.backup else "There was no version of yours to keep.")
-        self.call_from_thread(self.say, f"Restored drills/{drill.file} from {report.source}.\n{kept}",
-                              title="reset", timeout=15)
-
-    def action_solution(self) -> None:
-        drill = self._current_drill()
-        if drill is None:
-            return
-        if self.engine.progress.drill(drill.id).solved_before:  # passed once stays passed for the gate
-            self._show_solution(drill)
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._show_solution(drill)
-
-        self.push_screen(ConfirmScreen(f"You have not passed {drill.id} yet. Show the solution anyway?",
-                                       yes="Show it", no="Not yet"), answered)
-
-    def _show_solution(self, drill: Drill) -> None:
-        path = solution_path(drill)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            self.say(f"cannot read {path}: {exc.strerror or exc}", severity="error")
-            return
-        self.push_screen(TextPage(f"solution: {drill.id} {drill.title}", solution_markdown(path, text),
-                                  page_id="solution"))
 
     def action_help(self) -> None:
         self.push_screen(HelpPage())
@@ -418,7 +318,7 @@ class FlashTutorApp(App[int]):
         """Build the questions off the UI thread: the GPU-aware budget question
         asks torch about the GPU, which imports torch (seconds)."""
         device = self.engine.device
-        gpu = gpu_for_checks(None if device is None else device.interpreter, self.engine.device_preference)
+        gpu = gpu_for_checks(None if device is None else device.interpreter, self.engine.device_choice)
         session = QuizSession(build_questions(seed=None, gpu=gpu), self.engine.progress)
         self.call_from_thread(self._show_quiz, session)
 
@@ -428,6 +328,6 @@ class FlashTutorApp(App[int]):
 
     @on(QuizScreen.Answered)
     def _quiz_answered(self, message: QuizScreen.Answered) -> None:
-        self._refresh_list()
+        self._load_progress()  # the answer and the paper drill's status are in the file now
         self.engine.send_warnings()  # an answer that could not be saved says so, once
 

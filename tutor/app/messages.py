@@ -7,9 +7,12 @@ so every widget update happens on the UI thread.
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.message import Message
 
 from tutor import engine
+from tutor.progress import DrillProgress
 
 
 class EngineMessage(Message):
@@ -77,3 +80,14 @@ _MESSAGE_FOR = {
 def message_for(event: engine.Event) -> EngineMessage:
     """The message that carries ``event``."""
     return _MESSAGE_FOR[type(event)](event)
+
+
+class ProgressLoaded(Message):
+    """The progress file as a worker read it (``ProgressStore.all_drills`` and
+    ``quiz_answers``), with :meth:`KnownProgress.load_mark` from when it started."""
+
+    def __init__(self, drills: dict[str, DrillProgress], answers: dict[str, dict[str, Any]], mark: int) -> None:
+        super().__init__()
+        self.drills = drills
+        self.answers = answers
+        self.mark = mark

@@ -12,7 +12,12 @@ from tutor.harness.result import CheckResult
 from tutor.links import file_link
 from tutor.paths import default_workspace
 from tutor.progress import (
+    FAILING,
+    IN_PROGRESS,
+    NOT_STARTED,
+    PASSED,
     CheckRecord,
+    DrillStatus,
     ProgressStore,
     done_count,
     drill_summaries,
@@ -179,7 +184,7 @@ def run_list_command(args: argparse.Namespace) -> int:
     ``[x]`` passed, ``[!]`` failing, ``[~]`` in progress (a quiz), ``[ ]`` not started.
     The status is the current file's state, with ``solved before`` when it no
     longer passes but once did."""
-    marks = {"passed": "[x]", "failing": "[!]", "in-progress": "[~]", "not-started": "[ ]"}
+    marks: dict[DrillStatus, str] = {PASSED: "[x]", FAILING: "[!]", IN_PROGRESS: "[~]", NOT_STARTED: "[ ]"}
     workspace = default_workspace()
     rows = drill_summaries(ProgressStore(workspace) if workspace is not None else None, all_drills())
     print(f"    {'id':<4}{'drill':<40} {'status':<23} {'attempts':>8}  file")

@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="the workspace (default: the one around the current directory)")
     launch.add_argument("--poll", action="store_true",
                         help="watch files by polling (network filesystems, WSL's /mnt)")
+    launch.add_argument("--edit-cmd", metavar="CMD",
+                        help="the editor the `e` key runs, e.g. 'code -g {file}:{line}' or 'vim +{line} {file}' "
+                             "(default: $VISUAL, then $EDITOR; known editors get the error's line)")
     add_runner_options(launch)
     launch.set_defaults(func=run_launch_command)
 
@@ -69,6 +72,7 @@ def run_launch_command(args: argparse.Namespace) -> int:
 
     app = FlashTutorApp.with_engine(
         workspace, device=args.device, timeout_s=args.timeout, force_polling=args.poll, first_drill=first,
+        edit_cmd=args.edit_cmd,
     )
     app.run()
     return EXIT_OK if app.return_code in (None, 0) else int(app.return_code)

@@ -41,6 +41,7 @@ from tutor.engine import (
     WatcherStatus,
 )
 from tutor.hints import hint_states
+from tutor.links import file_link
 from tutor.paths import NoWorkspace, require_workspace
 from tutor.progress import ProgressStore, not_saved_note
 from tutor.report import performance_lines, verdict, verdict_lines
@@ -134,6 +135,9 @@ class WatchSession:
     """One ``flashtutor watch`` run: engine events and typed lines, one queue."""
 
     def __init__(self, engine: TutorEngine, drill: Drill, console: Console, events: queue.Queue[object]):
+        """``console`` prints to stdout: the drill file and an error's ``file:line`` are
+        terminal hyperlinks where stdout's terminal renders them (:mod:`tutor.links`),
+        as in ``flashtutor check``."""
         self.engine = engine
         self.drill = drill
         self.console = console
@@ -144,10 +148,15 @@ class WatchSession:
     def say(self, text: str, style: str | None = None) -> None:
         self.console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
 
+    def drill_link(self, drill: Drill, text: str) -> str:
+        """``text`` as a hyperlink to the drill's workspace file (plain where unsupported)."""
+        return file_link(self.engine.drills_dir / drill.file, text=text, stream=sys.stdout)
+
     def focus(self, drill: Drill) -> None:
         self.drill = drill
         self.engine.set_focus(drill.id)
-        self.say(f"\n== {drill.id} {drill.title} · drills/{drill.file} · save to re-check ==", style="bold")
+        where = self.drill_link(drill, f"drills/{drill.file}")
+        self.say(f"\n== {drill.id} {drill.title} · {where} · save to re-check ==", style="bold")
         self.say(KEYS)
         self.engine.recheck(drill.id)
 
@@ -211,7 +220,8 @@ class WatchSession:
         if self.console.is_terminal:
             self.console.clear()
         style = OUTCOME_STYLES[event.result.outcome]
-        self.say("\n".join(verdict_lines(event.result, title=f"{drill.id} {drill.title} ({drill.file})")))
+        title = f"{drill.id} {drill.title} ({self.drill_link(drill, drill.file)})"
+        self.say("\n".join(verdict_lines(event.result, title=title, links=True)))
         if event.counted:
             self.say(f"attempt {event.record.attempts}", style=style)
         else:

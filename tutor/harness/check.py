@@ -134,7 +134,7 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
     return result, state
 
 
-def _timing_maps(state: VerdictState, timed_shape: list[int], device: str) -> dict[str, VisitMap]:
+def _timing_maps(state: VerdictState, timed_shape: list[int], device: launching.TorchDevice) -> dict[str, VisitMap]:
     """The maps the roofline counts, from the problem (one that records no visit maps has none)."""
     timing_visit_maps = getattr(state.problem, "timing_visit_maps", None)
     if timing_visit_maps is None or not state.visits_by_mode:
@@ -175,7 +175,8 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
     return result
 
 
-def _compile_timed_concurrently(state: VerdictState, timed: TimedLaunches, device: str) -> dict[str, VisitMap]:
+def _compile_timed_concurrently(state: VerdictState, timed: TimedLaunches,
+                                device: launching.TorchDevice) -> dict[str, VisitMap]:
     """One launch of each timed variant and the roofline's counting launches, from
     threads at once (their compiles overlap); returns the roofline's counted maps."""
     from concurrent.futures import ThreadPoolExecutor
@@ -189,7 +190,7 @@ def _compile_timed_concurrently(state: VerdictState, timed: TimedLaunches, devic
     return maps
 
 
-def _roofline(state: VerdictState, dev: Device, result: CheckResult, device: str,
+def _roofline(state: VerdictState, dev: Device, result: CheckResult, device: launching.TorchDevice,
               maps: dict[str, VisitMap] | None = None) -> dict[str, Any] | None:
     from tutor import roofline
 

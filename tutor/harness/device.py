@@ -8,12 +8,18 @@ This runs in the worker process *before* triton is imported, because
 from __future__ import annotations
 
 import os
+from typing import Literal, get_args
 
 from packaging.version import Version
 
-from tutor.harness.result import Device
+from tutor.harness.result import Device, DeviceKind
 
-DEVICE_CHOICES = ("auto", "gpu", "cpu")
+# Three device words, three types:
+#   DeviceChoice               what the user asks for (``--device``): a GPU when one is visible, a GPU, the CPU
+#   result.DeviceKind          what the worker detected: "cuda", "rocm" or "cpu" (``Device.kind``)
+#   launch.TorchDevice         the torch device string the tensors live on: "cuda" (ROCm too) or "cpu"
+DeviceChoice = Literal["auto", "gpu", "cpu"]
+DEVICE_CHOICES: tuple[DeviceChoice, ...] = get_args(DeviceChoice)
 # Triton's interpreter fails on these drills before 3.7 ("only 0-dimensional arrays
 # can be converted to Python scalars" in a loop bound; seen with triton 3.6 and
 # numpy 2.4); 3.7, 3.8 and 3.9 were run here.  Compiled GPU runs work with 3.6.
@@ -25,18 +31,18 @@ def interpreter_supports(triton_version: str) -> bool:
     return Version(triton_version).release >= INTERPRETER_MIN_TRITON.release
 
 
-def select_device(preference: str = "auto") -> Device:
+def select_device(choice: DeviceChoice = "auto") -> Device:
     """Set the interpreter switch if needed and describe the device.
 
-    ``preference``: ``auto`` (GPU when one is visible), ``gpu`` (a GPU or an
+    ``choice``: ``auto`` (GPU when one is visible), ``gpu`` (a GPU or an
     error) or ``cpu`` (force the interpreter even on a GPU machine).
     """
-    if preference not in DEVICE_CHOICES:
-        raise ValueError(f"device must be one of {DEVICE_CHOICES}, not {preference!r}")
+    if choice not in DEVICE_CHOICES:
+        raise ValueError(f"device must be one of {DEVICE_CHOICES}, not {choice!r}")
     import torch  # importing torch does not import triton
 
-    has_gpu = torch.cuda.is_available() and preference != "cpu"
-    if preference == "gpu" and not has_gpu:
+    has_gpu = torch.cuda.is_available() and choice != "cpu"
+    if choice == "gpu" and not has_gpu:
         raise RuntimeError("no CUDA or ROCm GPU is visible to PyTorch (see docs/SETUP.md)")
     if not has_gpu:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -48,6 +54,7 @@ def select_device(preference: str = "auto") -> Device:
             f"triton {triton.__version__} is installed, and its CPU interpreter cannot run the drills: "
             f"pip install 'triton>={wanted}' (see docs/SETUP.md)"
         )
+    kind: DeviceKind
     if has_gpu:
         kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"
         name = torch.cuda.get_device_name(0)

@@ -10,8 +10,9 @@ import linecache
 import traceback
 from pathlib import Path
 from types import ModuleType
+from typing import Literal
 
-from tutor.harness.result import CheckError
+from tutor.harness.result import CheckError, ErrorKind
 
 
 def _source_line(file: str, line: int | None) -> str | None:
@@ -132,7 +133,8 @@ def _jit_function_names(module: ModuleType | None) -> set[str]:
     }
 
 
-def from_exception(exc: BaseException, file: str, module: ModuleType | None, during: str) -> CheckError:
+def from_exception(exc: BaseException, file: str, module: ModuleType | None,
+                   during: Literal["import", "runtime"]) -> CheckError:
     """A CheckError for an exception raised while importing (``during="import"``)
     or running (``during="runtime"``) the student's code.
 
@@ -162,7 +164,7 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None, dur
     line = frames[-1].lineno if frames else None
     trace = "".join(traceback.format_list(frames[-3:])) if frames else None
     message = _short(real)
-    kind = during
+    kind: ErrorKind = during
     jit_names = _jit_function_names(module)
     if frames and frames[-1].name in jit_names:
         kind = "compile"

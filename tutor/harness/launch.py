@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Literal
 
 import torch
 
@@ -60,7 +61,12 @@ def random_inputs(
     return q, k, v
 
 
-def torch_device_name(device: Device) -> str:
+# The torch device string the check's tensors live on ("cuda" on ROCm too: torch names
+# HIP devices "cuda"); not the user's --device choice nor the detected Device.kind.
+TorchDevice = Literal["cuda", "cpu"]
+
+
+def torch_device_name(device: Device) -> TorchDevice:
     """The torch device string for a :class:`~tutor.harness.result.Device`."""
     return "cpu" if device.interpreter else "cuda"
 

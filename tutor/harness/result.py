@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
+
+from tutor.catalog import Severity  # a diagnosis's weight, as its words in the drill's data give it
 
 # The one decision about a check, read by every front end (the report's verdict,
 # the CLI's exit code, the app's verdict widget, watch's colour):
@@ -30,7 +32,7 @@ Outcome = Literal["solved", "passed-with-finding", "failed", "not-run"]
 PerformanceStatus = Literal["pending", "done", "skipped", "failed", "cancelled"]
 
 # Error kinds: the check could not run the drill to a verdict.
-ERROR_KINDS = (
+ErrorKind = Literal[
     "missing-file",  # the file does not exist
     "syntax",  # the file does not parse
     "import",  # importing the module raised
@@ -42,12 +44,17 @@ ERROR_KINDS = (
     "timeout",  # the check did not finish in time
     "cancelled",  # a newer save replaced this check
     "internal",  # a bug in the tutor itself
-)
+]
+ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
+
+# The kind of device a check ran on (what the worker detected, not what the user asked
+# for: that is tutor.harness.device.DeviceChoice).
+DeviceKind = Literal["cuda", "rocm", "cpu"]
 
 
 @dataclass
 class CheckError:
-    kind: str
+    kind: ErrorKind
     message: str
     file: str | None = None
     line: int | None = None
@@ -68,12 +75,14 @@ class CheckError:
 class Diagnosis:
     code: str
     message: str
-    severity: str = "error"  # "error": why it failed; "finding": passed but not done; "info"
+    severity: Severity = "error"
 
 
 @dataclass
 class Device:
-    kind: str  # "cuda", "rocm" or "cpu"
+    """The device a worker detected and runs checks on."""
+
+    kind: DeviceKind
     name: str  # "NVIDIA H200", or "CPU"
     interpreter: bool
     torch: str = ""

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tutor.harness.device import DeviceChoice
+
 MB = 10**6
 GB = 10**9
 
@@ -84,13 +86,13 @@ def detect_gpu(device_index: int = 0) -> GpuBudget | None:
     return budget_from_properties(torch.cuda.get_device_properties(device_index))
 
 
-def gpu_for_checks(interpreter: bool | None, preference: str) -> GpuBudget | None:
+def gpu_for_checks(interpreter: bool | None, choice: DeviceChoice) -> GpuBudget | None:
     """The GPU the budget questions are about: the one the checks run on.
 
     ``interpreter`` is the checks' device (None while the worker has not said yet);
-    ``preference`` is the ``--device`` asked for.  Only a GPU device, or an unknown
+    ``choice`` is the ``--device`` asked for.  Only a GPU device, or an unknown
     one that may be a GPU, asks torch (:func:`detect_gpu`, seconds: call it off a UI thread).
     """
     on_gpu = interpreter is False
-    unknown = interpreter is None and preference != "cpu"
+    unknown = interpreter is None and choice != "cpu"
     return detect_gpu() if on_gpu or unknown else None

@@ -14,10 +14,10 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from tutor.app.widgets.status_bar import StatusBar
 from tutor.catalog import Drill
-from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, DrillSummary, done_count
+from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, DrillStatus, DrillSummary, done_count
 
 # Status -> the mark a reader needs no colour for, its words, and a style for those with colour.
-STATUS_MARKS: dict[str, tuple[str, str, str]] = {
+STATUS_MARKS: dict[DrillStatus, tuple[str, str, str]] = {
     NOT_STARTED: ("·", "not started", "dim"),
     IN_PROGRESS: ("~", "in progress", "bold yellow"),
     FAILING: ("✘", "failing", "bold red"),
@@ -47,7 +47,7 @@ def ratio_words(row: DrillRow) -> str:
 
 
 def row_cells(row: DrillRow) -> tuple[Text, str, str, str, str]:
-    mark, words, style = STATUS_MARKS.get(row.status, ("?", row.status, ""))
+    mark, words, style = STATUS_MARKS[row.status]
     status = Text(f"{mark} {words}", style=style)
     if row.solved_before and row.status != PASSED:  # the current file fails; the pass is kept
         status.append(" · solved before", style="green")

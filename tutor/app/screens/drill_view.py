@@ -38,7 +38,8 @@ class DrillScreen(Screen[None]):
     BINDINGS = [
         Binding("r", "app.recheck", "Re-run", tooltip="check the drill file again now"),
         Binding("h", "app.hints", "Hints", tooltip="the hints: unlocked ones in full, what unlocks the rest"),
-        Binding("e", "app.edit", "Edit", tooltip="open the drill in $EDITOR (the app suspends, then resumes)"),
+        Binding("e", "app.edit", "Edit", tooltip="open the drill in your editor (--edit-cmd, $VISUAL or $EDITOR), "
+                "at the error's line; the app suspends, then resumes"),
         Binding("x", "app.reset", "Reset", tooltip="restore the pristine drill after a backup (asks first)"),
         Binding("s", "app.solution", "Solution", tooltip="show the solution (after a pass, or once you confirm)"),
         Binding("n", "app.next_drill", "Next", tooltip="the next drill"),
