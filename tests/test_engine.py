@@ -99,7 +99,8 @@ def test_a_deleted_and_recreated_file_is_checked(tmp_path: Path) -> None:
 
 def test_a_hanging_kernel_times_out_and_the_next_check_works(tmp_path: Path) -> None:
     workspace = make_workspace(tmp_path)
-    with running_engine(workspace, timeout_s=12) as (engine, log):  # bounds the hang; the fixed check must fit in it on a loaded 2-core machine
+    # the bound ends the hang; the fixed check must fit in it too, on a loaded 2-core machine
+    with running_engine(workspace, timeout_s=12) as (engine, log):
         file = drill_file(workspace, "01")
         save_by_rename(file, with_launcher(solution("01"), HANGING_LAUNCHER))
         hung = log.finished("01")
