@@ -194,6 +194,9 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
     assert result.error is None, result.error
     assert result.passed == entry.passes, (entry.name, result.codes, [(c.name, c.max_abs_err) for c in result.cases])
     assert tuple(d.code for d in result.diagnosis if d.severity in ("error", "finding")) == entry.codes
+    if entry.passes:  # a check that passes says findings at most, never why it failed
+        assert not [d.code for d in result.diagnosis if d.severity == "error"]
+        assert result.outcome == ("passed-with-finding" if entry.codes else "solved")
 
 
 # -- the measurements, against independent computations ------------------------------------------

@@ -460,9 +460,11 @@ def diagnose(
             say("loop-before-key-0", f" A visit was recorded at a K/V block index below 0{_where(one)}.")
         if one.launch.visits_after:
             say("loop-past-the-end", f" A visit was recorded past the last K/V block{_where(one)}.")
-    if strays:
-        # what such a kernel outputs follows from loading keys that do not exist
-        # (NaN from the tutor's margins, or another head's keys): said above
+    if any(c.launch.visits_before for c in strays):
+        # what such a kernel outputs follows from loading keys before key 0
+        # (NaN from the tutor's margins, or another head's keys): said above.
+        # A loop past the end is only wasted work (a finding) while col_ok masks
+        # its loads; without the masks the guard bands say read-past-end.
         written = []
 
     if written:
