@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from tutor.harness import guard as guarding
-from tutor.harness.result import GuardFinding
+from tutor.harness.result import CaseResult, GuardFinding
 
 POISON_BITS = 0x7D5A  # an fp16 NaN with a payload; computed NaNs are 0x7E00 / 0x7FFF
 
@@ -106,6 +106,23 @@ def measure_output(out: torch.Tensor, expected: torch.Tensor) -> Measured:
     error = (out64 - expected).abs().nan_to_num(nan=float("inf"))
     max_err = None if unwritten or nonfinite else float(error.max())
     return Measured(unwritten, nonfinite, error, max_err)
+
+
+def case_result(name: str, causal: bool, shape: list[int], measured: Measured, tolerance: float,
+                out_of_bounds: bool, worst_row: int | None, ok: bool = True) -> CaseResult:
+    """One case's verdict: it passes when everything was written, finite, within the
+    tolerance, no store left the output, and ``ok`` (a problem's own condition)."""
+    return CaseResult(
+        name=name,
+        causal=causal,
+        shape=shape,
+        max_abs_err=measured.max_err,
+        passed=ok and measured.max_err is not None and measured.max_err <= tolerance and not out_of_bounds,
+        nonfinite=measured.nonfinite,
+        unwritten=measured.unwritten,
+        wrote_out_of_bounds=out_of_bounds,
+        worst_row=worst_row,
+    )
 
 
 # -- what the bands saw, as findings and the detail of write-past-end / read-past-end ----------

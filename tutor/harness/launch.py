@@ -19,7 +19,7 @@ from tutor.harness.guarded import POISON_BITS, BadOutput, Guarded, returned_tens
 from tutor.harness.loader import LAUNCHER, check_launcher_call
 from tutor.harness.result import Device
 
-__all__ = ["POISON_BITS", "BadOutput", "Launch", "random_inputs", "run_launcher", "visit_grid"]
+__all__ = ["POISON_BITS", "BadOutput", "Launch", "random_inputs", "random_tensors", "run_launcher", "visit_grid"]
 
 GUARD_ROWS = 128  # rows of head_dim after the output that must stay untouched
 
@@ -54,8 +54,14 @@ def random_inputs(
     shape: tuple[int, ...], device: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh standard-normal fp16 q, k, v (never zeros: zeros hide unwritten outputs)."""
-    q, k, v = (torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16) for _ in range(3))
+    q, k, v = random_tensors(shape, device, generator, 3)
     return q, k, v
+
+
+def random_tensors(shape: tuple[int, ...], device: str, generator: torch.Generator, count: int) -> list[torch.Tensor]:
+    """``count`` fresh standard-normal fp16 tensors, drawn in order (drill 04 adds dO to q, k, v)."""
+    return [torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16)
+            for _ in range(count)]
 
 
 def torch_device_name(device: Device) -> str:

@@ -32,18 +32,8 @@ def evaluate(name: str, causal: bool, run: launching.Launch, expected: torch.Ten
     """Compare one launch's output with the reference."""
     measured = shared.measure_output(run.out, expected)
     worst_row = (int(measured.error.argmax()) // run.out.shape[-1]) % run.out.shape[-2]
-    oob = run.wrote_out_of_bounds
-    return CaseResult(
-        name=name,
-        causal=causal,
-        shape=list(run.out.shape),
-        max_abs_err=measured.max_err,
-        passed=measured.max_err is not None and measured.max_err <= tolerance and not oob,
-        nonfinite=measured.nonfinite,
-        unwritten=measured.unwritten,
-        wrote_out_of_bounds=oob,
-        worst_row=worst_row,
-    )
+    return shared.case_result(name, causal, list(run.out.shape), measured, tolerance, run.wrote_out_of_bounds,
+                              worst_row)
 
 
 def ideal_visits(seq: int, block_m: int, block_n: int, causal: bool) -> list[list[bool]]:
@@ -56,17 +46,17 @@ def ideal_visits(seq: int, block_m: int, block_n: int, causal: bool) -> list[lis
     ]
 
 
+def block_visit_map(visits: torch.Tensor, seq: int, block_m: int, block_n: int, ideal: list[list[bool]],
+                    label: str = "") -> VisitMap:
+    """A recorded (batch*heads, row blocks, column blocks) visit tensor as a map: each
+    cell counts the programs (heads) that visited it; ``ideal`` is what they must."""
+    return VisitMap(block_m=block_m, block_n=block_n, seq=seq, heads=visits.shape[0],
+                    counts=(visits != 0).sum(dim=0).cpu().tolist(), ideal=ideal, label=label)
+
+
 def visit_map(run: launching.Launch, seq: int, block_m: int, block_n: int, causal: bool) -> VisitMap:
     assert run.visits is not None
-    counts = (run.visits != 0).sum(dim=0).cpu().tolist()
-    return VisitMap(
-        block_m=block_m,
-        block_n=block_n,
-        seq=seq,
-        heads=run.visits.shape[0],
-        counts=counts,
-        ideal=ideal_visits(seq, block_m, block_n, causal),
-    )
+    return block_visit_map(run.visits, seq, block_m, block_n, ideal_visits(seq, block_m, block_n, causal))
 
 
 def launch_modes(drill: Drill) -> list[bool | None]:

@@ -53,6 +53,7 @@ from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.diagnose import matches, worded
 from tutor.harness.problems import Correctness, TimedLaunches
+from tutor.harness.problems.attention import block_visit_map, ideal_visits
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 from tutor.harness.shapes import plan_for
 
@@ -191,28 +192,23 @@ def launch_case(
     grads, guarded, dkdv_visits, dq_visits = run_backward(module, q, k, v, o, lse, do, causal, block_m, block_n)
     per_err, unwritten, nonfinite, oob = {}, {}, {}, {}
     worst_row, worst = None, -1.0
+    measured: dict[str, shared.Measured] = {}
     for g in GRADS:
         out = grads[g]
-        measured = shared.measure_output(out, ref.grads[g])
-        unwritten[g], nonfinite[g], per_err[g] = measured.unwritten, measured.nonfinite, measured.max_err
+        measured[g] = one = shared.measure_output(out, ref.grads[g])
+        unwritten[g], nonfinite[g], per_err[g] = one.unwritten, one.nonfinite, one.max_err
         oob[g] = bool(guarded.band(GRAD_BANDS[g]).changed())
-        top = float(measured.error.max())
+        top = float(one.error.max())
         if top > worst:
             worst = top
-            worst_row = (int(measured.error.argmax()) // out.shape[-1]) % out.shape[-2]
+            worst_row = (int(one.error.argmax()) // out.shape[-1]) % out.shape[-2]
     errors = list(per_err.values())
-    max_err = None if None in errors else max(e for e in errors if e is not None)
-    case = CaseResult(
-        name=name,
-        causal=causal,
-        shape=list(q.shape),
-        max_abs_err=max_err,
-        passed=forward_ok and max_err is not None and max_err <= tolerance and not any(oob.values()),
-        nonfinite=sum(nonfinite.values()),
-        unwritten=sum(unwritten.values()),
-        wrote_out_of_bounds=any(oob.values()),
-        worst_row=worst_row,
-    )
+    # the case's error is the largest of the three gradients'
+    together = shared.Measured(unwritten=sum(unwritten.values()), nonfinite=sum(nonfinite.values()),
+                               error=measured["dq"].error,
+                               max_err=None if None in errors else max(e for e in errors if e is not None))
+    case = shared.case_result(name, causal, list(q.shape), together, tolerance, any(oob.values()), worst_row,
+                              ok=forward_ok)
     return BackwardLaunch(
         case=case, q=q, k=k, v=v, do=do, o=o, lse=lse, grads=grads, ref=ref,
         forward_ok=forward_ok, forward_detail=forward_detail, per_grad_err=per_err,
@@ -263,24 +259,17 @@ def _where(case: CaseResult) -> str:
 # ------------------------------------------------------------------------------------
 def needed(seq: int, block_m: int, block_n: int, i: int, j: int) -> bool:
     """Does query block i hold a row that may see a key of key block j (causal)?"""
-    return j * block_n <= min((i + 1) * block_m, seq) - 1
+    return ideal_visits(seq, block_m, block_n, True)[i][j]
 
 
 def visit_maps(launch: BackwardLaunch, seq: int, block_m: int, block_n: int, causal: bool) -> list[VisitMap]:
-    n_m, n_n = launching.visit_grid(seq, block_m, block_n)
-    dq_ideal = [[not causal or needed(seq, block_m, block_n, i, j) for j in range(n_n)] for i in range(n_m)]
-    kv_ideal = [[not causal or needed(seq, block_m, block_n, i, j) for i in range(n_m)] for j in range(n_n)]
+    dq_ideal = ideal_visits(seq, block_m, block_n, causal)  # the forward's: query blocks x key blocks
+    kv_ideal = [list(column) for column in zip(*dq_ideal, strict=True)]
     return [
-        VisitMap(
-            block_m=block_m, block_n=block_n, seq=seq, heads=launch.dq_visits.shape[0],
-            counts=(launch.dq_visits != 0).sum(dim=0).cpu().tolist(), ideal=dq_ideal,
-            label="dQ loop: rows are query blocks, columns the key blocks each one visited",
-        ),
-        VisitMap(
-            block_m=block_n, block_n=block_m, seq=seq, heads=launch.dkdv_visits.shape[0],
-            counts=(launch.dkdv_visits != 0).sum(dim=0).cpu().tolist(), ideal=kv_ideal,
-            label="dK/dV loop: rows are key blocks, columns the query blocks each one visited",
-        ),
+        block_visit_map(launch.dq_visits, seq, block_m, block_n, dq_ideal,
+                        "dQ loop: rows are query blocks, columns the key blocks each one visited"),
+        block_visit_map(launch.dkdv_visits, seq, block_n, block_m, kv_ideal,
+                        "dK/dV loop: rows are key blocks, columns the query blocks each one visited"),
     ]
 
 
@@ -565,8 +554,7 @@ def random_case(
     shape: tuple[int, ...], device: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh standard-normal fp16 q, k, v and dO."""
-    q, k, v, do = (torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16)
-                   for _ in range(4))
+    q, k, v, do = launching.random_tensors(shape, device, generator, 4)
     return q, k, v, do
 
 

@@ -45,10 +45,12 @@ from tutor.catalog import Drill
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
+from tutor.harness import readout as reading
 from tutor.harness.diagnose import worded
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, TimedLaunches
-from tutor.harness.problems.attention import evaluate
+from tutor.harness.problems.attention import block_visit_map, evaluate
+from tutor.harness.reference import masked_attention
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 
@@ -166,12 +168,11 @@ def window_mask(seq: int, window: int, device: torch.device | str | None = None)
 
 
 def window_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
-    """Sliding-window causal GQA attention in float64."""
+    """Sliding-window causal GQA attention in float64: each K/V head repeated for its
+    group of query heads, row r seeing keys r - window < c <= r."""
     group = q.shape[1] // k.shape[1]
-    q, k, v = q.double(), k.double().repeat_interleave(group, dim=1), v.double().repeat_interleave(group, dim=1)
-    scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
-    scores = scores.masked_fill(~window_mask(q.shape[-2], window, q.device), float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    return masked_attention(q, k, v, lambda r, c: (c <= r) & (c > r - window))
 
 
 # -- the visit map -----------------------------------------------------------------------------
@@ -192,15 +193,8 @@ def ideal_visits(seq: int, window: int, block_m: int, block_n: int) -> list[list
 
 
 def visit_map(visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> VisitMap:
-    return VisitMap(
-        block_m=block_m,
-        block_n=block_n,
-        seq=case.seq,
-        heads=visits.shape[0],
-        counts=(visits != 0).sum(dim=0).cpu().tolist(),
-        ideal=ideal_visits(case.seq, case.window, block_m, block_n),
-        label=f"sliding window of {case.window} keys",
-    )
+    return block_visit_map(visits, case.seq, block_m, block_n, ideal_visits(case.seq, case.window, block_m, block_n),
+                           f"sliding window of {case.window} keys")
 
 
 # -- measurements ----------------------------------------------------------------------------
@@ -250,20 +244,17 @@ def weight_readout(
     # small scores (std ~0.1): every key the kernel lets in gets a weight far
     # from fp16's underflow, even under a wrong softmax temperature
     q = (q.float() * 0.1).half()
-    d, seq = case.head_dim, case.seq
-    weights = torch.zeros((case.batch * case.heads, seq, seq), dtype=torch.float64, device=device)
-    visits = None
-    for first in range(0, seq, d):
-        keys = torch.arange(first, min(first + d, seq), device=device)
-        values = torch.zeros((seq, d), dtype=torch.float16, device=device)
-        values[keys, keys - first] = 1.0
-        v = values.expand(case.batch, case.heads_kv, seq, d).contiguous()
-        launched = run(module, q, k, v, case.window)
-        out = launched.out.to(torch.float64).reshape(case.batch * case.heads, seq, d)
-        weights[:, :, keys] = out[:, :, : len(keys)]
-        visits = launched.visits
+    launched: list[WindowLaunch] = []
+
+    def launch(v: torch.Tensor) -> torch.Tensor:
+        launched.append(run(module, q, k, v, case.window))
+        return launched[-1].out
+
+    v_shape = (case.batch, case.heads_kv, case.seq, case.head_dim)
+    weights, _ = reading.weights_through(launch, v_shape, case.batch * case.heads, device)
+    visits = launched[-1].visits
     assert visits is not None
-    return weights, visits
+    return weights.to(device), visits
 
 
 def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int) -> torch.Tensor:

@@ -237,17 +237,8 @@ def evaluate(run_: Launch, tolerance: float) -> CaseResult:
     measured = shared.measure_output(run_.out, run_.expected)
     worst_seq = int(measured.error.amax(dim=(1, 2)).argmax())
     oob = bool(run_.guarded.band("output").changed())
-    return CaseResult(
-        name=run_.case.name,
-        causal=False,
-        shape=list(run_.case.shape),
-        max_abs_err=measured.max_err,
-        passed=measured.max_err is not None and measured.max_err <= tolerance and not oob,
-        nonfinite=measured.nonfinite,
-        unwritten=measured.unwritten,
-        wrote_out_of_bounds=oob,
-        worst_row=worst_seq,  # here: the sequence with the largest error
-    )
+    # worst_row, here: the sequence with the largest error
+    return shared.case_result(run_.case.name, False, list(run_.case.shape), measured, tolerance, oob, worst_seq)
 
 
 READ_AFTER = {"Q": "The load of q has no mask past head_dim.",
