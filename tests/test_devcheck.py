@@ -128,6 +128,24 @@ def test_bad_data_is_red_where_it_is(tmp_path):
     assert by_check["02", "code fixtures"][1].startswith("[diagnoses.acc-not-rescaled] has no fixture")
 
 
+def test_a_passing_fixture_with_an_error_level_code_is_red(tmp_path):
+    """A check that PASSES may say a finding, never an error-level code (drill 06's loop-past-the-end)."""
+    root = content_copy(tmp_path)
+    toml = root / "drills" / "06_sliding_window_gqa.toml"
+    text = toml.read_text(encoding="utf-8")
+    start = text.index("[diagnoses.loop-past-the-end]")
+    toml.write_text(text[:start] + text[start:].replace('severity = "finding"', 'severity = "error"', 1),
+                    encoding="utf-8")
+
+    found = failures(devcheck.run(root=root, quick=True, drill="06"))
+
+    mistakes = root / "solutions" / "06_sliding_window_gqa.mistakes.toml"
+    line = line_containing(mistakes, 'name = "upper_bound_unclamped"')
+    assert found == [("06", "fixture upper_bound_unclamped", f"solutions/06_sliding_window_gqa.mistakes.toml:{line}",
+                      "passes = true, but codes ['loop-past-the-end'] are severity \"error\" (why a check FAILS): "
+                      "make them \"finding\" or the entry failing")]
+
+
 def _result(passed: bool, *codes: tuple[str, str], error=None):
     return SimpleNamespace(passed=passed, error=error,
                            diagnosis=[Diagnosis(code, "", severity) for code, severity in codes])

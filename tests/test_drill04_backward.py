@@ -235,6 +235,7 @@ def test_the_shipped_drill_fails_on_p_with_finite_plausible_numbers(shipped_and_
 def test_the_solution_passes_and_each_loop_visits_exactly_the_causal_blocks(shipped_and_solution):
     result = shipped_and_solution["solution"]
     assert result.error is None and result.passed and result.solved and result.diagnosis == []
+    assert result.guard_findings == []  # no load or store reached a guard band
     assert {c.name for c in result.cases} == {"default", "ragged", "short"}
     batch, heads, seq, _ = VISIT_SHAPE
     needed = causal_pairs_blocks(seq, 64, 64)
@@ -282,5 +283,10 @@ def test_each_student_like_kernel_gets_exactly_its_codes(entry, written):
     assert result.error is None, result.error
     assert error_codes(result) == entry.codes, [d.message for d in result.diagnosis]
     assert result.passed == entry.passes, [(c.name, c.causal, c.max_abs_err) for c in result.cases]
+    # the guard bands: where the entry's mistake is a load or a store past the end, which tensor
+    reads = {(g.tensor, g.side) for g in result.guard_findings if g.access == "read"}
+    assert reads == ({("dO", "after")} if "read-past-end" in entry.codes else set()), reads
+    if "write-past-end" in entry.codes:
+        assert ("dQ visit map", "after", "write") in {(g.tensor, g.side, g.access) for g in result.guard_findings}
     if entry.passes and not entry.codes:
         assert result.solved and result.diagnosis == []

@@ -81,6 +81,10 @@ def test_the_lengths_cover_a_full_cache_and_one_shorter_than_a_block():
     for seed in range(20):
         lengths = decode.ragged_lengths(4, 250, torch.Generator().manual_seed(seed)).tolist()
         assert max(lengths) == 250 and min(lengths) <= 20 and all(1 <= n <= 250 for n in lengths)
+        # two sequences: the full one last, so its last block ends the cache tensor (a load
+        # with no mask there reads the guard band's NaN on every check)
+        pair = decode.ragged_lengths(2, 37, torch.Generator().manual_seed(seed)).tolist()
+        assert pair[-1] == 37 and 1 <= pair[0] < 37
 
 
 def test_the_cache_past_each_length_is_finite_garbage():
@@ -212,6 +216,14 @@ def test_the_diagnoses_carry_what_was_measured(checked):
     assert "On each (sequence, head) the output is the reference times one factor, from " in undivided
     averaged = checked["shipped"].diagnosis[0].message
     assert "Wrong on sequence" in averaged and "slices)" in averaged
+    # the guard bands: the unmasked V load read the NaN after V (at least on the short case,
+    # whose full sequence is last); the visit stores with the slices' row stride wrote past the map
+    reads = {(g.tensor, g.side, g.access, g.case) for g in checked["v_load_unmasked"].guard_findings}
+    assert reads and all(r[:3] == ("V", "after", "read") for r in reads), reads
+    assert "V is read past its end when the cache holds" in checked["v_load_unmasked"].diagnosis[0].message
+    writes = {(g.tensor, g.side, g.access, g.case) for g in checked["visits_row_stride"].guard_findings}
+    assert ("visit map", "after", "write", "ragged") in writes and "default" not in {w[3] for w in writes}
+    assert checked["solution"].guard_findings == []
     empty = checked["empty_slice_nan"]
     assert "NaN in every head of sequence" in empty.diagnosis[0].message
     assert all(c.nonfinite < c.shape[0] * c.shape[1] * c.shape[3] for c in empty.cases if c.name == "default")

@@ -168,7 +168,7 @@ def test_shipped_drill_06_fails_with_its_todos_and_finite_plausible_numbers(devi
 def test_the_solution_passes_and_visits_exactly_the_window_blocks(device):
     result = check_here(shipped_solution("06"), device, seed=2)
     assert result.error is None and result.passed and result.solved, result.codes
-    assert result.diagnosis == []
+    assert result.diagnosis == [] and result.guard_findings == []
     assert {c.name for c in result.cases} == {c.name for c in swa.CPU_CASES}
     assert all(c.passed and c.nonfinite == 0 and c.unwritten == 0 for c in result.cases)
     case = swa.CPU_CASES[0]
@@ -194,6 +194,12 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
     assert result.error is None, result.error
     assert result.passed == entry.passes, (entry.name, result.codes, [(c.name, c.max_abs_err) for c in result.cases])
     assert tuple(d.code for d in result.diagnosis if d.severity in ("error", "finding")) == entry.codes
+    reads = {(g.tensor, g.side) for g in result.guard_findings if g.access == "read"}
+    # NaN traced to a guard band: only where a load past the end is the entry's mistake (V's last block)
+    assert reads == ({("V", "after")} if "read-past-end" in entry.codes else set()), reads
+    if entry.passes:  # a check that passes says findings at most, never why it failed
+        assert not [d.code for d in result.diagnosis if d.severity == "error"]
+        assert result.outcome == ("passed-with-finding" if entry.codes else "solved")
 
 
 # -- the measurements, against independent computations ------------------------------------------

@@ -281,6 +281,11 @@ def _mistake_fixtures(drill: Drill, root: Path, rows: list[Row]) -> list[_Fixtur
             problems.append(f"codes {unknown} have no [diagnoses.CODE] in {drill.name}.toml")
         if not entry.passes and not entry.codes:
             problems.append("a failing entry must name the codes its check reports")
+        errors = [c for c in entry.codes if entry.passes and c in drill.diagnoses
+                  and drill.diagnoses[c].severity == "error"]
+        if errors:  # a check that PASSES says no error-level code: "error" means why it FAILED
+            problems.append(f"passes = true, but codes {errors} are severity \"error\" (why a check FAILS): "
+                            "make them \"finding\" or the entry failing")
         file = None
         if entry.base in ("solution", "drill"):
             try:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 INPUT_NAN_BITS = 0x7E5A  # a quiet fp16 NaN with a payload: what a load past the end of Q/K/V reads
+INPUT_NAN_BITS_32 = 0x7FC05A5A  # the same for an fp32 input (drill 04's lse)
 VISIT_SENTINEL = 0x5A5A5A5A  # an int32 no visit-map store writes (the kernel writes 1)
 MIN_MARGIN_ROWS = 128
 SIDES = ("before", "after")
@@ -38,7 +39,9 @@ class Band:
     def side(self, which: str) -> torch.Tensor:
         inside = self.view.numel()
         part = self.buffer[: self.margin] if which == "before" else self.buffer[self.margin + inside:]
-        return part.view(torch.int16) if part.dtype == torch.float16 else part
+        if part.dtype == torch.float16:
+            return part.view(torch.int16)
+        return part.view(torch.int32) if part.dtype == torch.float32 else part
 
     def changed(self) -> dict[str, int]:
         """side -> how many margin elements no longer hold the sentinel."""
@@ -88,7 +91,7 @@ def input_band(name: str, tensor: torch.Tensor, margin: int, fill: str = "nan") 
     """Q, K or V in a band.  ``fill``: "nan" (the sentinel, both sides), "zero"
     (finite margins, to tell whether NaN in the output came from them), or
     "nan-before" / "nan-after" (NaN on that side only, zeros on the other)."""
-    bits = 0 if fill == "zero" else INPUT_NAN_BITS
+    bits = 0 if fill == "zero" else INPUT_NAN_BITS_32 if tensor.dtype == torch.float32 else INPUT_NAN_BITS
     made = band(name, tuple(tensor.shape), tensor.dtype, str(tensor.device), margin, bits, inside=tensor)
     if fill in ("nan-before", "nan-after"):
         made.side("after" if fill == "nan-before" else "before").fill_(0)

@@ -16,15 +16,13 @@ from typing import Literal
 import torch
 
 from tutor.harness import guard as guarding
+from tutor.harness.guarded import POISON_BITS, BadOutput, Guarded, returned_tensor, synchronize
 from tutor.harness.loader import LAUNCHER, check_launcher_call
 from tutor.harness.result import Device
 
-POISON_BITS = 0x7D5A  # an fp16 NaN with a payload; computed NaNs are 0x7E00 / 0x7FFF
+__all__ = ["POISON_BITS", "BadOutput", "Launch", "random_inputs", "random_tensors", "run_launcher", "visit_grid"]
+
 GUARD_ROWS = 128  # rows of head_dim after the output that must stay untouched
-
-
-class BadOutput(Exception):
-    """The launcher returned something that is not the attention output."""
 
 
 @dataclass
@@ -57,8 +55,14 @@ def random_inputs(
     shape: tuple[int, ...], device: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh standard-normal fp16 q, k, v (never zeros: zeros hide unwritten outputs)."""
-    q, k, v = (torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16) for _ in range(3))
+    q, k, v = random_tensors(shape, device, generator, 3)
     return q, k, v
+
+
+def random_tensors(shape: tuple[int, ...], device: str, generator: torch.Generator, count: int) -> list[torch.Tensor]:
+    """``count`` fresh standard-normal fp16 tensors, drawn in order (drill 04 adds dO to q, k, v)."""
+    return [torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16)
+            for _ in range(count)]
 
 
 # The torch device string the check's tensors live on ("cuda" on ROCm too: torch names
@@ -101,37 +105,21 @@ def run_launcher(
     blocks = max(int(getattr(module, "BLOCK_M", 0) or 0), int(getattr(module, "BLOCK_N", 0) or 0))
     margin = guarding.margin_elements(tuple(q.shape), 2 * blocks)
     fills = fills or {}
-    bands = [guarding.input_band(name, t, margin, fills.get(name, "nan"))
-             for name, t in zip("QKV", inputs, strict=True)]
-    out_band = guarding.band("output", tuple(q.shape), torch.float16, str(q.device), margin, POISON_BITS,
-                             inside_bits=POISON_BITS)
-    bands.append(out_band)
-    out = out_band.view
+    guarded = Guarded()
+    views = tuple(guarded.input(name, t, margin, fills.get(name, "nan")) for name, t in zip("QKV", inputs, strict=True))
+    out = guarded.output("output", tuple(q.shape), str(q.device), margin)
     visits = None
     if record_visits:
         n_m, n_n = visit_grid(seq, module.BLOCK_M, module.BLOCK_N)
         shape = (batch * heads, n_m, n_n)
-        visit_band = guarding.band("visit map", shape, torch.int32, str(q.device),
-                                   guarding.margin_elements(shape, 2 * n_m), guarding.VISIT_SENTINEL, inside_bits=0)
-        bands.append(visit_band)
-        visits = visit_band.view
+        visits = guarded.visits("visit map", shape, str(q.device), guarding.margin_elements(shape, 2 * n_m))
     kwargs: dict[str, object] = {"out": out, "visits": visits}
     if causal is not None:
         kwargs["causal"] = causal
     launcher = getattr(module, LAUNCHER)
-    views = (bands[0].view, bands[1].view, bands[2].view)
     check_launcher_call(launcher, ("q", "k", "v"), views, kwargs)  # a wrong def: say so at its line
     returned = launcher(*views, **kwargs)
-    if q.is_cuda:
-        torch.cuda.synchronize()  # surface asynchronous faults here, inside the student's launch
-    result = out if returned is None else returned
-    if not isinstance(result, torch.Tensor):
-        raise BadOutput(f"{LAUNCHER}() returned {type(result).__name__}, not a tensor")
-    if tuple(result.shape) != tuple(q.shape):
-        raise BadOutput(f"{LAUNCHER}() returned shape {tuple(result.shape)}, expected {tuple(q.shape)}")
-    if result.dtype != torch.float16:
-        raise BadOutput(f"{LAUNCHER}() returned dtype {result.dtype}, expected torch.float16")
-    if result.data_ptr() != out.data_ptr():
-        # the launcher made its own output: check that one, without the poison guarantees
-        out = result
-    return Launch(q=q, k=k, v=v, out=out, guard=out_band.side("after"), visits=visits, bands=bands)
+    synchronize(q)
+    out = returned_tensor(f"{LAUNCHER}() returned", returned, out, tuple(q.shape))
+    return Launch(q=q, k=k, v=v, out=out, guard=guarded.band("output").side("after"), visits=visits,
+                  bands=guarded.bands)

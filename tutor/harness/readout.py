@@ -20,6 +20,7 @@ them into sentences.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from types import ModuleType
 
 import torch
@@ -50,15 +51,26 @@ def weights(module: ModuleType, q: torch.Tensor, k: torch.Tensor, causal: bool |
     """The student's effective weights, (batch*heads, seq, seq) float64, and the launches it took.
 
     Unwritten elements (still the poison pattern) read as NaN."""
-    batch, heads, seq, dim = q.shape
-    w = torch.empty((batch * heads, seq, seq), dtype=torch.float64)
+    def launch(v: torch.Tensor) -> torch.Tensor:
+        return launching.run_launcher(module, (q, k, v), causal, record_visits=False).out
+
+    return weights_through(launch, tuple(q.shape), q.shape[0] * q.shape[1], q.device)
+
+
+def weights_through(launch: Callable[[torch.Tensor], torch.Tensor], v_shape: tuple[int, ...], rows: int,
+                    device: torch.device | str) -> tuple[torch.Tensor, int]:
+    """Weights read out through one-hot values: ``launch(v)`` runs the kernel with
+    values ``v`` of ``v_shape`` (batch, heads of V, seq, head_dim) and returns its
+    output, whose (``rows``, seq, head_dim) are the weights on the keys that carry a
+    one, head_dim keys a launch (V made on ``device``).  Returns (rows, seq, seq) float64 (unwritten
+    elements as NaN) and the launches it took."""
+    seq, dim = v_shape[2], v_shape[3]
+    w = torch.empty((rows, seq, seq), dtype=torch.float64)
     groups = -(-seq // dim)
     for group in range(groups):
-        v = one_hot_values(tuple(q.shape), group, q.device)
-        run = launching.run_launcher(module, (q, k, v), causal, record_visits=False)
-        out = run.out.detach().to("cpu")
+        out = launch(one_hot_values(v_shape, group, device)).detach().to("cpu")
         poisoned = out.view(torch.int16) == launching.POISON_BITS
-        block = out.to(torch.float64).masked_fill(poisoned, float("nan")).reshape(batch * heads, seq, dim)
+        block = out.to(torch.float64).masked_fill(poisoned, float("nan")).reshape(rows, out.shape[-2], dim)
         width = min(dim, seq - group * dim)
         w[:, :, group * dim : group * dim + width] = block[:, :, :width]
     return w, groups

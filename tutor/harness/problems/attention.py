@@ -19,6 +19,7 @@ import torch
 
 from tutor.catalog import Drill
 from tutor.harness import guard as guarding
+from tutor.harness import guarded as shared
 from tutor.harness import inputs as hostile
 from tutor.harness import launch as launching
 from tutor.harness import readout as reading
@@ -31,26 +32,10 @@ from tutor.harness.shapes import plan_for
 
 def evaluate(name: str, causal: bool, run: launching.Launch, expected: torch.Tensor, tolerance: float) -> CaseResult:
     """Compare one launch's output with the reference."""
-    out = run.out.to(torch.float64)
-    poisoned = run.out.view(torch.int16) == launching.POISON_BITS
-    unwritten = int(poisoned.sum())
-    nonfinite = int((~torch.isfinite(out) & ~poisoned).sum())
-    error = (out - expected).abs().nan_to_num(nan=float("inf"))
-    worst_flat = int(error.argmax())
-    worst_row = (worst_flat // out.shape[-1]) % out.shape[-2]
-    max_err = None if unwritten or nonfinite else float(error.max())
-    oob = run.wrote_out_of_bounds
-    return CaseResult(
-        name=name,
-        causal=causal,
-        shape=list(out.shape),
-        max_abs_err=max_err,
-        passed=max_err is not None and max_err <= tolerance and not oob,
-        nonfinite=nonfinite,
-        unwritten=unwritten,
-        wrote_out_of_bounds=oob,
-        worst_row=worst_row,
-    )
+    measured = shared.measure_output(run.out, expected)
+    worst_row = (int(measured.error.argmax()) // run.out.shape[-1]) % run.out.shape[-2]
+    return shared.case_result(name, causal, list(run.out.shape), measured, tolerance, run.wrote_out_of_bounds,
+                              worst_row)
 
 
 def ideal_visits(seq: int, block_m: int, block_n: int, causal: bool) -> list[list[bool]]:
@@ -63,17 +48,17 @@ def ideal_visits(seq: int, block_m: int, block_n: int, causal: bool) -> list[lis
     ]
 
 
+def block_visit_map(visits: torch.Tensor, seq: int, block_m: int, block_n: int, ideal: list[list[bool]],
+                    label: str = "") -> VisitMap:
+    """A recorded (batch*heads, row blocks, column blocks) visit tensor as a map: each
+    cell counts the programs (heads) that visited it; ``ideal`` is what they must."""
+    return VisitMap(block_m=block_m, block_n=block_n, seq=seq, heads=visits.shape[0],
+                    counts=(visits != 0).sum(dim=0).cpu().tolist(), ideal=ideal, label=label)
+
+
 def visit_map(run: launching.Launch, seq: int, block_m: int, block_n: int, causal: bool) -> VisitMap:
     assert run.visits is not None
-    counts = (run.visits != 0).sum(dim=0).cpu().tolist()
-    return VisitMap(
-        block_m=block_m,
-        block_n=block_n,
-        seq=seq,
-        heads=run.visits.shape[0],
-        counts=counts,
-        ideal=ideal_visits(seq, block_m, block_n, causal),
-    )
+    return block_visit_map(run.visits, seq, block_m, block_n, ideal_visits(seq, block_m, block_n, causal))
 
 
 def launch_modes(drill: Drill) -> list[bool | None]:
@@ -149,6 +134,7 @@ def check_correctness(
 
 READ_WHERE = {"Q": "The last query block's load of Q", "K": "The last K/V block's load of K",
               "V": "The last K/V block's load of V"}
+READ_AFTER = {t: f"{where} has no mask (or one that lets rows past N_CTX through)." for t, where in READ_WHERE.items()}
 
 
 def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch], runs: list[tuple[bool | None, launching.Launch]],
@@ -161,11 +147,8 @@ def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch]
     said: dict[str, str] = {}
     for checked, (_, run) in zip(launches, runs, strict=True):
         case = checked.case
-        for tensor, side, n in run.writes_past_the_end():
-            findings.append(GuardFinding(tensor, side, "write", case.name, case.causal, case.shape, n))
-            if tensor != "output":  # the output's margins are said by store-out-of-bounds
-                said.setdefault("write-past-end", f" The {tensor} was written {n} element{'s' * (n != 1)} {side} its "
-                                f"{'end' if side == 'after' else 'start'} (seq={case.shape[2]}{_mode(drill, case)}).")
+        shared.write_details(run.writes_past_the_end(), case.name, case.causal, case.shape,
+                             f" (seq={case.shape[2]}{_mode(drill, case)})", findings, said)
     nan_launch = next(((c, r) for c, r in zip(launches, runs, strict=True) if c.case.nonfinite), None)
     if nan_launch is not None:
         checked, (causal, _) = nan_launch
@@ -175,7 +158,7 @@ def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch]
                   inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] = (checked.q, checked.k, checked.v)) -> torch.Tensor:
             return launching.run_launcher(module, inputs, causal, record_visits=True, fills=fills).out
 
-        reads = guarding.probe_reads(again, launching.POISON_BITS, case.nonfinite)
+        reads = shared.probe_reads(again, case.nonfinite, ("Q", "K", "V"))
         clean = None
         if reads:
             block = max(int(module.BLOCK_M), int(module.BLOCK_N))
@@ -184,16 +167,8 @@ def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch]
             if whole[2] != seq:
                 out = again({}, launching.random_inputs(whole, device, generator))
                 clean = list(whole) if guarding.computed_nans(out, launching.POISON_BITS) == 0 else None
-        for tensor, side, n in reads:
-            findings.append(GuardFinding(tensor, side, "read", case.name, case.causal, case.shape, n, clean))
-            where = "end" if side == "after" else "start"
-            text = (f" {tensor} is read past its {where} when seq = {case.shape[2]}{_mode(drill, case)}: with NaN only"
-                    f" {side} {tensor} and every other margin finite, {n} output elements become NaN; with every"
-                    " margin finite, none of them do")
-            text += f"; at seq = {clean[2]}, a multiple of the block sizes, nothing is read there." if clean else "."
-            if side == "after":
-                text += f" {READ_WHERE[tensor]} has no mask (or one that lets rows past N_CTX through)."
-            said["read-past-end"] = said.get("read-past-end", "") + text
+        shared.read_details(reads, case.name, case.causal, case.shape, f"seq = {case.shape[2]}{_mode(drill, case)}",
+                            findings, said, clean, READ_AFTER)
     return findings, worded(drill, said)
 
 

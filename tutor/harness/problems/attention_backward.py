@@ -48,10 +48,13 @@ from types import ModuleType
 import torch
 
 from tutor.catalog import Drill
+from tutor.harness import guard as guarding
+from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.diagnose import matches, worded
 from tutor.harness.problems import Correctness, TimedLaunches
-from tutor.harness.result import CaseResult, Diagnosis, VisitMap
+from tutor.harness.problems.attention import block_visit_map, ideal_visits
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 from tutor.harness.shapes import plan_for
 
 FORWARD = "attention_forward"
@@ -116,55 +119,63 @@ class BackwardLaunch:
     out_of_bounds: dict[str, bool]
     dkdv_visits: torch.Tensor
     dq_visits: torch.Tensor
+    guarded: shared.Guarded | None = None  # the backward's tensors, each inside a guard band
 
 
-def _check_tensor(name: str, value: object, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor):
-        raise launching.BadOutput(f"{name} is {type(value).__name__}, not a tensor")
-    if tuple(value.shape) != tuple(shape):
-        raise launching.BadOutput(f"{name} has shape {tuple(value.shape)}, expected {tuple(shape)}")
-    if value.dtype != dtype:
-        raise launching.BadOutput(f"{name} has dtype {value.dtype}, expected {dtype}")
-    return value
+GRAD_BANDS = {"dq": "dQ", "dk": "dK", "dv": "dV"}  # each gradient's guard band, by the name the report uses
+INPUT_BANDS = ("Q", "K", "V", "O", "dO", "lse")  # the backward's inputs, in the launcher's order
+
+
+def _margin(t: torch.Tensor, block: int) -> int:
+    return guarding.margin_elements(tuple(t.shape), 2 * block)
 
 
 def run_forward(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    returned = getattr(module, FORWARD)(q, k, v, causal=causal)
+    """The student's forward on q, k, v inside NaN guard bands (its o and lse are its own)."""
+    guarded = shared.Guarded()
+    block = max(int(getattr(module, "BLOCK_M", 0) or 0), int(getattr(module, "BLOCK_N", 0) or 0))
+    views = [guarded.input(name, t, _margin(t, block)) for name, t in zip("QKV", (q, k, v), strict=True)]
+    returned = getattr(module, FORWARD)(*views, causal=causal)
     if not isinstance(returned, (tuple, list)) or len(returned) != 2:
-        raise launching.BadOutput(f"{FORWARD}() must return (o, lse), not {type(returned).__name__}")
-    o = _check_tensor(f"{FORWARD}()'s o", returned[0], tuple(q.shape), torch.float16)
-    lse = _check_tensor(f"{FORWARD}()'s lse", returned[1], tuple(q.shape[:-1]), torch.float32)
+        raise shared.BadOutput(f"{FORWARD}() must return (o, lse), not {type(returned).__name__}")
+    o = shared.returned_tensor(f"{FORWARD}() returned as o", returned[0], returned[0], tuple(q.shape))
+    lse = shared.returned_tensor(f"{FORWARD}() returned as lse", returned[1], returned[1], tuple(q.shape[:-1]),
+                                 torch.float32)
     return o, lse
 
 
 def run_backward(
     module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
-    do: torch.Tensor, causal: bool, block_m: int, block_n: int,
-) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+    do: torch.Tensor, causal: bool, block_m: int, block_n: int, fills: dict[str, str] | None = None,
+) -> tuple[dict[str, torch.Tensor], shared.Guarded, torch.Tensor, torch.Tensor]:
+    """One backward launch, every tensor inside a guard band: the inputs between NaN
+    margins (``fills`` maps a name of :data:`INPUT_BANDS` to another fill), dQ, dK, dV
+    poisoned, the visit maps zeroed with sentinel margins."""
     batch, heads, seq, _ = q.shape
     device = str(q.device)
-    outs: dict[str, torch.Tensor] = {}
-    guards: dict[str, torch.Tensor] = {}
-    for name in GRADS:
-        outs[name], guards[name] = launching.poisoned_output(tuple(q.shape), device)
+    fills = fills or {}
+    block = max(block_m, block_n)
+    guarded = shared.Guarded()
+    views = [guarded.input(name, t, _margin(t, block), fills.get(name, "nan"))
+             for name, t in zip(INPUT_BANDS, (q, k, v, o, do, lse), strict=True)]
+    outs = {g: guarded.output(GRAD_BANDS[g], tuple(q.shape), device, _margin(q, block)) for g in GRADS}
     n_m, n_n = launching.visit_grid(seq, block_m, block_n)
-    dkdv_visits = torch.zeros((batch * heads, n_n, n_m), dtype=torch.int32, device=q.device)
-    dq_visits = torch.zeros((batch * heads, n_m, n_n), dtype=torch.int32, device=q.device)
+    maps = {}
+    for name, shape in (("dK/dV visit map", (batch * heads, n_n, n_m)), ("dQ visit map", (batch * heads, n_m, n_n))):
+        maps[name] = guarded.visits(name, shape, device, guarding.margin_elements(shape, 2 * max(n_m, n_n)))
+    qv, kv, vv, ov, dov, lsev = views
     returned = getattr(module, BACKWARD)(
-        q, k, v, o, lse, do, causal=causal, dq=outs["dq"], dk=outs["dk"], dv=outs["dv"],
-        dkdv_visits=dkdv_visits, dq_visits=dq_visits,
+        qv, kv, vv, ov, lsev, dov, causal=causal, dq=outs["dq"], dk=outs["dk"], dv=outs["dv"],
+        dkdv_visits=maps["dK/dV visit map"], dq_visits=maps["dQ visit map"],
     )
-    if q.is_cuda:
-        torch.cuda.synchronize()  # surface asynchronous faults here, inside the student's launch
+    shared.synchronize(q)
     if returned is not None:
         if not isinstance(returned, (tuple, list)) or len(returned) != 3:
-            raise launching.BadOutput(f"{BACKWARD}() must return (dq, dk, dv) or None, not {type(returned).__name__}")
+            raise shared.BadOutput(f"{BACKWARD}() must return (dq, dk, dv) or None, not {type(returned).__name__}")
         for name, value in zip(GRADS, returned, strict=True):
-            value = _check_tensor(f"{BACKWARD}()'s {name}", value, tuple(q.shape), torch.float16)
-            if value.data_ptr() != outs[name].data_ptr():
-                outs[name] = value  # the launcher made its own: checked without the poison guarantees
-    return outs, guards, dkdv_visits, dq_visits
+            outs[name] = shared.returned_tensor(f"{BACKWARD}() returned as {name}", value, outs[name], tuple(q.shape))
+    return outs, guarded, maps["dK/dV visit map"], maps["dQ visit map"]
 
 
 def launch_case(
@@ -178,41 +189,69 @@ def launch_case(
     o_err = float((o.to(torch.float64) - ref.o).abs().nan_to_num(nan=float("inf")).max())
     forward_ok = o_err <= tolerance
     forward_detail = f" (O is off by up to {o_err:.3g})"
-    grads, guards, dkdv_visits, dq_visits = run_backward(module, q, k, v, o, lse, do, causal, block_m, block_n)
+    grads, guarded, dkdv_visits, dq_visits = run_backward(module, q, k, v, o, lse, do, causal, block_m, block_n)
     per_err, unwritten, nonfinite, oob = {}, {}, {}, {}
     worst_row, worst = None, -1.0
+    measured: dict[str, shared.Measured] = {}
     for g in GRADS:
         out = grads[g]
-        poisoned = out.view(torch.int16) == launching.POISON_BITS
-        unwritten[g] = int(poisoned.sum())
-        as64 = out.to(torch.float64)
-        nonfinite[g] = int((~torch.isfinite(as64) & ~poisoned).sum())
-        oob[g] = bool((guards[g] != launching.POISON_BITS).any()) if g in guards else False
-        error = (as64 - ref.grads[g]).abs().nan_to_num(nan=float("inf"))
-        per_err[g] = None if unwritten[g] or nonfinite[g] else float(error.max())
-        top = float(error.max())
+        measured[g] = one = shared.measure_output(out, ref.grads[g])
+        unwritten[g], nonfinite[g], per_err[g] = one.unwritten, one.nonfinite, one.max_err
+        oob[g] = bool(guarded.band(GRAD_BANDS[g]).changed())
+        top = float(one.error.max())
         if top > worst:
             worst = top
-            worst_row = (int(error.argmax()) // out.shape[-1]) % out.shape[-2]
+            worst_row = (int(one.error.argmax()) // out.shape[-1]) % out.shape[-2]
     errors = list(per_err.values())
-    max_err = None if None in errors else max(e for e in errors if e is not None)
-    case = CaseResult(
-        name=name,
-        causal=causal,
-        shape=list(q.shape),
-        max_abs_err=max_err,
-        passed=forward_ok and max_err is not None and max_err <= tolerance and not any(oob.values()),
-        nonfinite=sum(nonfinite.values()),
-        unwritten=sum(unwritten.values()),
-        wrote_out_of_bounds=any(oob.values()),
-        worst_row=worst_row,
-    )
+    # the case's error is the largest of the three gradients'
+    together = shared.Measured(unwritten=sum(unwritten.values()), nonfinite=sum(nonfinite.values()),
+                               error=measured["dq"].error,
+                               max_err=None if None in errors else max(e for e in errors if e is not None))
+    case = shared.case_result(name, causal, list(q.shape), together, tolerance, any(oob.values()), worst_row,
+                              ok=forward_ok)
     return BackwardLaunch(
         case=case, q=q, k=k, v=v, do=do, o=o, lse=lse, grads=grads, ref=ref,
         forward_ok=forward_ok, forward_detail=forward_detail, per_grad_err=per_err,
         unwritten=unwritten, nonfinite=nonfinite, out_of_bounds=oob,
-        dkdv_visits=dkdv_visits, dq_visits=dq_visits,
+        dkdv_visits=dkdv_visits, dq_visits=dq_visits, guarded=guarded,
     )
+
+
+READ_AFTER = {name: f"A load of {name} for the last block has no mask (or one that lets rows past N_CTX through)."
+              for name in INPUT_BANDS}
+
+
+def guard_report(module: ModuleType, launches: list[BackwardLaunch], block_m: int,
+                 block_n: int) -> tuple[list[GuardFinding], dict[str, str]]:
+    """What the guard bands saw: every margin a backward's stores changed (dQ, dK and
+    dV's are store-out-of-bounds), and for the first launch whose forward was right
+    and whose gradients hold NaN, the input margins that NaN came from (re-run with
+    finite margins, then NaN on one side of one input)."""
+    findings: list[GuardFinding] = []
+    said: dict[str, str] = {}
+    for x in launches:
+        if x.guarded is not None:
+            shared.write_details(x.guarded.writes_past_the_end(), x.case.name, x.case.causal, x.case.shape,
+                                 _where(x.case), findings, said, outputs=tuple(GRAD_BANDS.values()))
+    first = next((x for x in launches if x.case.nonfinite and x.forward_ok), None)
+    if first is not None:
+        one = first
+
+        def again(fills: dict[str, str]) -> torch.Tensor:
+            grads = run_backward(module, one.q, one.k, one.v, one.o, one.lse, one.do, one.case.causal,
+                                 block_m, block_n, fills)[0]
+            return torch.cat([grads[g].flatten() for g in GRADS])
+
+        reads = shared.probe_reads(again, one.case.nonfinite, INPUT_BANDS)
+        mode = "causal" if one.case.causal else "full"
+        shared.read_details(reads, one.case.name, one.case.causal, one.case.shape,
+                            f"seq = {one.case.shape[2]} (the {one.case.name} shape, {mode})",
+                            findings, said, where_after=READ_AFTER)
+    return findings, said
+
+
+def _where(case: CaseResult) -> str:
+    return f" (seen on the {case.name} shape, seq={case.shape[2]}, {'causal' if case.causal else 'full'})"
 
 
 # ------------------------------------------------------------------------------------
@@ -220,24 +259,17 @@ def launch_case(
 # ------------------------------------------------------------------------------------
 def needed(seq: int, block_m: int, block_n: int, i: int, j: int) -> bool:
     """Does query block i hold a row that may see a key of key block j (causal)?"""
-    return j * block_n <= min((i + 1) * block_m, seq) - 1
+    return ideal_visits(seq, block_m, block_n, True)[i][j]
 
 
 def visit_maps(launch: BackwardLaunch, seq: int, block_m: int, block_n: int, causal: bool) -> list[VisitMap]:
-    n_m, n_n = launching.visit_grid(seq, block_m, block_n)
-    dq_ideal = [[not causal or needed(seq, block_m, block_n, i, j) for j in range(n_n)] for i in range(n_m)]
-    kv_ideal = [[not causal or needed(seq, block_m, block_n, i, j) for i in range(n_m)] for j in range(n_n)]
+    dq_ideal = ideal_visits(seq, block_m, block_n, causal)  # the forward's: query blocks x key blocks
+    kv_ideal = [list(column) for column in zip(*dq_ideal, strict=True)]
     return [
-        VisitMap(
-            block_m=block_m, block_n=block_n, seq=seq, heads=launch.dq_visits.shape[0],
-            counts=(launch.dq_visits != 0).sum(dim=0).cpu().tolist(), ideal=dq_ideal,
-            label="dQ loop: rows are query blocks, columns the key blocks each one visited",
-        ),
-        VisitMap(
-            block_m=block_n, block_n=block_m, seq=seq, heads=launch.dkdv_visits.shape[0],
-            counts=(launch.dkdv_visits != 0).sum(dim=0).cpu().tolist(), ideal=kv_ideal,
-            label="dK/dV loop: rows are key blocks, columns the query blocks each one visited",
-        ),
+        block_visit_map(launch.dq_visits, seq, block_m, block_n, dq_ideal,
+                        "dQ loop: rows are query blocks, columns the key blocks each one visited"),
+        block_visit_map(launch.dkdv_visits, seq, block_n, block_m, kv_ideal,
+                        "dK/dV loop: rows are key blocks, columns the query blocks each one visited"),
     ]
 
 
@@ -449,8 +481,10 @@ GENERIC = {"dv-wrong", "dq-wrong", "dk-wrong", "ds-wrong"}
 
 
 def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int,
-             block_n: int) -> list[Diagnosis]:
-    codes: dict[str, str] = {}
+             block_n: int, guard_said: dict[str, str] | None = None) -> list[Diagnosis]:
+    """``guard_said``: what the guard bands measured (:func:`guard_report`); NaN that a
+    read past the end explains is not said again."""
+    codes: dict[str, str] = dict(guard_said or {})
     generic: dict[str, str] = {}
 
     def say(code: str, detail: str = "") -> None:
@@ -462,7 +496,7 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
         case = launch.case
         if case.passed:
             continue
-        where = f" (seen on the {case.name} shape, seq={case.shape[2]}, {'causal' if case.causal else 'full'})"
+        where = _where(case)
         if not launch.forward_ok:
             say("forward-changed", launch.forward_detail + where + ".")
             continue
@@ -508,6 +542,8 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
     for code, details in per_loop.items():
         say(code, f" ({'; '.join(details)}.)")
 
+    if "read-past-end" in codes:  # the NaN is explained: not the kernel's own arithmetic
+        codes.pop("nan-in-output", None)
     return worded(drill, codes)
 
 
@@ -518,8 +554,7 @@ def random_case(
     shape: tuple[int, ...], device: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh standard-normal fp16 q, k, v and dO."""
-    q, k, v, do = (torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16)
-                   for _ in range(4))
+    q, k, v, do = launching.random_tensors(shape, device, generator, 4)
     return q, k, v, do
 
 
@@ -533,7 +568,7 @@ def check_correctness(
 ) -> Correctness:
     for name in (FORWARD, BACKWARD):
         if not callable(getattr(module, name, None)):
-            raise launching.BadOutput(f"the drill file defines no {name}() launcher for the tutor to call")
+            raise shared.BadOutput(f"the drill file defines no {name}() launcher for the tutor to call")
     plan = plan_for(interpreter)
     if shape is not None:
         plan = dataclasses.replace(plan, default=(shape[0], shape[1], shape[2], shape[3]))
@@ -549,11 +584,13 @@ def check_correctness(
             # the maps come from the default shape's causal launch (or its only launch)
             if name == "default" and (causal or len(modes) == 1):
                 maps = visit_maps(launch, case_shape[2], block_m, block_n, causal)
+    findings, said = guard_report(module, launches, block_m, block_n)
     return Correctness(
         cases=[x.case for x in launches],
         shape=list(plan.default),
         visits=maps,
-        diagnosis=diagnose(drill, launches, maps, block_m, block_n),
+        diagnosis=diagnose(drill, launches, maps, block_m, block_n, said),
+        guard_findings=findings,
     )
 
 

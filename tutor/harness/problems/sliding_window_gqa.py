@@ -10,9 +10,12 @@ one (GQA, a window that is not a multiple of the block, a ragged last block),
 a ragged one with one K/V head for all query heads, one shorter than a block,
 one whose window is longer than the sequence (plain causal attention) and a
 hostile one whose scores are large enough that exp overflows fp32 unless the
-running maximum is subtracted.  Inputs are fresh standard-normal fp16; the
-output is poisoned; k and v sit between NaN margins, so a kernel that reads a
-K/V head past the last one reads NaN instead of faulting.
+running maximum is subtracted.  Inputs are fresh standard-normal fp16; every
+tensor is a view inside a guard band (:mod:`tutor.harness.guarded`): the
+output is poisoned, q, k and v sit between NaN margins (k's and v's as large as
+q, so a kernel that reads a K/V head past the last one reads NaN instead of
+faulting), and NaN that nothing else explains is traced to the margin it came
+from (``read-past-end``).
 
 The diagnosis is measured, never guessed:
 
@@ -39,12 +42,16 @@ from types import ModuleType
 import torch
 
 from tutor.catalog import Drill
+from tutor.harness import guard as guarding
+from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
+from tutor.harness import readout as reading
 from tutor.harness.diagnose import worded
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, TimedLaunches
-from tutor.harness.problems.attention import evaluate
-from tutor.harness.result import CaseResult, Diagnosis, VisitMap
+from tutor.harness.problems.attention import block_visit_map, evaluate
+from tutor.harness.reference import masked_attention
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 
 @dataclass(frozen=True)
@@ -103,23 +110,14 @@ def cases_for(interpreter: bool, shape: tuple[int, int, int, int] | None = None)
 def random_inputs(
     case: Case, device: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Fresh standard-normal fp16 q (scaled by the case's q_scale) and k, v; k and v
-    are views into buffers with NaN margins of q's size on both sides."""
+    """Fresh standard-normal fp16 q (scaled by the case's q_scale) and k, v (each
+    launch copies them into guard bands: :func:`run`)."""
     def normal(*shape: int) -> torch.Tensor:
         return torch.randn(shape, generator=generator, dtype=torch.float32)
 
     q = (normal(case.batch, case.heads, case.seq, case.head_dim) * case.q_scale).to(device, torch.float16)
     kv_shape = (case.batch, case.heads_kv, case.seq, case.head_dim)
-    return q, guarded(normal(*kv_shape).to(device, torch.float16), q.numel()), guarded(
-        normal(*kv_shape).to(device, torch.float16), q.numel())
-
-
-def guarded(t: torch.Tensor, margin: int) -> torch.Tensor:
-    """``t`` copied into the middle of a NaN-filled buffer ``margin`` elements wider on each side."""
-    buffer = torch.full((margin + t.numel() + margin,), float("nan"), dtype=t.dtype, device=t.device)
-    view = buffer[margin:margin + t.numel()].view(t.shape)
-    view.copy_(t)
-    return view
+    return q, normal(*kv_shape).to(device, torch.float16), normal(*kv_shape).to(device, torch.float16)
 
 
 @dataclass
@@ -130,32 +128,36 @@ class WindowLaunch(launching.Launch):
     visits_after: bool = False
 
 
-def run(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> WindowLaunch:
-    """One launch of the student's launcher into a poisoned output, visits recorded
-    into a map with zeroed margins on both sides (a loop that starts before key 0
-    records a visit at a negative index: it lands in the margin, not in memory
-    that is not the map's)."""
+def _margin(n: int) -> int:
+    return -(-n // 64) * 64  # 128-byte aligned views, as guard.margin_elements keeps them
+
+
+def run(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int,
+        fills: dict[str, str] | None = None) -> WindowLaunch:
+    """One launch of the student's launcher, every tensor inside a guard band
+    (:class:`tutor.harness.guarded.Guarded`): q, k and v between NaN margins
+    (``fills`` maps "Q", "K", "V" to another fill, see :func:`guard.input_band`),
+    k's and v's as large as q, so a kernel that reads a K/V head past the last
+    one reads NaN instead of faulting; a poisoned output; a zeroed visit map
+    whose margins hold a sentinel (a loop that starts before key 0 records a
+    visit at a negative index: it lands in the margin, not in memory that is
+    not the map's)."""
     batch, heads, seq, _ = q.shape
-    out, guard = launching.poisoned_output(tuple(q.shape), str(q.device))
+    device = str(q.device)
+    fills = fills or {}
+    guarded = shared.Guarded()
+    margin = _margin(max(q.numel(), guarding.margin_elements(tuple(q.shape), 2 * int(module.BLOCK_M))))
+    views = [guarded.input(name, t, margin, fills.get(name, "nan")) for name, t in zip("QKV", (q, k, v), strict=True)]
+    out = guarded.output("output", tuple(q.shape), device, margin)
     n_m, n_n = launching.visit_grid(seq, module.BLOCK_M, module.BLOCK_N)
     size = batch * heads * n_m * n_n
-    margin = size + 1024
-    buffer = torch.zeros(margin + size + margin, dtype=torch.int32, device=q.device)
-    visits = buffer[margin:margin + size].view(batch * heads, n_m, n_n)
-    returned = getattr(module, LAUNCHER)(q, k, v, window, out=out, visits=visits)
-    if q.is_cuda:
-        torch.cuda.synchronize()  # surface asynchronous faults here, inside the student's launch
-    result = out if returned is None else returned
-    if not isinstance(result, torch.Tensor):
-        raise launching.BadOutput(f"{LAUNCHER}() returned {type(result).__name__}, not a tensor")
-    if tuple(result.shape) != tuple(q.shape):
-        raise launching.BadOutput(f"{LAUNCHER}() returned shape {tuple(result.shape)}, expected {tuple(q.shape)}")
-    if result.dtype != torch.float16:
-        raise launching.BadOutput(f"{LAUNCHER}() returned dtype {result.dtype}, expected torch.float16")
-    if result.data_ptr() != out.data_ptr():
-        out = result
-    return WindowLaunch(q=q, k=k, v=v, out=out, guard=guard, visits=visits,
-                        visits_before=bool(buffer[:margin].any()), visits_after=bool(buffer[margin + size:].any()))
+    visits = guarded.visits("visit map", (batch * heads, n_m, n_n), device, _margin(size + 1024))
+    returned = getattr(module, LAUNCHER)(*views, window, out=out, visits=visits)
+    shared.synchronize(q)
+    out = shared.returned_tensor(f"{LAUNCHER}() returned", returned, out, tuple(q.shape))
+    strays = guarded.band("visit map").changed()
+    return WindowLaunch(q=q, k=k, v=v, out=out, guard=guarded.band("output").side("after"), visits=visits,
+                        bands=guarded.bands, visits_before="before" in strays, visits_after="after" in strays)
 
 
 def window_mask(seq: int, window: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -166,12 +168,11 @@ def window_mask(seq: int, window: int, device: torch.device | str | None = None)
 
 
 def window_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
-    """Sliding-window causal GQA attention in float64."""
+    """Sliding-window causal GQA attention in float64: each K/V head repeated for its
+    group of query heads, row r seeing keys r - window < c <= r."""
     group = q.shape[1] // k.shape[1]
-    q, k, v = q.double(), k.double().repeat_interleave(group, dim=1), v.double().repeat_interleave(group, dim=1)
-    scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
-    scores = scores.masked_fill(~window_mask(q.shape[-2], window, q.device), float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    return masked_attention(q, k, v, lambda r, c: (c <= r) & (c > r - window))
 
 
 # -- the visit map -----------------------------------------------------------------------------
@@ -192,15 +193,8 @@ def ideal_visits(seq: int, window: int, block_m: int, block_n: int) -> list[list
 
 
 def visit_map(visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> VisitMap:
-    return VisitMap(
-        block_m=block_m,
-        block_n=block_n,
-        seq=case.seq,
-        heads=visits.shape[0],
-        counts=(visits != 0).sum(dim=0).cpu().tolist(),
-        ideal=ideal_visits(case.seq, case.window, block_m, block_n),
-        label=f"sliding window of {case.window} keys",
-    )
+    return block_visit_map(visits, case.seq, block_m, block_n, ideal_visits(case.seq, case.window, block_m, block_n),
+                           f"sliding window of {case.window} keys")
 
 
 # -- measurements ----------------------------------------------------------------------------
@@ -228,7 +222,7 @@ def kv_heads_read(module: ModuleType, checked: Checked, generator: torch.Generat
     depends: list[set[int]] = [set() for _ in range(case.batch * case.heads)]
     for flat in range(case.batch * case.heads_kv):
         b, g = divmod(flat, case.heads_kv)
-        k2, v2 = guarded(k.clone(), q.numel()), guarded(v.clone(), q.numel())
+        k2, v2 = k.clone(), v.clone()
         fresh = torch.randn((2, case.seq, case.head_dim), generator=generator).to(q.device, torch.float16)
         k2[b, g], v2[b, g] = fresh[0], fresh[1]
         out = run(module, q, k2, v2, case.window).out.to(torch.float32)
@@ -250,20 +244,17 @@ def weight_readout(
     # small scores (std ~0.1): every key the kernel lets in gets a weight far
     # from fp16's underflow, even under a wrong softmax temperature
     q = (q.float() * 0.1).half()
-    d, seq = case.head_dim, case.seq
-    weights = torch.zeros((case.batch * case.heads, seq, seq), dtype=torch.float64, device=device)
-    visits = None
-    for first in range(0, seq, d):
-        keys = torch.arange(first, min(first + d, seq), device=device)
-        values = torch.zeros((seq, d), dtype=torch.float16, device=device)
-        values[keys, keys - first] = 1.0
-        v = guarded(values.expand(case.batch, case.heads_kv, seq, d).contiguous(), q.numel())
-        launched = run(module, q, k, v, case.window)
-        out = launched.out.to(torch.float64).reshape(case.batch * case.heads, seq, d)
-        weights[:, :, keys] = out[:, :, : len(keys)]
-        visits = launched.visits
+    launched: list[WindowLaunch] = []
+
+    def launch(v: torch.Tensor) -> torch.Tensor:
+        launched.append(run(module, q, k, v, case.window))
+        return launched[-1].out
+
+    v_shape = (case.batch, case.heads_kv, case.seq, case.head_dim)
+    weights, _ = reading.weights_through(launch, v_shape, case.batch * case.heads, device)
+    visits = launched[-1].visits
     assert visits is not None
-    return weights, visits
+    return weights.to(device), visits
 
 
 def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int) -> torch.Tensor:
@@ -434,9 +425,20 @@ def diagnose(
     visits: VisitMap | None,
     device: str,
     generator: torch.Generator,
+    guard_findings: list[GuardFinding] | None = None,
 ) -> list[Diagnosis]:
+    """``guard_findings`` (when given) collects what the guard bands saw: the margins
+    each launch's stores changed, and where NaN said nowhere else came from."""
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
     codes: dict[str, str] = {}
+    guard_findings = [] if guard_findings is None else guard_findings
+    # every margin a store changed is recorded; the output's are said as store-out-of-bounds and
+    # the visit map's as the loop codes below (the kernel stores into nothing else: a store into
+    # an input's margin is recorded, and the output it missed is said as unwritten-output)
+    for one in checked:
+        shared.write_details(one.launch.writes_past_the_end(), one.result.name, True, one.result.shape,
+                             _where(one), guard_findings, codes, outputs=("output", "visit map", "Q", "K", "V"))
+    nan_source: Checked | None = None
 
     def say(code: str, detail: str = "") -> None:
         codes.setdefault(code, detail)
@@ -460,9 +462,11 @@ def diagnose(
             say("loop-before-key-0", f" A visit was recorded at a K/V block index below 0{_where(one)}.")
         if one.launch.visits_after:
             say("loop-past-the-end", f" A visit was recorded past the last K/V block{_where(one)}.")
-    if strays:
-        # what such a kernel outputs follows from loading keys that do not exist
-        # (NaN from the tutor's margins, or another head's keys): said above
+    if any(c.launch.visits_before for c in strays):
+        # what such a kernel outputs follows from loading keys before key 0
+        # (NaN from the tutor's margins, or another head's keys): said above.
+        # A loop past the end is only wasted work (a finding) while col_ok masks
+        # its loads; without the masks the guard bands say read-past-end.
         written = []
 
     if written:
@@ -530,6 +534,7 @@ def diagnose(
             if readout and set(rows) <= readout_nan:
                 continue  # the read-out's finding leaves these rows no key: said there
             say("nan-in-output", f" {int(nan_rows.sum())} rows, between rows {rows[0]} and {rows[-1]}{_where(one)}.")
+            nan_source = nan_source or one
 
     findings: dict[str, str] = {}
     if visits is not None and visits.visited_blocks == 0:
@@ -550,7 +555,28 @@ def diagnose(
     for code, detail in findings.items():
         say(code, detail)
 
+    if nan_source is not None:  # NaN no measurement explains: did it come from a load past the end?
+        source = nan_source
+
+        def again(fills: dict[str, str]) -> torch.Tensor:
+            return run(module, source.launch.q, source.launch.k, source.launch.v, source.case.window, fills).out
+
+        reads = shared.probe_reads(again, source.result.nonfinite, ("Q", "K", "V"))
+        said: dict[str, str] = {}
+        shared.read_details(reads, source.result.name, True, source.result.shape,
+                            f"seq = {source.case.seq} (the {source.result.name} case, window={source.case.window})",
+                            guard_findings, said, where_after=READ_AFTER)
+        if said:
+            codes.pop("nan-in-output", None)  # explained: not the kernel's own arithmetic
+            codes = {**said, **codes}
+
     return worded(drill, codes)
+
+
+READ_AFTER = {"Q": "The load of the last query block has no row mask (offs_m < N_CTX).",
+              "K": "The load of the last K block has no mask (cols < N_CTX).",
+              "V": "The load of the last V block has no mask (cols < N_CTX): its scores are masked,"
+                   " but 0 * NaN is NaN."}
 
 
 # -- the problem interface ---------------------------------------------------------------------
@@ -576,11 +602,14 @@ def check_correctness(
         if case.name == "default":
             assert launched.visits is not None  # run() always records them
             maps.append(visit_map(launched.visits, case, block_m, block_n))
+    findings: list[GuardFinding] = []
+    diagnosis = diagnose(drill, module, checked, maps[0] if maps else None, device, generator, findings)
     return Correctness(
         cases=[c.result for c in checked],
         shape=[cases[0].batch, cases[0].heads, cases[0].seq, cases[0].head_dim],
         visits=maps,
-        diagnosis=diagnose(drill, module, checked, maps[0] if maps else None, device, generator),
+        diagnosis=diagnosis,
+        guard_findings=findings,
     )
 
 

@@ -32,11 +32,12 @@ from types import ModuleType
 import torch
 
 from tutor.catalog import Drill
-from tutor.harness import launch as launching
+from tutor.harness import guard as guarding
+from tutor.harness import guarded as shared
 from tutor.harness.diagnose import matches, worded
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, TimedLaunches
-from tutor.harness.result import CaseResult, Diagnosis, VisitMap
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 GARBAGE_K_SCALE = 3.0  # stale keys past a length: larger than real ones, so they would win the softmax
 GARBAGE_V_SHIFT = 3.0  # stale values past a length: shifted, so reading them moves the output
@@ -92,7 +93,9 @@ def ragged_lengths(batch: int, max_len: int, generator: torch.Generator) -> torc
     """Lengths from the whole cache down to a few positions, in shuffled order (for a
     batch of 3 or more): one sequence fills the cache, one holds at least half of it,
     one an eighth to a quarter, and the rest at most 20 positions (shorter than a
-    block of 32).  A batch of 2 gets the first two."""
+    block of 32).  A batch of 2 gets the first two, the full one last: its last
+    block ends the whole cache tensor, so a load with no mask there reads past the
+    tensor's end on every check (the guard band's NaN), not only on some."""
     def between(lo: int, hi: int) -> int:
         lo, hi = max(1, min(lo, max_len)), max(1, min(hi, max_len))
         return int(torch.randint(lo, hi + 1, (1,), generator=generator))
@@ -101,7 +104,7 @@ def ragged_lengths(batch: int, max_len: int, generator: torch.Generator) -> torc
     while len(pool) < batch:
         pool.append(between(1, 20))
     order = torch.randperm(batch, generator=generator).tolist()
-    return torch.tensor([pool[i] for i in order[:batch]] if batch >= 3 else pool[:batch], dtype=torch.int32)
+    return torch.tensor([pool[i] for i in order[:batch]] if batch >= 3 else pool[:batch][::-1], dtype=torch.int32)
 
 
 def random_inputs(
@@ -194,7 +197,7 @@ class Launch:
     v: torch.Tensor
     lengths: torch.Tensor
     out: torch.Tensor
-    guard: torch.Tensor
+    guarded: shared.Guarded  # q, k, v, the output and the visit map, each inside a guard band
     visits: torch.Tensor  # (batch*heads, n_blocks): slice number (from 1) that read the block, 0: none
     expected: torch.Tensor
     result: CaseResult | None = None
@@ -208,45 +211,65 @@ def _result(launch: Launch) -> CaseResult:
 
 def run(module: ModuleType, case: Case, device: str, generator: torch.Generator) -> Launch:
     q, k, v, lengths = random_inputs(case, device, generator)
+    return launch_on(module, case, q, k, v, lengths)
+
+
+def launch_on(module: ModuleType, case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              lengths: torch.Tensor, fills: dict[str, str] | None = None) -> Launch:
+    """One launch on these inputs, each inside a guard band: ``fills`` maps "Q", "K",
+    "V" to what their margins hold ("nan", the default; see :func:`guard.input_band`)."""
     b, h, n, d = case.shape
-    out, guard = launching.poisoned_output((b, h, d), device)
     block_n = int(module.BLOCK_N)
-    visits = torch.zeros((b * h, -(-n // block_n)), dtype=torch.int32, device=device)
-    returned = getattr(module, LAUNCHER)(q, k, v, lengths, out=out, visits=visits)
-    if q.is_cuda:
-        torch.cuda.synchronize()  # surface asynchronous faults here, inside the student's launch
-    result = out if returned is None else returned
-    if not isinstance(result, torch.Tensor):
-        raise launching.BadOutput(f"{LAUNCHER}() returned {type(result).__name__}, not a tensor")
-    if tuple(result.shape) != (b, h, d):
-        raise launching.BadOutput(f"{LAUNCHER}() returned shape {tuple(result.shape)}, expected {(b, h, d)}")
-    if result.dtype != torch.float16:
-        raise launching.BadOutput(f"{LAUNCHER}() returned dtype {result.dtype}, expected torch.float16")
-    if result.data_ptr() != out.data_ptr():
-        out = result  # the launcher made its own output: checked without the poison guarantees
-    return Launch(case, q, k, v, lengths, out, guard, visits, attend(q, k, v, lengths))
+    fills = fills or {}
+    guarded = shared.Guarded()
+    margin = guarding.margin_elements(tuple(k.shape), 2 * block_n)
+    views = [guarded.input(name, t, margin, fills.get(name, "nan")) for name, t in zip("QKV", (q, k, v), strict=True)]
+    out = guarded.output("output", (b, h, d), device=str(q.device), margin=margin)
+    grid = (b * h, -(-n // block_n))
+    visits = guarded.visits("visit map", grid, str(q.device), guarding.margin_elements(grid, 2 * grid[1]))
+    returned = getattr(module, LAUNCHER)(*views, lengths, out=out, visits=visits)
+    shared.synchronize(q)
+    out = shared.returned_tensor(f"{LAUNCHER}() returned", returned, out, (b, h, d))
+    return Launch(case, q, k, v, lengths, out, guarded, visits, attend(q, k, v, lengths))
 
 
 def evaluate(run_: Launch, tolerance: float) -> CaseResult:
-    out = run_.out.double().cpu()
-    poisoned = run_.out.view(torch.int16).cpu() == launching.POISON_BITS
-    unwritten = int(poisoned.sum())
-    nonfinite = int((~torch.isfinite(out) & ~poisoned).sum())
-    error = (out - run_.expected).abs().nan_to_num(nan=float("inf"))
-    worst_seq = int(error.amax(dim=(1, 2)).argmax())
-    max_err = None if unwritten or nonfinite else float(error.max())
-    oob = bool((run_.guard != launching.POISON_BITS).any())
-    return CaseResult(
-        name=run_.case.name,
-        causal=False,
-        shape=list(run_.case.shape),
-        max_abs_err=max_err,
-        passed=max_err is not None and max_err <= tolerance and not oob,
-        nonfinite=nonfinite,
-        unwritten=unwritten,
-        wrote_out_of_bounds=oob,
-        worst_row=worst_seq,  # here: the sequence with the largest error
-    )
+    measured = shared.measure_output(run_.out, run_.expected)
+    worst_seq = int(measured.error.amax(dim=(1, 2)).argmax())
+    oob = bool(run_.guarded.band("output").changed())
+    # worst_row, here: the sequence with the largest error
+    return shared.case_result(run_.case.name, False, list(run_.case.shape), measured, tolerance, oob, worst_seq)
+
+
+READ_AFTER = {"Q": "The load of q has no mask past head_dim.",
+              "K": "The load of the last K block of a sequence has no mask (or one that lets positions past"
+                   " the cache's end through).",
+              "V": "The load of the last V block of a sequence has no mask (or one that lets positions past"
+                   " the cache's end through)."}
+
+
+def guard_report(module: ModuleType, launches: list[Launch]) -> tuple[list[GuardFinding], dict[str, str]]:
+    """What the guard bands saw: every margin a store changed (each launch), and for
+    the first launch with NaN in its output, the input margins that NaN came from
+    (re-run with finite margins, then NaN on one side of one input)."""
+    findings: list[GuardFinding] = []
+    said: dict[str, str] = {}
+    for x in launches:
+        case = _result(x)
+        shared.write_details(x.guarded.writes_past_the_end(), case.name, False, case.shape,
+                             f" (the {case.name} case, cache {case.shape[2]})", findings, said)
+    first = next((x for x in launches if _result(x).nonfinite), None)
+    if first is not None:
+        case = _result(first)
+
+        def again(fills: dict[str, str]) -> torch.Tensor:
+            return launch_on(module, first.case, first.q, first.k, first.v, first.lengths, fills).out
+
+        reads = shared.probe_reads(again, case.nonfinite, ("Q", "K", "V"))
+        shared.read_details(reads, case.name, False, case.shape,
+                            f"the cache holds {case.shape[2]} positions (lengths {first.lengths.cpu().tolist()})",
+                            findings, said, where_after=READ_AFTER)
+    return findings, said
 
 
 # -- measurements ---------------------------------------------------------------------------
@@ -357,10 +380,13 @@ def nan_structure(run_: Launch, sl: Slicing) -> str | None:
 
 
 def diagnose(
-    drill: Drill, launches: list[Launch], module: ModuleType, tolerance: float, visits: VisitMap | None
+    drill: Drill, launches: list[Launch], module: ModuleType, tolerance: float, visits: VisitMap | None,
+    guard_said: dict[str, str] | None = None,
 ) -> list[Diagnosis]:
+    """``guard_said``: what the guard bands measured (:func:`guard_report`), said first;
+    NaN that a read past the end explains is not said again."""
     block_n = int(module.BLOCK_N)
-    codes: dict[str, str] = {}
+    codes: dict[str, str] = dict(guard_said or {})
 
     def say(code: str, detail: str = "") -> None:
         codes.setdefault(code, detail)
@@ -437,6 +463,9 @@ def diagnose(
             else:
                 say("extra-blocks", detail)
 
+    if "read-past-end" in codes:  # the NaN is explained: not the kernel's own arithmetic
+        for artifact in ("nan-in-output", "empty-slice-nan"):
+            codes.pop(artifact, None)
     return worded(drill, codes)
 
 
@@ -461,11 +490,13 @@ def check_correctness(
         launch.result = evaluate(launch, drill.tolerance)
         launches.append(launch)
     visits = [visit_map(launches[0], block_n)]
+    findings, said = guard_report(module, launches)
     return Correctness(
         cases=[_result(x) for x in launches],
         shape=list(cases[0].shape),
         visits=visits,
-        diagnosis=diagnose(drill, launches, module, drill.tolerance, visits[0]),
+        diagnosis=diagnose(drill, launches, module, drill.tolerance, visits[0], said),
+        guard_findings=findings,
     )
 
 

@@ -1,0 +1,162 @@
+"""What every problem's launch shares: guarded tensors, the launcher's returned
+tensor, a poisoned output against its reference, and the guard bands' words.
+
+Each problem (:mod:`tutor.harness.problems`) has its own launcher contract,
+but the same machinery around it:
+
+* :class:`Guarded` hands the launcher its inputs, outputs and visit maps as
+  views inside guard bands (:mod:`tutor.harness.guard`): a load past the end
+  of an input reads NaN, a store past the end of any tensor changes a margin;
+* :func:`returned_tensor` checks what the launcher returned in place of the
+  output it was given (a tensor of the right shape and dtype);
+* :func:`measure_output` counts what a poisoned output says: elements never
+  written, non-finite ones the kernel computed, and the error against the
+  float64 reference;
+* :func:`write_details` / :func:`read_details` turn what the bands saw into
+  the measured detail of ``write-past-end`` / ``read-past-end`` (the codes'
+  words are in each drill's TOML).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from tutor.harness import guard as guarding
+from tutor.harness.result import CaseResult, GuardFinding
+
+POISON_BITS = 0x7D5A  # an fp16 NaN with a payload; computed NaNs are 0x7E00 / 0x7FFF
+
+
+class BadOutput(Exception):
+    """The launcher returned something that is not the output it was asked for."""
+
+
+@dataclass
+class Guarded:
+    """The banded tensors of one launch, in the order they were made."""
+
+    bands: list[guarding.Band] = field(default_factory=list)
+
+    def input(self, name: str, tensor: torch.Tensor, margin: int, fill: str = "nan") -> torch.Tensor:
+        """``tensor`` copied into a band whose margins hold ``fill`` (see :func:`guard.input_band`)."""
+        made = guarding.input_band(name, tensor, margin, fill)
+        self.bands.append(made)
+        return made.view
+
+    def output(self, name: str, shape: tuple[int, ...], device: str, margin: int) -> torch.Tensor:
+        """A poisoned fp16 output (every element and both margins hold POISON_BITS)."""
+        made = guarding.band(name, shape, torch.float16, device, margin, POISON_BITS, inside_bits=POISON_BITS)
+        self.bands.append(made)
+        return made.view
+
+    def visits(self, name: str, shape: tuple[int, ...], device: str, margin: int) -> torch.Tensor:
+        """A zeroed int32 visit map whose margins hold a sentinel no visit store writes."""
+        made = guarding.band(name, shape, torch.int32, device, margin, guarding.VISIT_SENTINEL, inside_bits=0)
+        self.bands.append(made)
+        return made.view
+
+    def band(self, name: str) -> guarding.Band:
+        return next(b for b in self.bands if b.name == name)
+
+    def writes_past_the_end(self) -> list[tuple[str, str, int]]:
+        """(tensor, side, margin elements changed) for every band a store reached."""
+        return [(b.name, side, n) for b in self.bands for side, n in b.changed().items()]
+
+
+def returned_tensor(what: str, value: object, given: torch.Tensor, shape: tuple[int, ...],
+                    dtype: torch.dtype = torch.float16) -> torch.Tensor:
+    """The output to check: ``given`` when the launcher wrote into it (``value`` is None
+    or ``given`` itself), else its own tensor, which must have ``shape`` and ``dtype``
+    (checked without the poison guarantees).  ``what`` starts each complaint, e.g.
+    "attention() returned"."""
+    result = given if value is None else value
+    if not isinstance(result, torch.Tensor):
+        raise BadOutput(f"{what} {type(result).__name__}, not a tensor")
+    if tuple(result.shape) != tuple(shape):
+        raise BadOutput(f"{what} shape {tuple(result.shape)}, expected {tuple(shape)}")
+    if result.dtype != dtype:
+        raise BadOutput(f"{what} dtype {result.dtype}, expected {dtype}")
+    return given if result.data_ptr() == given.data_ptr() else result
+
+
+def synchronize(t: torch.Tensor) -> None:
+    """Surface asynchronous faults here, inside the student's launch."""
+    if t.is_cuda:
+        torch.cuda.synchronize()
+
+
+@dataclass
+class Measured:
+    """One poisoned output against its float64 reference."""
+
+    unwritten: int  # elements still holding the poison
+    nonfinite: int  # NaN/Inf the kernel computed
+    error: torch.Tensor  # |out - expected| (float64), inf where the output is NaN
+    max_err: float | None  # None when something was unwritten or non-finite
+
+
+def measure_output(out: torch.Tensor, expected: torch.Tensor) -> Measured:
+    poisoned = (out.view(torch.int16) == POISON_BITS).to(expected.device)
+    out64 = out.to(torch.float64).to(expected.device)
+    unwritten = int(poisoned.sum())
+    nonfinite = int((~torch.isfinite(out64) & ~poisoned).sum())
+    error = (out64 - expected).abs().nan_to_num(nan=float("inf"))
+    max_err = None if unwritten or nonfinite else float(error.max())
+    return Measured(unwritten, nonfinite, error, max_err)
+
+
+def case_result(name: str, causal: bool, shape: list[int], measured: Measured, tolerance: float,
+                out_of_bounds: bool, worst_row: int | None, ok: bool = True) -> CaseResult:
+    """One case's verdict: it passes when everything was written, finite, within the
+    tolerance, no store left the output, and ``ok`` (a problem's own condition)."""
+    return CaseResult(
+        name=name,
+        causal=causal,
+        shape=shape,
+        max_abs_err=measured.max_err,
+        passed=ok and measured.max_err is not None and measured.max_err <= tolerance and not out_of_bounds,
+        nonfinite=measured.nonfinite,
+        unwritten=measured.unwritten,
+        wrote_out_of_bounds=out_of_bounds,
+        worst_row=worst_row,
+    )
+
+
+# -- what the bands saw, as findings and the detail of write-past-end / read-past-end ----------
+def write_details(writes: list[tuple[str, str, int]], case: str, causal: bool, shape: list[int], where: str,
+                  findings: list[GuardFinding], said: dict[str, str], outputs: tuple[str, ...] = ("output",)) -> None:
+    """Record every margin a launch's stores changed (into ``findings``) and say the
+    first one into ``said["write-past-end"]``; the margins of ``outputs`` are the
+    problem's own store-out-of-bounds, not said here.  ``where``: e.g. " (seq=40)"."""
+    for tensor, side, n in writes:
+        findings.append(GuardFinding(tensor, side, "write", case, causal, shape, n))
+        if tensor not in outputs:
+            said.setdefault("write-past-end", f" The {tensor} was written {n} element{'s' * (n != 1)} {side} its "
+                            f"{'end' if side == 'after' else 'start'}{where}.")
+
+
+def probe_reads(again: Callable[[dict[str, str]], torch.Tensor], nonfinite: int,
+                names: tuple[str, ...]) -> list[tuple[str, str, int]]:
+    """Which inputs' margins the NaN of a launch came from (see :func:`guard.probe_reads`)."""
+    return guarding.probe_reads(again, POISON_BITS, nonfinite, names)
+
+
+def read_details(reads: list[tuple[str, str, int]], case: str, causal: bool, shape: list[int], when: str,
+                 findings: list[GuardFinding], said: dict[str, str], clean: list[int] | None = None,
+                 where_after: dict[str, str] | None = None) -> None:
+    """Record each (tensor, side, NaN outputs) a probe found and say it into
+    ``said["read-past-end"]``.  ``when``: the case, e.g. "seq = 37"; ``clean``: a
+    shape at which the same launch read nothing there; ``where_after``: tensor ->
+    the load that hangs past its end, for a read after it."""
+    for tensor, side, n in reads:
+        findings.append(GuardFinding(tensor, side, "read", case, causal, shape, n, clean))
+        text = (f" {tensor} is read past its {'end' if side == 'after' else 'start'} when {when}: with NaN only"
+                f" {side} {tensor} and every other margin finite, {n} output elements become NaN; with every"
+                " margin finite, none of them do")
+        text += f"; at seq = {clean[2]}, a multiple of the block sizes, nothing is read there." if clean else "."
+        if side == "after" and where_after and tensor in where_after:
+            text += " " + where_after[tensor]
+        said["read-past-end"] = said.get("read-past-end", "") + text
