@@ -79,7 +79,9 @@ def main() -> int:
             wall = time.perf_counter() - start
             rel = Path(rel).name if rel.startswith("/") else rel
             rows.append((rel, result, wall, expected))
-            print(json.dumps({"file": rel, "wall_s": wall, **result.to_dict()})[:400], flush=True)
+            said = ",".join(d.code for d in result.diagnosis if d.severity in ("error", "finding"))
+            print(f"{rel}: {result.outcome}, codes [{said}], expected {expected}"
+                  f"{'' if agrees(expected, result) else '   <-- NOT what it must'} ({wall:.1f} s)", flush=True)
     if args.json:
         args.json.write_text(json.dumps([{"file": rel, "wall_s": wall, "expected": e, **r.to_dict()} for rel, r, wall, e in rows], indent=1))
     print()
