@@ -1,0 +1,40 @@
+"""Shared by the mistakes-file tests of drills 01 and 02 (one test file per drill, so
+that `pytest -n auto --dist loadfile` runs the two drills' checks side by side)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers_harness import check_files
+
+from tutor import mistakes
+from tutor.harness.result import CheckResult
+
+
+def entries(drill: str) -> dict[str, mistakes.Mistake]:
+    return {m.stem: m for m in mistakes.all_mistakes() if m.drill == drill}
+
+
+def check_entries(dest: Path, drill: str, extra: dict[str, Path] | None = None) -> dict[str, CheckResult]:
+    """Check every entry of ``drill``'s mistakes file (and the ``extra`` files) in workers."""
+    written = {stem: path for stem, path in mistakes.materialise(dest).items() if stem in entries(drill)}
+    files = {**written, **(extra or {})}
+    results = check_files(list(files.values()))
+    return {stem: results[path] for stem, path in files.items()}
+
+
+def said(result: CheckResult) -> list[str]:
+    return [d.code for d in result.diagnosis if d.severity in ("error", "finding")]
+
+
+def assert_gets_its_verdict(entry: mistakes.Mistake, result: CheckResult) -> None:
+    """Exactly the entry's verdict and codes; messages filled in; read-out only when failing."""
+    assert result.error is None, result.error
+    assert result.passed is entry.passes, [d.message for d in result.diagnosis]
+    assert said(result) == list(entry.codes), [d.message for d in result.diagnosis]
+    for diagnosis in result.diagnosis:
+        assert "{" not in diagnosis.message
+    if entry.passes:  # a correct kernel (with or without a finding such as extra blocks) is never read out
+        assert result.solved is (not entry.codes) and not result.readout
+    elif any(not case.passed for case in result.cases if case.name != "hostile"):
+        assert result.readout, "a failing check reads out the failing modes"
