@@ -256,7 +256,9 @@ def main() -> int:
     import tutor.runner
     from tutor.harness.check import PARALLEL_COMPILE_ENV
 
-    print(f"compiles: {'one after another' if os.environ.get(PARALLEL_COMPILE_ENV) == '0' else 'concurrent'} "
+    compiles = ("none (the interpreter)" if device is not None and device.interpreter
+                else "one after another" if os.environ.get(PARALLEL_COMPILE_ENV) == "0" else "concurrent")
+    print(f"compiles: {compiles} "
           f"({PARALLEL_COMPILE_ENV}={os.environ.get(PARALLEL_COMPILE_ENV, 'unset')}); next spare worker started "
           f"{'during' if tutor.runner.SPARE_DURING_CHECK else 'after'} each check")
     print("medians in seconds; verdict: save -> verdict recorded; +perf: verdict -> performance; "
