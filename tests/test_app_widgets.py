@@ -20,6 +20,7 @@ from tutor.app.widgets.visit_map import GLYPHS, Cell, classify, render_map, tall
 from tutor.catalog import get_drill
 from tutor.engine import CheckFinished
 from tutor.harness.result import Device, Performance, VisitMap
+from tutor.links import file_uri
 from tutor.progress import DrillProgress, DrillSummary
 
 WORKSPACE = Path("/home/student/flashtutor")
@@ -128,6 +129,9 @@ def test_a_check_that_could_not_run_shows_file_line_source_and_message():
     assert f"{result.error.line} │ {result.error.source_line.rstrip()}" in text
     assert result.error.message in text
     assert "Traceback" not in text
+    # the location is a hyperlink to the file (Textual writes it as OSC 8 where the terminal takes it)
+    links = [span.style.link for span in error_text(result, WORKSPACE).spans if not isinstance(span.style, str)]
+    assert links == [file_uri(Path(result.error.file))]
 
 
 def test_diagnosis_says_why_it_failed_and_what_is_still_open():

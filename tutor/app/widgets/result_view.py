@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.style import Style
 from rich.text import Text
 from textual.widgets import Static
 
 from tutor.harness.result import CheckResult
+from tutor.links import file_uri
 from tutor.report import error_excerpts, shape_text
 
 LABEL = 13  # width of the label column
@@ -130,7 +132,9 @@ def error_text(result: CheckResult, workspace: Path | None = None) -> Text:
     text = Text()
     where = display_path(error.file, workspace)
     if where:
-        text.append(where + (f":{error.line}" if error.line else ""), style="bold")
+        # a terminal hyperlink to the file (Textual writes OSC 8 where the terminal takes it)
+        link = Style(bold=True, link=file_uri(Path(error.file))) if error.file else Style(bold=True)
+        text.append(where + (f":{error.line}" if error.line else ""), style=link)
         text.append("\n")
     if error.source_line is not None and error.line:
         text.append(f"{error.line:>5} │ ", style="dim")
