@@ -84,7 +84,7 @@ from tutor.catalog import Drill, Hint, get_drill, kernel_drills
 from tutor.harness.device import DeviceChoice
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import HintState, hint_states
-from tutor.progress import DrillProgress, ProgressStore, file_content_id
+from tutor.progress import DrillProgress, ProgressStore, attempt_content_id
 from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
 from tutor.watcher import SaveDebouncer, WatcherMode
 
@@ -433,14 +433,11 @@ class TutorEngine:
         assert self._runner is not None
         drill = get_drill(drill_id)
         self._emit(CheckStarted(drill_id, request.file, request.trigger))
-        # the bytes the worker checked name the attempt (result.content_id); the file as it is
-        # now stands in only where the worker could not say (it crashed, timed out)
-        fallback = file_content_id(request.file)
         verdicts: list[CheckResult] = []
 
         def on_verdict(verdict: CheckResult) -> None:
             verdicts.append(verdict)
-            self._verdict(drill, request, verdict, verdict.content_id or fallback)
+            self._verdict(drill, request, verdict, attempt_content_id(verdict))
 
         try:
             result = self._runner.check(drill_id, request.file, timing=self.timing, seed=self.seed, cancel=cancel,
@@ -450,11 +447,11 @@ class TutorEngine:
                 self._emit(EngineError(str(exc)))
             return
         if not verdicts:  # no performance phase: this result is the verdict
-            self._verdict(drill, request, result, result.content_id or fallback)
+            self._verdict(drill, request, result, attempt_content_id(result))
             return
         record = self.progress.drill(drill_id)
         if result.performance.status == "done":
-            record = self.progress.record_performance(result, result.content_id or fallback)
+            record = self.progress.record_performance(result, attempt_content_id(result))
         if not self._stopping:
             self._emit(PerformanceFinished(drill_id, result, record))
 

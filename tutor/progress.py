@@ -198,6 +198,13 @@ def file_content_id(path: Path) -> str | None:
         return None
 
 
+def attempt_content_id(result: CheckResult) -> str | None:
+    """What a check's attempt is counted by: the bytes the worker checked
+    (``result.content_id``); the file as it is now only where the worker could
+    not say (it crashed or timed out before it sent a result)."""
+    return result.content_id or file_content_id(Path(result.file))
+
+
 def _shipped_id(drill: Drill) -> str | None:
     try:
         return manifest().get(drill.file)

@@ -19,9 +19,9 @@ from tutor.progress import (
     CheckRecord,
     DrillStatus,
     ProgressStore,
+    attempt_content_id,
     done_count,
     drill_summaries,
-    file_content_id,
     not_saved_note,
     status_words,
 )
@@ -92,17 +92,13 @@ def run_check_command(args: argparse.Namespace) -> int:
                 continue
             title = f"{target.drill.id} {target.drill.title} ({file_link(target.file, stream=sys.stdout)})"
             shown: list[CheckResult] = []
-            # the bytes the worker checked name the attempt (result.content_id); the file as it
-            # is now stands in only where the worker could not say (it crashed, timed out)
-            content = file_content_id(target.file)
             store = _store_for(target)  # one progress store for both phases of this check
 
             def on_verdict(verdict: CheckResult, target: Target = target, title: str = title,
-                           shown: list[CheckResult] = shown, content: str | None = content,
-                           store: ProgressStore | None = store) -> None:
+                           shown: list[CheckResult] = shown, store: ProgressStore | None = store) -> None:
                 """The verdict is printed (and recorded) as soon as it is known."""
                 shown.append(verdict)
-                _show_verdict(args, target, verdict, title, store, content)
+                _show_verdict(args, target, verdict, title, store)
 
             try:
                 result = runner.check(target.drill.id, target.file, timing=not args.no_timing, seed=args.seed,
@@ -111,12 +107,12 @@ def run_check_command(args: argparse.Namespace) -> int:
                 print(f"flashtutor: {exc}", file=sys.stderr)
                 return EXIT_NOT_RUN
             if not shown:  # no performance phase: the result is the verdict
-                _show_verdict(args, target, result, title, store, content)
+                _show_verdict(args, target, result, title, store)
             else:
                 if not args.json and sys.stderr.isatty():
                     print("\033[K", end="", file=sys.stderr, flush=True)  # erase the indicator
                 if store is not None and result.performance.status == "done":
-                    store.record_performance(result, result.content_id or content)
+                    store.record_performance(result, attempt_content_id(result))
             if args.json:
                 print(result.to_json())  # one object: both phases (or performance marked skipped)
             else:
@@ -129,8 +125,8 @@ def run_check_command(args: argparse.Namespace) -> int:
 
 
 def _show_verdict(args: argparse.Namespace, target: Target, verdict: CheckResult, title: str,
-                  store: ProgressStore | None, content: str | None = None) -> None:
-    record = _record_progress(store, target, verdict, content)
+                  store: ProgressStore | None) -> None:
+    record = _record_progress(store, target, verdict)
     if args.json:
         return  # --json prints one object per drill once both phases are in
     print("\n".join(verdict_lines(verdict, title, links=True)), flush=True)
@@ -152,13 +148,12 @@ def _store_for(target: Target) -> ProgressStore | None:
     return ProgressStore(workspace)
 
 
-def _record_progress(store: ProgressStore | None, target: Target, result: CheckResult,
-                     content: str | None) -> CheckRecord | None:
+def _record_progress(store: ProgressStore | None, target: Target, result: CheckResult) -> CheckRecord | None:
     """A check of the workspace's own drill file counts as an attempt when its content
     is new, as a save in `watch` or the app does."""
     if store is None:
         return None
-    record = store.record_check(result, target.drill, result.content_id or content)
+    record = store.record_check(result, target.drill, attempt_content_id(result))
     for warning in store.warnings:  # said once per command, plainly (not writable, file moved aside)
         print(f"flashtutor: {warning}", file=sys.stderr)
     store.warnings.clear()
