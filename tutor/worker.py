@@ -67,17 +67,18 @@ def main(argv: list[str] | None = None) -> int:
             torch.zeros(1, device="cuda")
             startup["cuda_context_s"] = time.perf_counter() - before
             if args.warm_compiler:
+                from tutor.harness.peaks import device_peaks
                 from tutor.harness.warmup import warm_compiler
 
+                # only a head start, each: a check does what failed here as it would anyway
                 try:
                     startup["compiler_warm_s"] = warm_compiler()
-                    # the roofline's ceilings, measured once per device and cached: here, not
-                    # in the first check's performance phase
-                    from tutor.harness.peaks import device_peaks
-
-                    device_peaks(device.name, device.torch)
-                except Exception:  # noqa: BLE001 - only a head start: the check does it as it would anyway
+                except Exception:  # noqa: BLE001
                     startup["compiler_warm_s"] = -1.0
+                try:  # the roofline's ceilings, measured once per device and cached
+                    device_peaks(device.name, device.torch)
+                except Exception:  # noqa: BLE001
+                    pass
         from tutor.harness.job import CheckJob
     except Exception as exc:  # noqa: BLE001 - tell the parent why this worker cannot start
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})

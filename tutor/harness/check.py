@@ -13,6 +13,7 @@ one result.  Everything either reports was measured from the student's kernel.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -43,22 +44,22 @@ def parallel_compile(dev: Device) -> bool:
     return not dev.interpreter and os.environ.get(PARALLEL_COMPILE_ENV, "1") != "0"
 
 
-def compile_concurrently(launches: list[Callable[[], object]]) -> None:
-    """Run one launch of each variant from threads at once, so their Triton compiles
+def compile_concurrently(launches: list[Callable[[], object]]) -> list[object]:
+    """Run ``launches`` from threads at once, so the Triton compiles they start
     (ptxas runs outside the GIL) overlap instead of queueing in front of each
-    launch.  An exception is not raised here: the phase's own launch of that
-    variant raises it again, where it is reported at the student's line."""
+    launch.  Returns each one's value, or the exception it raised (not raised
+    here: the phase's own launch of that variant raises it again, where it is
+    reported at the student's line)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    if len(launches) < 2:
-        return  # nothing to overlap: the phase's own launch compiles it
     with ThreadPoolExecutor(max_workers=len(launches), thread_name_prefix="compile") as pool:
-        for future in [pool.submit(launch) for launch in launches]:
-            future.exception()
+        futures = [pool.submit(launch) for launch in launches]
+    outcomes = [future.exception() or future.result() for future in futures]
     try:
         torch.cuda.synchronize()
     except RuntimeError:
         pass  # a launch broke the CUDA context: the phase's own first launch reports it
+    return outcomes
 
 
 @dataclass
@@ -98,7 +99,9 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
         state.problem = problem_module(drill.problem)
         warmups = getattr(state.problem, "compile_warmups", None)
         if warmups is not None and parallel_compile(dev) and job.shape is None:
-            compile_concurrently(warmups(drill, state.module, launching.torch_device_name(dev)))
+            variants = warmups(drill, state.module, launching.torch_device_name(dev))
+            if len(variants) > 1:  # one variant: nothing to overlap, the verdict's own launch compiles it
+                compile_concurrently(variants)
         found = state.problem.check_correctness(
             drill, state.module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape,
             **({"shape_only": True} if job.shape_only else {}),
@@ -179,15 +182,12 @@ def _compile_timed_concurrently(state: VerdictState, timed: TimedLaunches,
                                 device: launching.TorchDevice) -> dict[str, VisitMap]:
     """One launch of each timed variant and the roofline's counting launches, from
     threads at once (their compiles overlap); returns the roofline's counted maps."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=len(timed.student) + 1, thread_name_prefix="compile") as pool:
-        counted = pool.submit(_timing_maps, state, list(timed.shape), device)
-        for future in [pool.submit(launch) for launch in timed.student.values()]:
-            future.exception()  # the timed launch of that variant raises it again, and is reported
-        maps = counted.result()
-    torch.cuda.synchronize()
-    return maps
+    counted, *_ = compile_concurrently([functools.partial(_timing_maps, state, list(timed.shape), device),
+                                        *timed.student.values()])
+    if isinstance(counted, BaseException):
+        raise counted
+    assert isinstance(counted, dict)
+    return counted
 
 
 def _roofline(state: VerdictState, dev: Device, result: CheckResult, device: launching.TorchDevice,
