@@ -8,6 +8,7 @@ from pathlib import Path
 from helpers_harness import check_files
 
 from tutor import mistakes
+from tutor.catalog import get_drill
 from tutor.harness.result import CheckResult
 
 
@@ -21,6 +22,15 @@ def check_entries(dest: Path, drill: str, extra: dict[str, Path] | None = None) 
     files = {**written, **(extra or {})}
     results = check_files(list(files.values()))
     return {stem: results[path] for stem, path in files.items()}
+
+
+def assert_covers(found: dict[str, mistakes.Mistake], correct_variants: set[str]) -> None:
+    """The file holds the correct-but-different kernels the issue names; every wrong one
+    names its diagnosis, and every code it names has words in the drill."""
+    assert correct_variants <= {stem for stem, m in found.items() if m.passes and not m.codes}
+    for stem, m in found.items():
+        assert all(code in get_drill(m.drill).diagnoses for code in m.codes), stem
+        assert m.passes or m.codes, f"{stem}: a wrong kernel must name its diagnosis"
 
 
 def said(result: CheckResult) -> list[str]:
