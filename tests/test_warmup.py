@@ -34,3 +34,15 @@ def test_warming_compiles_and_restores_the_environment():
     before = os.environ.get("TRITON_ALWAYS_COMPILE")
     assert warm_compiler() > 0
     assert os.environ.get("TRITON_ALWAYS_COMPILE") == before
+
+
+def test_warming_the_interpreter_runs_the_kernel_and_restores_the_environment():
+    """A CPU spare interprets the kernel once (small tiles) and imports every problem module."""
+    import sys
+
+    from tutor.harness.problems import PROBLEMS
+
+    before = os.environ.get("TRITON_ALWAYS_COMPILE")
+    assert warm_compiler("cpu") > 0
+    assert os.environ.get("TRITON_ALWAYS_COMPILE") == before
+    assert all(module in sys.modules for module in PROBLEMS.values())

@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tutor.worker")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--warm-compiler", action="store_true",
-                        help="GPU: compile a small kernel while waiting for the job (a spare worker)")
+                        help="a spare worker: while waiting for the job, compile a small kernel (GPU) or "
+                             "interpret it once (CPU)")
     args = parser.parse_args(argv)
     channel = _protocol_channel()
 
@@ -66,15 +67,17 @@ def main(argv: list[str] | None = None) -> int:
             before = time.perf_counter()
             torch.zeros(1, device="cuda")
             startup["cuda_context_s"] = time.perf_counter() - before
-            if args.warm_compiler:
-                from tutor.harness.peaks import device_peaks
-                from tutor.harness.warmup import warm_compiler
+        if args.warm_compiler:
+            from tutor.harness.warmup import warm_compiler
 
-                # only a head start, each: a check does what failed here as it would anyway
-                try:
-                    startup["compiler_warm_s"] = warm_compiler()
-                except Exception:  # noqa: BLE001
-                    startup["compiler_warm_s"] = -1.0
+            # only a head start, each: a check does what failed here as it would anyway
+            try:  # a GPU compiles the warm-up kernel, the interpreter runs it once
+                startup["compiler_warm_s"] = warm_compiler("cpu" if device.interpreter else "cuda")
+            except Exception:  # noqa: BLE001
+                startup["compiler_warm_s"] = -1.0
+            if not device.interpreter:
+                from tutor.harness.peaks import device_peaks
+
                 try:  # the roofline's ceilings, measured once per device and cached
                     device_peaks(device.name, device.torch)
                 except Exception:  # noqa: BLE001

@@ -1,4 +1,4 @@
-"""Warm a GPU worker's compiler while it waits for a job.
+"""Warm a spare worker's compiler (GPU) or interpreter (CPU) while it waits for a job.
 
 The first Triton compile in a fresh process pays once for what every later
 compile shares: importing Triton's compiler and NVIDIA backend, loading LLVM
@@ -51,13 +51,14 @@ def _warm_kernel(q_ptr, k_ptr, out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
 
 def warm_compiler(device: str = "cuda") -> float:
     """Import the harness's problem modules, then compile and run the warm-up
-    kernel once; the seconds it took."""
+    kernel once (on ``"cpu"``: interpret it once, on small tiles, which pays the
+    interpreter's own first-launch costs); the seconds it took."""
     started = time.perf_counter()
     from tutor.harness.problems import PROBLEMS
 
     for module in PROBLEMS.values():
         importlib.import_module(module)
-    block, n = 64, 128
+    block, n = (16, 32) if device == "cpu" else (64, 128)
     q = torch.randn(block, block, device=device, dtype=torch.float16)
     k = torch.randn(n, block, device=device, dtype=torch.float16)
     out = torch.empty_like(q)
@@ -65,7 +66,8 @@ def warm_compiler(device: str = "cuda") -> float:
     os.environ["TRITON_ALWAYS_COMPILE"] = "1"
     try:
         _warm_kernel[(1,)](q, k, out, N=n, BLOCK=block)
-        torch.cuda.synchronize()
+        if device != "cpu":
+            torch.cuda.synchronize()
     finally:
         if previous is None:
             del os.environ["TRITON_ALWAYS_COMPILE"]
