@@ -53,6 +53,7 @@ def main() -> int:
 
     from tutor.catalog import get_drill, solution_path
     from tutor.harness.check import PARALLEL_COMPILE_ENV, run_verdict
+    from tutor.harness.interpreter_patch import swap_counts
     from tutor.harness.job import CheckJob
 
     drill = get_drill(args.drill)
@@ -66,14 +67,17 @@ def main() -> int:
                 nonce = uuid.uuid4().hex[:8]
                 file = Path(tmp) / f"pass{n}_{drill.file}"
                 file.write_text(content(solution, f"{n}-{nonce}", True), encoding="utf-8")
+            swaps_before = swap_counts()
             profile = cProfile.Profile()
             started = time.perf_counter()
             profile.enable()
             result, _ = run_verdict(CheckJob(drill=drill.id, file=str(file), timing=False, seed=0), dev)
             profile.disable()
             seconds = time.perf_counter() - started
+            swaps = {k: v - swaps_before[k] for k, v in swap_counts().items()}
             rows.append((n, "concurrent" if parallel == "1" else "serial",
-                         "kernel edited" if fresh else "same source again", result.outcome, seconds))
+                         "kernel edited" if fresh else "same source again", result.outcome, seconds,
+                         f"{swaps['swaps']}/{swaps['skipped']}" if dev.interpreter else "-"))
             if n in (0, 2):
                 text = io.StringIO()
                 print(f"--- pass {n} ({'concurrent' if parallel == '1' else 'serial'}, kernel edited): "
@@ -82,9 +86,12 @@ def main() -> int:
                 pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(15)
                 print(text.getvalue())
     print(f"verdict phase in-process, drill {drill.id}, {dev.label}, torch {dev.torch}, triton {dev.triton}")
-    print(f"{'pass':<5}{'compiles':<12}{'source':<20}{'outcome':<10}{'seconds':>8}")
-    for n, mode, source, outcome, seconds in rows:
-        print(f"{n:<5}{mode:<12}{source:<20}{outcome:<10}{seconds:>8.3f}")
+    if dev.interpreter:
+        print("swaps: the interpreter's language swaps done/skipped (tutor/harness/interpreter_patch.py; "
+              "FLASHTUTOR_INTERPRETER_PATCH_ONCE=0 skips none)")
+    print(f"{'pass':<5}{'compiles':<12}{'source':<20}{'outcome':<10}{'seconds':>8}  {'swaps':>9}")
+    for n, mode, source, outcome, seconds, swapped in rows:
+        print(f"{n:<5}{mode:<12}{source:<20}{outcome:<10}{seconds:>8.3f}  {swapped:>9}")
     return 0
 
 
