@@ -132,7 +132,7 @@ class FlashTutorApp(DrillActions):
     # -- start and stop -------------------------------------------------------------------
     def on_mount(self) -> None:
         self.workspace_label = self._workspace_text
-        self.push_screen(DrillListScreen(self.known.rows()))
+        self.push_screen(DrillListScreen(self.known.rows(), loaded=self.known.loaded))
         self._load_progress()
         if self.first_drill is not None:
             self.open_drill(self.first_drill)
@@ -252,7 +252,7 @@ class FlashTutorApp(DrillActions):
     def _refresh_list(self) -> None:
         rows = self.known.rows()
         for screen in self._screens(DrillListScreen):
-            screen.update_rows(rows)
+            screen.update_rows(rows, loaded=self.known.loaded)
 
     def _screens(self, kind: type[_S]) -> Iterator[_S]:
         return (s for s in self.screen_stack if isinstance(s, kind))

@@ -27,6 +27,7 @@ class KnownProgress:
         self.answers: dict[str, dict[str, Any]] = {}
         self._records = 0  # records taken from events so far
         self._record_number: dict[str, int] = {}  # drill id -> number of its latest record
+        self.loaded = False  # a load of the file has landed (before it, a drill's absence says nothing)
 
     def drill(self, drill_id: str) -> DrillProgress:
         return self.drills.get(drill_id, DrillProgress())
@@ -54,4 +55,5 @@ class KnownProgress:
         changed = {key for key in merged.keys() | self.drills.keys() if merged.get(key) != self.drills.get(key)}
         self.drills = merged
         self.answers = answers
+        self.loaded = True
         return changed

@@ -46,7 +46,15 @@ def ratio_words(row: DrillRow) -> str:
     return ""
 
 
-def row_cells(row: DrillRow) -> tuple[Text, str, str, str, str]:
+READING = ("…", "reading progress", "dim")  # the status before the progress file's first read lands
+
+
+def row_cells(row: DrillRow, loaded: bool = True) -> tuple[Text, str, str, str, str]:
+    """The list's cells for ``row``; before the progress file was read (``loaded``
+    False) a drill with no record yet says so instead of "not started"."""
+    if not loaded and row.attempts == 0:
+        mark, words, style = READING
+        return Text(f"{mark} {words}", style=style), row.drill.id, row.drill.title, "", ""
     mark, words, style = STATUS_MARKS[row.status]
     status = Text(f"{mark} {words}", style=style)
     if row.solved_before and row.status != PASSED:  # the current file fails; the pass is kept
@@ -57,6 +65,25 @@ def row_cells(row: DrillRow) -> tuple[Text, str, str, str, str]:
         error = "-" if row.best_error is None else f"{row.best_error:.1e}"
         best = f"{error} {ratio_words(row)}".rstrip()
     return status, row.drill.id, row.drill.title, str(row.attempts), best
+
+
+COLUMNS = ("status", "id", "drill", "tries", "best")
+TITLE = COLUMNS.index("drill")
+MIN_TITLE_WIDTH = 12  # narrower than this, a title says too little: the table scrolls sideways instead
+
+
+def title_width(cells: Sequence[Sequence[Text | str]], screen_width: int) -> int:
+    """The drill column's width: its titles' full width when the row fits the screen,
+    else what the other columns leave (titles then end in "…"), never under
+    :data:`MIN_TITLE_WIDTH`.  Each column takes 2 cells of padding, and 2 are kept
+    for a vertical scrollbar."""
+    def width(cell: Text | str) -> int:
+        return cell.cell_len if isinstance(cell, Text) else Text(cell).cell_len
+
+    widest = [max([width(name), *(width(row[i]) for row in cells)]) for i, name in enumerate(COLUMNS)]
+    others = sum(w for i, w in enumerate(widest) if i != TITLE)
+    room = screen_width - 2 - 2 * len(COLUMNS) - others
+    return min(widest[TITLE], max(MIN_TITLE_WIDTH, room))
 
 
 def progress_text(rows: Sequence[DrillRow], width: int = 20) -> Text:
@@ -100,18 +127,18 @@ class DrillListScreen(Screen[None]):
             super().__init__()
             self.drill = drill
 
-    def __init__(self, rows: Sequence[DrillRow]) -> None:
+    def __init__(self, rows: Sequence[DrillRow], loaded: bool = True) -> None:
+        """``loaded``: the rows come from the progress file (False: it is still being read)."""
         super().__init__()
         self.rows: list[DrillRow] = list(rows)
+        self.loaded = loaded
         self.filter_text = ""
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield StatusBar()
         yield Input(placeholder="filter: id or words of the title (Enter: back to the list)", id="filter")
-        table = DrillTable(id="drills", cursor_type="row", zebra_stripes=False)
-        table.add_columns("status", "id", "drill", "tries", "best")
-        yield table
+        yield DrillTable(id="drills", cursor_type="row", zebra_stripes=False)
         yield Static(id="progress")
         yield Footer(compact=True)
 
@@ -123,9 +150,14 @@ class DrillListScreen(Screen[None]):
         self.query_one(DrillTable).focus()
 
     # -- data --------------------------------------------------------------------------
-    def update_rows(self, rows: Sequence[DrillRow]) -> None:
-        """New statuses from the app (after a check, a reset or a quiz answer)."""
+    def update_rows(self, rows: Sequence[DrillRow], loaded: bool = True) -> None:
+        """New statuses from the app (after the progress file was read, a check, a reset
+        or a quiz answer)."""
         self.rows = list(rows)
+        self.loaded = loaded
+        self._fill()
+
+    def on_resize(self) -> None:
         self._fill()
 
     def _visible(self) -> list[DrillRow]:
@@ -135,12 +167,20 @@ class DrillListScreen(Screen[None]):
     def _fill(self) -> None:
         table = self.query_one(DrillTable)
         current = self.selected_drill()
-        table.clear()
-        for row in self._visible():
-            table.add_row(*row_cells(row), key=row.drill.id)
+        rows = self._visible()
+        cells = [row_cells(row, self.loaded) for row in rows]
+        fitted = title_width(cells, self.size.width or self.app.size.width)
+        table.clear(columns=True)  # columns laid out anew: each as wide as its cells now, the titles fitted
+        for name in COLUMNS:
+            table.add_column(name, key=name, width=fitted if name == "drill" else None)
+        for row, row_cells_ in zip(rows, cells, strict=True):
+            title = Text(row.drill.title, no_wrap=True, overflow="ellipsis")
+            table.add_row(*row_cells_[:TITLE], title, *row_cells_[TITLE + 1:], key=row.drill.id)
         if current is not None and current.id in table.rows:
             table.move_cursor(row=table.get_row_index(current.id))
-        self.query_one("#progress", Static).update(progress_text(self.rows))
+        progress = progress_text(self.rows) if self.loaded else Text("reading .flashtutor/progress.json …",
+                                                                     style="dim")
+        self.query_one("#progress", Static).update(progress)
 
     def selected_drill(self) -> Drill | None:
         table = self.query_one(DrillTable)
