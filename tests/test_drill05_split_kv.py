@@ -125,6 +125,37 @@ def test_the_missing_division_is_the_answer_times_the_merged_sum():
         assert torch.allclose(undivided[b], decode.attend(q, k, v, lengths)[b] * total[:, None], atol=1e-9)
 
 
+def _read_map(per_sequence: list[list[int]], heads: int = 2):
+    """A launch-like object whose visit map has each sequence's heads read exactly those blocks."""
+    from types import SimpleNamespace
+
+    b, n_blocks = len(per_sequence), 8
+    visits = torch.zeros(b * heads, n_blocks, dtype=torch.int32)
+    for i, blocks in enumerate(per_sequence):
+        for j in blocks:
+            visits[i * heads:(i + 1) * heads, j] = 1
+    return SimpleNamespace(case=decode.Case("t", b, heads, 32 * n_blocks, 64, 1.0), visits=visits)
+
+
+def test_the_blocks_read_are_told_against_the_lengths_sequence_by_sequence():
+    """Lengths 250, 47, 20 hold 8, 2, 1 blocks of 32.  Programs that load the next
+    sequence's length read 2, 1 and 8: the counts shuffled, which is said."""
+    run_ = _read_map([[0, 1], [0], list(range(8))])
+    run_.lengths = torch.tensor([250, 47, 20], dtype=torch.int32)
+    text = decode.blocks_against_lengths(run_, 32)
+    assert ("sequence 0 (length 250) read 2 blocks: 6 of its 8 missing; sequence 1 (length 47) read 1 block: "
+            "1 of its 2 missing; sequence 2 (length 20) read 8 blocks: 7 past its length.") in text
+    assert "as many blocks as another sequence holds" in text
+    run_.lengths = torch.tensor([40, 20, 250], dtype=torch.int32)  # blocks 2, 1, 8: exactly what was read
+    assert decode.blocks_against_lengths(run_, 32) == ""
+    run_ = _read_map([[0, 1], [0, 1], list(range(8))])  # sequence 1 reads one block past its one
+    run_.lengths = torch.tensor([64, 20, 250], dtype=torch.int32)
+    text = decode.blocks_against_lengths(run_, 32)
+    assert text.endswith("sequence 1 (length 20) read 2 blocks: 1 past its length.")
+    run_.visits.zero_()  # nothing recorded: nothing to say
+    assert decode.blocks_against_lengths(run_, 32) == ""
+
+
 # -- the real harness --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory) -> dict[str, CheckResult]:

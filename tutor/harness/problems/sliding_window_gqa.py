@@ -267,8 +267,21 @@ def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int
     return (first_block[:, rows] * block_n).clamp(max=seq)
 
 
-def _span(keys: list[int]) -> str:
-    return f"key {keys[0]}" if len(keys) == 1 else f"keys {keys[0]}..{keys[-1]}"
+def _span(indices: list[int], noun: str = "key") -> str:
+    """Sorted indices in words, as runs: "key 4", "keys 3..10", "keys 3..10, 20 and 25..27";
+    past three runs, the first three and how many there are in all."""
+    if len(indices) == 1:
+        return f"{noun} {indices[0]}"
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    words = [str(a) if a == b else f"{a}..{b}" for a, b in runs]
+    if len(words) > 3:
+        return f"{noun}s {', '.join(words[:3])}, … ({len(indices)} in all)"
+    return f"{noun}s " + (words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}")
 
 
 @dataclass
@@ -358,8 +371,8 @@ def read_window(
                                               f"{_span(keys)} of its window{own}{why}."))
     nan_rows = (~finite).any(dim=0).nonzero().flatten().tolist()
     if findings and nan_rows:
-        which = f"row {nan_rows[0]}" if len(nan_rows) == 1 else f"rows {nan_rows[0]}..{nan_rows[-1]}"
-        findings[0].detail = findings[0].detail[:-1] + f"; {which} come out NaN."
+        findings[0].detail = (findings[0].detail[:-1] + f"; {_span(nan_rows, 'row')} "
+                              f"{'comes' if len(nan_rows) == 1 else 'come'} out NaN.")
     return findings
 
 

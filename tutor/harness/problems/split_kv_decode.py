@@ -320,8 +320,41 @@ def _seqs(indices: list[int], lengths: list[int], sl: Slicing) -> str:
     return ", ".join(parts)
 
 
-def describe_wrong(run_: Launch, sl: Slicing, tolerance: float) -> str:
-    """Which sequences are wrong, and whether that follows the number of slices they span."""
+def blocks_against_lengths(run_: Launch, block_n: int) -> str:
+    """Where the cache blocks each sequence's programs read (any head) differ from the
+    blocks its length holds, say how, sequence by sequence; "" where they agree or
+    nothing was recorded.  When the counts read are the held counts shuffled, the
+    programs read their lengths from the wrong sequences."""
+    b, h, _, _ = run_.case.shape
+    read = (run_.visits.cpu() != 0).reshape(b, h, -1).any(dim=1)
+    if not bool(read.any()):
+        return ""
+    needed = blocks_needed(run_.lengths.cpu(), block_n)
+    lengths = run_.lengths.cpu().tolist()
+    counts = [int(read[i].sum()) for i in range(b)]
+    differ = []
+    for i in range(b):
+        blocks = read[i].nonzero().flatten().tolist()
+        if blocks == list(range(needed[i])):
+            continue
+        missing = needed[i] - sum(1 for j in blocks if j < needed[i])
+        past = sum(1 for j in blocks if j >= needed[i])
+        parts = [f"{missing} of its {needed[i]} missing"] if missing else []
+        parts += [f"{past} past its length"] if past else []
+        differ.append(f"sequence {i} (length {lengths[i]}) read {counts[i]} block{'s' if counts[i] != 1 else ''}: "
+                      + ", ".join(parts))
+    if not differ:
+        return ""
+    text = " The cache blocks read do not follow the lengths: " + "; ".join(differ) + "."
+    if sorted(counts) == sorted(needed):
+        text += (" Each sequence read as many blocks as another sequence holds: look at which length each"
+                 " program loads (one length per sequence, shared by its heads).")
+    return text
+
+
+def describe_wrong(run_: Launch, sl: Slicing, tolerance: float, block_n: int) -> str:
+    """Which sequences are wrong, whether that follows the number of slices they span,
+    and where the blocks they read differ from their lengths."""
     out = run_.out.double().cpu()
     err = (out - run_.expected).abs().nan_to_num(nan=float("inf")).amax(dim=(1, 2))
     lengths = run_.lengths.cpu().tolist()
@@ -344,7 +377,7 @@ def describe_wrong(run_: Launch, sl: Slicing, tolerance: float) -> str:
     else:
         text += (f" Largest error {float((out - ref).abs().nan_to_num(nan=float('inf')).max()):.3g}, where the"
                  f" reference's values are at most {float(ref.abs().max()):.3g}.")
-    return text
+    return text + blocks_against_lengths(run_, block_n)
 
 
 def fingerprint(run_: Launch, block_n: int, tolerance: float) -> list[str]:
@@ -434,7 +467,7 @@ def diagnose(
                 say(code, f" NaN in every head of sequence{'s' if len(nan_seqs) > 1 else ''} "
                           f"{_seqs(nan_seqs, lengths, sl)}, of {sl.slices} slices each{where}.")
             else:  # a fingerprint: add which sequences it measurably affects
-                say(code, describe_wrong(launch, sl, tolerance) + where[:-1] + ").")
+                say(code, describe_wrong(launch, sl, tolerance, block_n) + where[:-1] + ").")
         elif case.nonfinite:
             bad = (~torch.isfinite(launch.out.double().cpu())).any(dim=-1).any(dim=-1).nonzero().flatten().tolist()
             say("nan-in-output", f" {case.nonfinite} elements, in sequence{'s' if len(bad) > 1 else ''} "
@@ -442,7 +475,7 @@ def diagnose(
         elif case.unwritten or case.wrote_out_of_bounds:
             pass  # said above; the rest of the output is not worth guessing at
         else:
-            say("wrong-output", describe_wrong(launch, sl, tolerance) + where[:-1] + ").")
+            say("wrong-output", describe_wrong(launch, sl, tolerance, block_n) + where[:-1] + ").")
 
     nan_names = {_result(x).name for x in failing if _result(x).nonfinite}
     if "nan-in-output" in codes and nan_names == {"hostile"}:
