@@ -31,6 +31,7 @@ from tutor.harness.errors import bad_output_error, from_exception
 from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.problems import TimedLaunches, problem_module
+from tutor.harness.read_trace import tracing_reads
 from tutor.harness.result import CheckResult, Device, Performance, VisitMap
 from tutor.pristine import blob_id
 
@@ -102,10 +103,11 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
             variants = warmups(drill, state.module, launching.torch_device_name(dev))
             if len(variants) > 1:  # one variant: nothing to overlap, the verdict's own launch compiles it
                 compile_concurrently(variants)
-        found = state.problem.check_correctness(
-            drill, state.module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape,
-            **({"shape_only": True} if job.shape_only else {}),
-        )
+        with tracing_reads(dev.interpreter):  # the interpreter counts loads into the guard bands' margins
+            found = state.problem.check_correctness(
+                drill, state.module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape,
+                **({"shape_only": True} if job.shape_only else {}),
+            )
         result.cases, result.shape, result.diagnosis = found.cases, found.shape, found.diagnosis
         result.guard_findings = found.guard_findings
         result.readout = found.readout

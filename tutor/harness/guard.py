@@ -15,9 +15,11 @@ a mask, and never smaller than ``MIN_MARGIN_ROWS`` rows of the last dimension.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+
+from tutor.harness import read_trace
 
 INPUT_NAN_BITS = 0x7E5A  # a quiet fp16 NaN with a payload: what a load past the end of Q/K/V reads
 INPUT_NAN_BITS_32 = 0x7FC05A5A  # the same for an fp32 input (drill 04's lse)
@@ -35,6 +37,7 @@ class Band:
     view: torch.Tensor
     margin: int  # elements on each side
     bits: int  # the margins' sentinel, as the integer its elements must still hold
+    reads: dict[str, int] = field(default_factory=dict)  # side -> margin elements loads read (interpreter)
 
     def side(self, which: str) -> torch.Tensor:
         inside = self.view.numel()
@@ -84,7 +87,9 @@ def band(name: str, shape: tuple[int, ...], dtype: torch.dtype, device: str, mar
     view = buffer[margin: margin + numel].view(shape)
     if inside is not None:
         view.copy_(inside)
-    return Band(name=name, buffer=buffer, view=view, margin=margin, bits=bits)
+    made = Band(name=name, buffer=buffer, view=view, margin=margin, bits=bits)
+    read_trace.register(made)  # on the interpreter, while a check runs: its loads are watched
+    return made
 
 
 def input_band(name: str, tensor: torch.Tensor, margin: int, fill: str = "nan") -> Band:

@@ -14,7 +14,9 @@ but the same machinery around it:
   float64 reference;
 * :func:`write_details` / :func:`read_details` turn what the bands saw into
   the measured detail of ``write-past-end`` / ``read-past-end`` (the codes'
-  words are in each drill's TOML).
+  words are in each drill's TOML), and :func:`unused_read_details` the loads
+  into a margin whose values never reached the output (``read-past-end-unused``:
+  seen on Triton's interpreter only, :mod:`tutor.harness.read_trace`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from tutor.harness import guard as guarding
+from tutor.harness.guard import Band
 from tutor.harness.result import CaseResult, GuardFinding
 
 POISON_BITS = 0x7D5A  # an fp16 NaN with a payload; computed NaNs are 0x7E00 / 0x7FFF
@@ -160,3 +163,21 @@ def read_details(reads: list[tuple[str, str, int]], case: str, causal: bool, sha
         if side == "after" and where_after and tensor in where_after:
             text += " " + where_after[tensor]
         said["read-past-end"] = said.get("read-past-end", "") + text
+
+
+def unused_read_details(launches: list[tuple[list[Band], CaseResult]], findings: list[GuardFinding],
+                        said: dict[str, str], where: Callable[[CaseResult], str]) -> None:
+    """Record every margin a launch's loads read (counted on the interpreter,
+    :mod:`tutor.harness.read_trace`) of a tensor whose NaN did not reach the output
+    (those are ``read-past-end``, said already), and say the first one into
+    ``said["read-past-end-unused"]``.  ``where(case)``: e.g. " (seq=40, causal)"."""
+    explained = {f.tensor for f in findings if f.access == "read"}
+    for bands, case in launches:
+        for band in bands:
+            for side, n in band.reads.items():
+                if band.name in explained:
+                    continue
+                findings.append(GuardFinding(band.name, side, "read-unused", case.name, case.causal, case.shape, n))
+                edge = "end" if side == "after" else "start"
+                said.setdefault("read-past-end-unused", f" {band.name} was read past its {edge}: {n} element"
+                                f"{'s' * (n != 1)} {side} it{where(case)}.")

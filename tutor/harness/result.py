@@ -116,11 +116,12 @@ class GuardFinding:
 
     tensor: str  # "Q", "K", "V", "output", "visit map"
     side: str  # "before" or "after" the tensor
-    access: str  # "read" (NaN from the margin reached the output) or "write" (a margin changed)
+    access: str  # "read" (NaN from the margin reached the output), "write" (a margin changed) or
+    # "read-unused" (a load read the margin and the value reached nothing: counted on the interpreter)
     case: str  # the case it was seen on ("default", "ragged", ...)
     causal: bool
     shape: list[int]
-    elements: int  # margin elements written, or output elements the margin's NaN reached
+    elements: int  # margin elements written or read, or output elements the margin's NaN reached
     clean_shape: list[int] | None = None  # the same launch at a block-multiple length showed nothing
 
 

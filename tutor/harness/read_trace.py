@@ -1,0 +1,103 @@
+"""On Triton's interpreter, which loads reached into a guard band's margin.
+
+A guard band's NaN margins (:mod:`tutor.harness.guard`) catch a load past the
+end of an input only when the value read reaches the output.  A kernel that
+loads a tile with no mask and then masks the *scores* (``tl.where(col_ok, qk,
+-inf)``) discards the NaN: its output is right, but on a GPU that same load
+reads memory past the tensor — an illegal-address fault or another tensor's
+bytes, depending on where the allocation ends.
+
+The interpreter runs every load as NumPy on real addresses, so here the tutor
+can see the read itself: while :func:`tracing_reads` is active, every band made
+(:func:`register`, called by :mod:`tutor.harness.guard`) is watched, and each
+load (``tl.load``, masked or not) counts the addresses it read, mask applied,
+that fall in a band's margins (:attr:`Band.reads`).  A compiled GPU launch runs
+no Python per load; there this measures nothing (and says nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tutor.harness.guard import Band
+
+_watched: list[Band] | None = None  # the bands made while tracing (None: not tracing)
+
+
+def register(band: Band) -> None:
+    """Watch ``band``'s margins for reads (a no-op unless :func:`tracing_reads` is active)."""
+    if _watched is not None:
+        _watched.append(band)
+
+
+def _margins(band: Band) -> list[tuple[str, int, int]]:
+    """(side, first byte, byte past the last) of each margin."""
+    size = band.buffer.element_size()
+    start = band.buffer.data_ptr()
+    inside = band.view.data_ptr() + band.view.numel() * size
+    return [("before", start, start + band.margin * size), ("after", inside, inside + band.margin * size)]
+
+
+_touched: dict[tuple[int, str], Any] = {}  # (id of a watched band, side) -> which margin elements were read
+
+
+def _count(addresses: Any, mask: Any) -> None:
+    """Mark the margin elements the masked-in ``addresses`` (uint64 NumPy) read;
+    ``Band.reads[side]`` is then how many distinct elements of that margin were read."""
+    if not _watched:
+        return
+    import numpy as np
+
+    live = addresses[mask] if mask is not None and mask.shape == addresses.shape else addresses.ravel()
+    if live.size == 0:
+        return
+    low, high = int(live.min()), int(live.max())
+    for band in _watched:
+        for side, first, end in _margins(band):
+            if high >= first and low < end:  # only then look address by address
+                inside = live[(live >= first) & (live < end)]
+                if inside.size:
+                    size = band.buffer.element_size()
+                    touched = _touched.setdefault((id(band), side), np.zeros(band.margin, dtype=bool))
+                    touched[(inside - first) // size] = True
+                    band.reads[side] = int(touched.sum())
+
+
+_installed = False
+
+
+def _install() -> None:
+    """Wrap the interpreter's one load (``create_load`` goes through it too)."""
+    global _installed
+    if _installed:
+        return
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    load = builder.create_masked_load
+
+    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, cache_policy: Any, is_volatile: Any) -> Any:
+        _count(ptrs.data, None if mask is None else mask.data)
+        return load(self, ptrs, mask, other, cache_policy, is_volatile)
+
+    builder.create_masked_load = create_masked_load
+    _installed = True
+
+
+@contextmanager
+def tracing_reads(interpreter: bool) -> Iterator[None]:
+    """Watch the bands made inside the block (on the interpreter; elsewhere nothing)."""
+    global _watched
+    if not interpreter:
+        yield
+        return
+    _install()
+    _watched = []
+    try:
+        yield
+    finally:
+        _watched = None
+        _touched.clear()
