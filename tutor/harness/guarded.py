@@ -167,12 +167,16 @@ def read_details(reads: list[tuple[str, str, int]], case: str, causal: bool, sha
 
 def unused_read_details(launches: list[tuple[list[Band], CaseResult]], findings: list[GuardFinding],
                         said: dict[str, str], where: Callable[[CaseResult], str]) -> None:
-    """Record every margin a launch's loads read (counted on the interpreter,
-    :mod:`tutor.harness.read_trace`) of a tensor whose NaN did not reach the output
-    (those are ``read-past-end``, said already), and say the first one into
-    ``said["read-past-end-unused"]``.  ``where(case)``: e.g. " (seq=40, causal)"."""
+    """Record every margin the loads of a *passing* launch read (counted on the
+    interpreter, :mod:`tutor.harness.read_trace`): its output is right, so the NaN
+    read there reached nothing.  (A failing launch's reads may be why it fails:
+    those are ``read-past-end`` when the probe finds them, else left unsaid.)  The
+    first one is said into ``said["read-past-end-unused"]``.  ``where(case)``: e.g.
+    " (seq=40, causal)"."""
     explained = {f.tensor for f in findings if f.access == "read"}
     for bands, case in launches:
+        if not case.passed:
+            continue
         for band in bands:
             for side, n in band.reads.items():
                 if band.name in explained:
