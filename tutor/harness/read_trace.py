@@ -51,7 +51,7 @@ def _count(addresses: Any, mask: Any) -> None:
         return
     import numpy as np
 
-    live = addresses[mask] if mask is not None and mask.shape == addresses.shape else addresses.ravel()
+    live = addresses.ravel() if mask is None else addresses[np.broadcast_to(mask, addresses.shape)]
     if live.size == 0:
         return
     low, high = int(live.min()), int(live.max())
