@@ -186,6 +186,18 @@ def test_which_gradient_is_wrong_is_said_when_nothing_else_fits():
     assert explain(_launch(dv, causal=False))[0] == "dv-wrong"
 
 
+@pytest.mark.parametrize("which", ["dq", "dk"])
+def test_one_loop_whose_own_ds_leaves_out_d_is_named_with_its_loop(which):
+    """Only one gradient wrong, exactly as its loop's dS = P * dP makes it: the other
+    loop's dS (and so D) is right, so the detail names this loop, not D in general."""
+    launch = _launch({which: _with_d(lambda o, do: torch.zeros_like(o[..., 0]))[which]}, causal=True)
+    code, detail = explain(launch)
+    loop = "`_bwd_dq`" if which == "dq" else "`_bwd_dkdv`"
+    assert code == f"{which}-wrong" and f"exactly what {loop} gives with dS = P * dP" in detail
+    noise = {which: lambda ref, q, k, v, do: ref.grads[which] + 0.3 * torch.sin(ref.grads[which] * 7)}
+    assert "leaves out D" not in explain(_launch(noise, causal=True))[1]
+
+
 def test_a_dv_from_the_last_query_block_alone_is_not_summed():
     def last_block_only(ref, q, k, v, do):
         p = ref.p.clone()

@@ -268,6 +268,12 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
     sums = wz.sum(-1)[rows_ok]
     if sums.numel():
         result.row_sum_min, result.row_sum_max = float(sums.min()), float(sums.max())
+        # an output never divided by l_i sums to l_i = sum_j exp(s_ij - max_j s_ij): 1 at the
+        # maximum, more for every other key (a row divided by something else sums to anything)
+        top = torch.where(allowed, s, torch.full_like(s, float("-inf"))).amax(dim=-1, keepdim=True)
+        den = torch.where(allowed, torch.exp(s - top.nan_to_num(neginf=0.0)), torch.zeros_like(s)).sum(-1)[rows_ok]
+        close = (sums - den).abs() <= 0.02 * den
+        result.sums_are_denominators = bool(close.float().mean() >= 0.9)
     result.temperature = slope
     result.fit_rms = rms
     result.temperature_name = name_temperature(slope, head_dim) if rms is not None and rms < 0.1 else ""

@@ -200,6 +200,9 @@ class ReadOut:
     skipped_blocks: list[list[int]] = field(default_factory=list)  # (query block, key block) wholly unread
     row_sum_min: float | None = None
     row_sum_max: float | None = None
+    # do the rows sum to softmax's denominators, sum_j exp(s_ij - max_j s_ij) (an undivided
+    # output)?  None: not measured
+    sums_are_denominators: bool | None = None
     phantom_keys: float | None = None  # rows short of 1 as if this many score-0 keys were in the sum
     extra_in_sum: str = ""  # "score-0-keys", "future-keys": what the surplus in the denominator equals
     temperature: float | None = None  # slope of log W against the true scores (1 = right)

@@ -472,11 +472,28 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                     return code, f" (measured from dQ: your D is {name}, not rowsum(dO * O).)"
             return "d-wrong", " (dQ's error is, row by row, exactly what a wrong D_i gives.)"
         return "ds-wrong", f" ({errs}; dV is right.)"
-    if bad["dq"]:
-        return "dq-wrong", f" ({errs}; dK and dV are right.)"
-    if bad["dk"]:
-        return "dk-wrong", f" ({errs}; dQ and dV are right.)"
+    if bad["dq"] != bad["dk"]:  # one loop wrong: does its own dS leave out D?
+        g = "dq" if bad["dq"] else "dk"
+        other = "dK" if g == "dq" else "dQ"
+        return f"{g}-wrong", f" ({errs}; {other} and dV are right.{_own_ds(launch, g, tolerance)})"
     return None
+
+
+def _own_ds(launch: BackwardLaunch, grad: str, tolerance: float) -> str:
+    """" <measured>" when ``grad`` (dq or dk) is exactly what its loop gives with dS = P * dP
+    (no D), the other loop's dS being right; else ""."""
+    ref = launch.ref
+    v64, do64 = launch.v.to(torch.float64), launch.do.to(torch.float64)
+    ds_without_d = ref.p * (do64 @ v64.transpose(-1, -2))
+    scale = launch.q.shape[-1] ** -0.5
+    if grad == "dq":
+        candidate = ds_without_d @ launch.k.to(torch.float64) * scale
+    else:
+        candidate = ds_without_d.transpose(-1, -2) @ launch.q.to(torch.float64) * scale
+    if not _fits(launch.grads[grad], candidate, tolerance):
+        return ""
+    loop = "`_bwd_dq`" if grad == "dq" else "`_bwd_dkdv`"
+    return f" {grad[0]}{grad[1].upper()} is exactly what {loop} gives with dS = P * dP: its dS leaves out D."
 
 
 GENERIC = {"dv-wrong", "dq-wrong", "dk-wrong", "ds-wrong"}
