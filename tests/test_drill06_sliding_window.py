@@ -92,6 +92,7 @@ def test_the_cases_cover_what_the_issue_asks():
         names = [c.name for c in cases]
         assert names[0] == "default" and len(set(names)) == len(names)
         assert any(c.seq < 64 for c in cases)  # shorter than a block
+        assert any(c.batch > 1 for c in cases)  # a batch index a kernel can leave out of its K/V offset
         assert any(c.seq % 64 == 1 for c in cases)  # a ragged last block of one row
         assert any(c.window >= c.seq for c in cases)  # the window covers everything
         assert any(c.window % 64 for c in cases)  # a window that is not a multiple of the block

@@ -75,11 +75,13 @@ class Case:
 # differ), and one K/V head for all (anything but 0 is past the last head).
 # Window 48 on 64-blocks: the last query block can skip a whole K/V block
 # before its window, and its first visited block is a boundary block with keys
-# too old for some of its rows.  CPU shapes are small: the interpreter is slow.
+# too old for some of its rows.  Some case has two sequences: a K/V offset that
+# leaves out the batch index reads sequence 0's K/V for both.  CPU shapes are
+# small: the interpreter is slow.
 CPU_CASES = (
     Case("default", 1, 4, 2, 140, 64, 48),
     Case("ragged", 1, 2, 1, 129, 64, 70),  # one K/V head for all (MQA); a last block of one row
-    Case("short", 1, 6, 3, 37, 64, 16),  # shorter than one block
+    Case("short", 2, 6, 3, 37, 64, 16),  # shorter than one block; two sequences, so the batch index counts
     Case("wide-window", 1, 2, 2, 100, 64, 128),  # window >= seq: plain causal attention
     Case("hostile", 1, 2, 1, 150, 64, 80, q_scale=40.0),  # scores ~ +-100: exp overflows fp32 unless max is subtracted
 )
