@@ -124,15 +124,20 @@ def _consensus(per_launch: list[list[Match]]) -> list[str | None]:
     return chosen
 
 
-def _span(items: list[int]) -> str:
-    """"0..63" for a run, "3, 7, 9" for a few, "3, 7, ... (12 in all)" for many."""
-    if not items:
-        return ""
-    if items == list(range(items[0], items[-1] + 1)) and len(items) > 2:
-        return f"{items[0]}..{items[-1]}"
-    if len(items) <= 4:
-        return ", ".join(map(str, items))
-    return f"{', '.join(map(str, items[:3]))}, ... ({len(items)} in all)"
+def index_runs(items: list[int]) -> str:
+    """Sorted indices (rows, keys, blocks) in words, as runs: "0..63", "3, 7, 9",
+    "0..2, 9"; past four runs the first three and how many there are: "3, 7, 9..12,
+    ... (14 in all)"."""
+    runs: list[list[int]] = []
+    for i in items:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    words = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}..{b}" for a, b in runs]
+    if len(words) <= 4:
+        return ", ".join(words)
+    return f"{', '.join(words[:3])}, ... ({len(items)} in all)"
 
 
 def _describe_rows(launch: CheckedLaunch, block_m: int) -> str:
@@ -141,7 +146,7 @@ def _describe_rows(launch: CheckedLaunch, block_m: int) -> str:
     if len(rows) == launch.out.shape[-2]:
         return "every row is affected"
     blocks = sorted({r // block_m for r in rows})
-    return f"rows {_span(rows)} are affected (query block{'s' if len(blocks) > 1 else ''} {_span(blocks)})"
+    return f"rows {index_runs(rows)} are affected (query block{'s' if len(blocks) > 1 else ''} {index_runs(blocks)})"
 
 
 # -- the read-out, as facts ------------------------------------------------------------------
@@ -193,13 +198,13 @@ def placeholders(ro: ReadOut) -> dict[str, str]:
     if ro.block_ratio:
         values["ratios"] = ", ".join("-" if r is None else f"{r:.2f}" for r in ro.block_ratio)
     if ro.nan_rows:
-        values["nan_rows"] = ("rows " if len(ro.nan_rows) > 1 else "row ") + _span(ro.nan_rows)
+        values["nan_rows"] = ("rows " if len(ro.nan_rows) > 1 else "row ") + index_runs(ro.nan_rows)
         values["nan_cause"] = (
             "every weight of those rows is NaN/Inf, whatever V holds, so it arises in the scores, the running "
             "maximum or the sum l_i, not in the values" if ro.nan_whole_rows else
             "only some of their weights are NaN/Inf, so it arises after the softmax weights: in acc, the "
             "division or the store")
-        values["nan_blocks"] = _span(sorted({r // ro.block_m for r in ro.nan_rows}))
+        values["nan_blocks"] = index_runs(sorted({r // ro.block_m for r in ro.nan_rows}))
     if ro.moves_with:
         ignored = [name.upper() for name, moved in ro.moves_with.items() if not moved]
         if ignored:
@@ -213,7 +218,7 @@ def facts(ro: ReadOut) -> str:
     """What the read-out measured, in one sentence, for a mistake with no name of its own."""
     said = []
     if ro.nan_rows:
-        said.append(f"rows {_span(ro.nan_rows)} are NaN/Inf" + (" whatever V holds" if ro.nan_whole_rows else " in some keys' weights"))
+        said.append(f"rows {index_runs(ro.nan_rows)} are NaN/Inf" + (" whatever V holds" if ro.nan_whole_rows else " in some keys' weights"))
     if ro.forbidden_row is not None:
         said.append(f"row {ro.forbidden_row} puts {ro.forbidden_mass:.2f} of its weight on keys it must not see")
     if ro.missing_row is not None:

@@ -46,7 +46,7 @@ from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness import readout as reading
-from tutor.harness.diagnose import worded
+from tutor.harness.diagnose import index_runs, worded
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, TimedLaunches
 from tutor.harness.problems.attention import block_visit_map, evaluate
@@ -270,20 +270,8 @@ def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int
 
 
 def _span(indices: list[int], noun: str = "key") -> str:
-    """Sorted indices in words, as runs: "key 4", "keys 3..10", "keys 3..10, 20 and 25..27";
-    past three runs, the first three and how many there are in all."""
-    if len(indices) == 1:
-        return f"{noun} {indices[0]}"
-    runs: list[list[int]] = []
-    for i in indices:
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    words = [str(a) if a == b else f"{a}..{b}" for a, b in runs]
-    if len(words) > 3:
-        return f"{noun}s {', '.join(words[:3])}, … ({len(indices)} in all)"
-    return f"{noun}s " + (words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}")
+    """ "key 4", "keys 3..10", "rows 0..2, 9" (:func:`tutor.harness.diagnose.index_runs`)."""
+    return f"{noun}{'s' if len(indices) > 1 else ''} {index_runs(indices)}"
 
 
 @dataclass
