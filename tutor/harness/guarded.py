@@ -165,23 +165,23 @@ def read_details(reads: list[tuple[str, str, int]], case: str, causal: bool, sha
         said["read-past-end"] = said.get("read-past-end", "") + text
 
 
-def unused_read_details(launches: list[tuple[list[Band], CaseResult]], findings: list[GuardFinding],
-                        said: dict[str, str], where: Callable[[CaseResult], str]) -> None:
+def unused_read_details(launches: list[tuple[list[Band], CaseResult, str]], findings: list[GuardFinding],
+                        said: dict[str, str]) -> None:
     """Record every margin the loads of a *passing* launch read (counted on the
     interpreter, :mod:`tutor.harness.read_trace`): its output is right, so the NaN
     read there reached nothing.  (A failing launch's reads may be why it fails:
     those are ``read-past-end`` when the probe finds them, else left unsaid.)  The
-    first one is said into ``said["read-past-end-unused"]``.  ``where(case)``: e.g.
-    " (seq=40, causal)"."""
+    first one is said into ``said["read-past-end-unused"]``.  Each launch comes as
+    (its bands, its case, where it was seen, e.g. " (seq=40, causal)")."""
     explained = {f.tensor for f in findings if f.access == "read"}
-    for bands, case in launches:
+    for bands, case, where in launches:
         if not case.passed:
             continue
         for band in bands:
+            if band.name in explained:
+                continue
             for side, n in band.reads.items():
-                if band.name in explained:
-                    continue
                 findings.append(GuardFinding(band.name, side, "read-unused", case.name, case.causal, case.shape, n))
                 edge = "end" if side == "after" else "start"
                 said.setdefault("read-past-end-unused", f" {band.name} was read past its {edge}: {n} element"
-                                f"{'s' * (n != 1)} {side} it{where(case)}.")
+                                f"{'s' * (n != 1)} {side} it{where}.")

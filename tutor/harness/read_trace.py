@@ -19,29 +19,38 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:
     from tutor.harness.guard import Band
 
-_watched: list[Band] | None = None  # the bands made while tracing (None: not tracing)
+
+@dataclass
+class _Margin:
+    """One side of a watched band: its byte range and which of its elements were read."""
+
+    band: Band
+    side: str  # "before" or "after"
+    first: int  # first byte
+    end: int  # byte past the last
+    touched: Any  # NumPy bool, one per margin element
+
+
+_watched: list[_Margin] | None = None  # the margins of the bands made while tracing (None: not tracing)
 
 
 def register(band: Band) -> None:
     """Watch ``band``'s margins for reads (a no-op unless :func:`tracing_reads` is active)."""
-    if _watched is not None:
-        _watched.append(band)
-
-
-def _margins(band: Band) -> list[tuple[str, int, int]]:
-    """(side, first byte, byte past the last) of each margin."""
+    if _watched is None:
+        return
     size = band.buffer.element_size()
     start = band.buffer.data_ptr()
     inside = band.view.data_ptr() + band.view.numel() * size
-    return [("before", start, start + band.margin * size), ("after", inside, inside + band.margin * size)]
-
-
-_touched: dict[tuple[int, str], Any] = {}  # (id of a watched band, side) -> which margin elements were read
+    for side, first in (("before", start), ("after", inside)):
+        _watched.append(_Margin(band, side, first, first + band.margin * size, np.zeros(band.margin, dtype=bool)))
 
 
 def _count(addresses: Any, mask: Any) -> None:
@@ -49,21 +58,16 @@ def _count(addresses: Any, mask: Any) -> None:
     ``Band.reads[side]`` is then how many distinct elements of that margin were read."""
     if not _watched:
         return
-    import numpy as np
-
     live = addresses.ravel() if mask is None else addresses[np.broadcast_to(mask, addresses.shape)]
     if live.size == 0:
         return
     low, high = int(live.min()), int(live.max())
-    for band in _watched:
-        for side, first, end in _margins(band):
-            if high >= first and low < end:  # only then look address by address
-                inside = live[(live >= first) & (live < end)]
-                if inside.size:
-                    size = band.buffer.element_size()
-                    touched = _touched.setdefault((id(band), side), np.zeros(band.margin, dtype=bool))
-                    touched[(inside - first) // size] = True
-                    band.reads[side] = int(touched.sum())
+    for margin in _watched:
+        if high >= margin.first and low < margin.end:  # only then look address by address
+            inside = live[(live >= margin.first) & (live < margin.end)]
+            if inside.size:
+                margin.touched[(inside - margin.first) // margin.band.buffer.element_size()] = True
+                margin.band.reads[margin.side] = int(margin.touched.sum())
 
 
 _installed = False
@@ -100,4 +104,3 @@ def tracing_reads(interpreter: bool) -> Iterator[None]:
         yield
     finally:
         _watched = None
-        _touched.clear()

@@ -169,8 +169,8 @@ def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch]
                 clean = list(whole) if guarding.computed_nans(out, launching.POISON_BITS) == 0 else None
         shared.read_details(reads, case.name, case.causal, case.shape, f"seq = {case.shape[2]}{_mode(drill, case)}",
                             findings, said, clean, READ_AFTER)
-    shared.unused_read_details([(run.bands, c.case) for c, (_, run) in zip(launches, runs, strict=True)], findings,
-                               said, lambda case: f" (seq={case.shape[2]}{_mode(drill, case)})")
+    shared.unused_read_details([(run.bands, c.case, f" (seq={c.case.shape[2]}{_mode(drill, c.case)})")
+                                for c, (_, run) in zip(launches, runs, strict=True)], findings, said)
     return findings, worded(drill, said)
 
 

@@ -247,8 +247,8 @@ def guard_report(module: ModuleType, launches: list[BackwardLaunch], block_m: in
         shared.read_details(reads, one.case.name, one.case.causal, one.case.shape,
                             f"seq = {one.case.shape[2]} (the {one.case.name} shape, {mode})",
                             findings, said, where_after=READ_AFTER)
-    shared.unused_read_details([(x.guarded.bands, x.case) for x in launches if x.guarded is not None],
-                               findings, said, _where)
+    shared.unused_read_details([(x.guarded.bands, x.case, _where(x.case)) for x in launches if x.guarded is not None],
+                               findings, said)
     return findings, said
 
 

@@ -572,9 +572,7 @@ def diagnose(
         if said:
             codes.pop("nan-in-output", None)  # explained: not the kernel's own arithmetic
             codes = {**said, **codes}
-    windows = {id(one.result): one for one in checked}
-    shared.unused_read_details([(one.launch.bands, one.result) for one in checked], guard_findings, codes,
-                               lambda case: _where(windows[id(case)]))
+    shared.unused_read_details([(one.launch.bands, one.result, _where(one)) for one in checked], guard_findings, codes)
     return worded(drill, codes)
 
 

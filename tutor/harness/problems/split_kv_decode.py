@@ -269,8 +269,8 @@ def guard_report(module: ModuleType, launches: list[Launch]) -> tuple[list[Guard
         shared.read_details(reads, case.name, False, case.shape,
                             f"the cache holds {case.shape[2]} positions (lengths {first.lengths.cpu().tolist()})",
                             findings, said, where_after=READ_AFTER)
-    shared.unused_read_details([(x.guarded.bands, _result(x)) for x in launches], findings, said,
-                               lambda case: f" (the {case.name} case, cache {case.shape[2]})")
+    shared.unused_read_details([(x.guarded.bands, _result(x), f" (the {x.case.name} case, cache {x.case.shape[2]})")
+                                for x in launches], findings, said)
     return findings, said
 
 
