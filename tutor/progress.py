@@ -137,7 +137,7 @@ class DrillProgress:
             errors=[a.max_abs_err for a in self.history],
             speedups=[a.speedup for a in self.history],
             work_ratios=[a.work_ratio for a in self.history],
-            undecided=sum(a.speedup_undecided for a in self.history),
+            undecided=self.undecided_speedups,
         )
 
     @property
@@ -597,7 +597,6 @@ class DrillSummary:
     def done(self) -> bool:
         """Counted as done in every front end's tally: solved once, or passed now."""
         return self.solved_before or self.status == PASSED
-
 
 
 def done_count(rows: Iterable[DrillSummary]) -> int:

@@ -157,7 +157,7 @@ class FlashTutorApp(DrillActions):
         changed = self.known.take_load(message.drills, message.answers, message.mark)
         for drill_id in changed:
             for screen in self._drill_screens(drill_id):
-                screen.show_history(*self.known.drill(drill_id).history_series())
+                screen.show_history(self.known.drill(drill_id).history_series())
         self._refresh_list()
 
     def on_unmount(self) -> None:
@@ -196,7 +196,7 @@ class FlashTutorApp(DrillActions):
         for screen in self._drill_screens(event.drill):
             screen.show_running(False)
             screen.show_result(result)
-            screen.show_history(*event.record.history_series())
+            screen.show_history(event.record.history_series())
         drill = get_drill(event.drill)
         for hints_screen in self._screens(HintsScreen):
             if hints_screen.drill.id == drill.id:  # the event carries the recorded unlocks: no re-read
@@ -218,7 +218,7 @@ class FlashTutorApp(DrillActions):
         self.known.take_record(event.drill, event.record)
         for screen in self._drill_screens(event.drill):
             screen.show_result(event.result)
-            screen.show_history(*event.record.history_series())
+            screen.show_history(event.record.history_series())
         self._refresh_list()
 
     @on(WatcherChanged)

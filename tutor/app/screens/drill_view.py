@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from rich.text import Text
@@ -110,10 +109,9 @@ class DrillScreen(Screen[None]):
             self._draw_result()
             self._draw_running()
 
-    def show_history(self, errors: Sequence[float | None], speedups: Sequence[float | None],
-                     work_ratios: Sequence[float | None] = (), undecided: int = 0) -> None:
-        """The attempt history (:meth:`tutor.progress.DrillProgress.history_series`, unpacked)."""
-        self.history = HistorySeries(list(errors), list(speedups), list(work_ratios), undecided)
+    def show_history(self, history: HistorySeries) -> None:
+        """The attempt history (:meth:`tutor.progress.DrillProgress.history_series`)."""
+        self.history = history
         if self.is_mounted:
             self._draw_history()
 
@@ -136,7 +134,7 @@ class DrillScreen(Screen[None]):
             indicator.stop()
 
     def _draw_history(self) -> None:
-        self.query_one(AttemptHistory).show(*self.history)
+        self.query_one(AttemptHistory).show(self.history)
 
     def _draw_result(self) -> None:
         result = self.result

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
+from tutor.progress import HistorySeries
+
 BARS = "▁▂▃▄▅▆▇█"
 NO_VALUE = "·"  # an attempt that produced no number (it could not run)
 
@@ -64,9 +66,13 @@ def history_text(errors: Sequence[float | None], speedups: Sequence[float | None
     was timed on a GPU, the timed speed-up: never one line for both figures."""
     if not errors:
         return Text("no attempts yet: save the drill file to check it", style="dim")
-    shown = len(list(errors)[-width:])
-    errors, speedups = list(errors)[-shown:], list(speedups)[-shown:]
-    work = (list(work_ratios)[-shown:] + [None] * shown)[:shown]
+    shown = min(len(errors), width)
+
+    def newest(values: Sequence[float | None]) -> list[float | None]:
+        """The last ``shown`` values, aligned on the newest attempt (None where a series is shorter)."""
+        return ([None] * shown + list(values))[-shown:]
+
+    errors, speedups, work = newest(errors), newest(speedups), newest(work_ratios)
     lines = [Text(f"attempts  {shown} shown", style="dim"),
              _line(ERROR_LABEL, spark(errors, log=True), _first_last(errors, ".1e")),
              _line(WORK_LABEL, spark(work), _first_last(work, ".2f", "x"))]
@@ -91,6 +97,5 @@ class AttemptHistory(Static):
 
     WIDTH = 30  # attempts shown; older ones stay in the progress file
 
-    def show(self, errors: Sequence[float | None], speedups: Sequence[float | None],
-             work_ratios: Sequence[float | None] = (), undecided: int = 0) -> None:
-        self.update(history_text(errors, speedups, work_ratios, undecided, width=self.WIDTH))
+    def show(self, history: HistorySeries) -> None:
+        self.update(history_text(*history, width=self.WIDTH))
