@@ -197,9 +197,11 @@ class DrillActions(App[int]):
         self.push_screen(ConfirmScreen(f"You have not passed {drill.id} yet. Show the solution anyway?",
                                        yes="Show it", no="Not yet"), answered)
 
+    @work(thread=True, group="solution", exit_on_error=False, name="reading the solution")
     def _show_solution(self, drill: Drill) -> None:
+        """Off the UI thread: the solution is read from disk."""
         page = solution_page(drill)
         if isinstance(page, Notice):
-            self.notice(page)
+            self.call_from_thread(self.notice, page)
         else:
-            self.push_screen(page)
+            self.call_from_thread(self.push_screen, page)

@@ -49,12 +49,14 @@ def ratio_words(row: DrillRow) -> str:
 READING = ("…", "reading progress", "dim")  # the status before the progress file's first read lands
 
 
-def row_cells(row: DrillRow, loaded: bool = True) -> tuple[Text, str, str, str, str]:
+def row_cells(row: DrillRow, loaded: bool = True) -> tuple[Text, str, Text, str, str]:
     """The list's cells for ``row``; before the progress file was read (``loaded``
-    False) a drill with no record yet says so instead of "not started"."""
+    False) a drill with no record yet says so instead of "not started".  The title
+    ends in "…" where its column is narrower (:func:`title_width`)."""
+    title = Text(row.drill.title, no_wrap=True, overflow="ellipsis")
     if not loaded and row.attempts == 0:
         mark, words, style = READING
-        return Text(f"{mark} {words}", style=style), row.drill.id, row.drill.title, "", ""
+        return Text(f"{mark} {words}", style=style), row.drill.id, title, "", ""
     mark, words, style = STATUS_MARKS[row.status]
     status = Text(f"{mark} {words}", style=style)
     if row.solved_before and row.status != PASSED:  # the current file fails; the pass is kept
@@ -64,7 +66,7 @@ def row_cells(row: DrillRow, loaded: bool = True) -> tuple[Text, str, str, str, 
     else:
         error = "-" if row.best_error is None else f"{row.best_error:.1e}"
         best = f"{error} {ratio_words(row)}".rstrip()
-    return status, row.drill.id, row.drill.title, str(row.attempts), best
+    return status, row.drill.id, title, str(row.attempts), best
 
 
 COLUMNS = ("status", "id", "drill", "tries", "best")
@@ -174,8 +176,7 @@ class DrillListScreen(Screen[None]):
         for name in COLUMNS:
             table.add_column(name, key=name, width=fitted if name == "drill" else None)
         for row, row_cells_ in zip(rows, cells, strict=True):
-            title = Text(row.drill.title, no_wrap=True, overflow="ellipsis")
-            table.add_row(*row_cells_[:TITLE], title, *row_cells_[TITLE + 1:], key=row.drill.id)
+            table.add_row(*row_cells_, key=row.drill.id)
         if current is not None and current.id in table.rows:
             table.move_cursor(row=table.get_row_index(current.id))
         progress = progress_text(self.rows) if self.loaded else Text("reading .flashtutor/progress.json …",
