@@ -66,6 +66,7 @@ async def test_the_ui_thread_never_reads_the_progress_file(tmp_path, monkeypatch
         await pilot.press("h")  # the hints: from the last event's record
         assert isinstance(app.screen, HintsScreen)
         await pilot.press("escape", "s")  # the solution gate: passed, so no question
+        await settle(pilot)  # the solution is read in a worker
         assert isinstance(app.screen, TextPage) and not isinstance(app.screen, ConfirmScreen)
         await pilot.press("escape", "escape")  # back to the list: reloaded in a worker
         await settle(pilot)

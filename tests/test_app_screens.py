@@ -195,6 +195,7 @@ async def test_the_solution_needs_a_pass_or_a_confirmation(tmp_path):
         app.engine_event(record(app.engine, "01_passing"))
         await pilot.pause()
         await pilot.press("s")
+        await settle(pilot)  # the solution is read in a worker
         assert isinstance(app.screen, TextPage) and app.screen.id == "solution"
         assert "solutions/01_causal_mask_solution.py" in screen_text(app)
         assert "Drill 01 — causal masking, solved." in screen_text(app)
