@@ -437,7 +437,7 @@ class TutorEngine:
 
         def on_verdict(verdict: CheckResult) -> None:
             verdicts.append(verdict)
-            self._verdict(drill, request, verdict, attempt_content_id(verdict))
+            self._verdict(drill, request, verdict)
 
         try:
             result = self._runner.check(drill_id, request.file, timing=self.timing, seed=self.seed, cancel=cancel,
@@ -447,16 +447,17 @@ class TutorEngine:
                 self._emit(EngineError(str(exc)))
             return
         if not verdicts:  # no performance phase: this result is the verdict
-            self._verdict(drill, request, result, attempt_content_id(result))
+            self._verdict(drill, request, result)
             return
         record = self.progress.drill(drill_id)
         if result.performance.status == "done":
-            record = self.progress.record_performance(result, attempt_content_id(result))
+            record = self.progress.record_performance(result, attempt_content_id(verdicts[0]))
         if not self._stopping:
             self._emit(PerformanceFinished(drill_id, result, record))
 
-    def _verdict(self, drill: Drill, request: _Request, result: CheckResult, content: str | None = None) -> None:
-        """Record and publish a verdict (the first phase of a check)."""
+    def _verdict(self, drill: Drill, request: _Request, result: CheckResult) -> None:
+        """Record and publish a verdict (the first phase of a check), as an attempt of
+        the content the worker checked (:func:`tutor.progress.attempt_content_id`)."""
         drill_id = drill.id
         self._device_known(result.device)
         if result.error is not None and result.error.kind == "cancelled":
@@ -467,7 +468,7 @@ class TutorEngine:
             # a deleted file is not an attempt: report it, record nothing
             self._emit(CheckFinished(drill_id, result, [], self.progress.drill(drill_id)))
             return
-        record = self.progress.record_check(result, drill, content)
+        record = self.progress.record_check(result, drill, attempt_content_id(result))
         self._emit_warnings()
         self._emit(CheckFinished(drill_id, result, record.unlocked_hints(drill), record.progress,
                                  record.counted, record.not_counted))

@@ -68,11 +68,12 @@ def main(argv: list[str] | None = None) -> int:
             torch.zeros(1, device="cuda")
             startup["cuda_context_s"] = time.perf_counter() - before
         if args.warm_compiler:
+            from tutor.harness.launch import torch_device_name
             from tutor.harness.warmup import warm_compiler
 
             # only a head start, each: a check does what failed here as it would anyway
             try:  # a GPU compiles the warm-up kernel, the interpreter runs it once
-                startup["compiler_warm_s"] = warm_compiler("cpu" if device.interpreter else "cuda")
+                startup["compiler_warm_s"] = warm_compiler(torch_device_name(device))
             except Exception:  # noqa: BLE001
                 startup["compiler_warm_s"] = -1.0
             if not device.interpreter:

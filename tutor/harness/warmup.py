@@ -25,6 +25,8 @@ import torch
 import triton
 import triton.language as tl
 
+from tutor.harness.launch import TorchDevice
+
 
 @triton.jit
 def _warm_kernel(q_ptr, k_ptr, out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
@@ -49,7 +51,7 @@ def _warm_kernel(q_ptr, k_ptr, out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(out_ptr + tile, (acc / l_i[:, None]).to(tl.float16))
 
 
-def warm_compiler(device: str = "cuda") -> float:
+def warm_compiler(device: TorchDevice = "cuda") -> float:
     """Import the harness's problem modules, then compile and run the warm-up
     kernel once (on ``"cpu"``: interpret it once, on small tiles, which pays the
     interpreter's own first-launch costs); the seconds it took."""
