@@ -327,16 +327,15 @@ def blocks_against_lengths(run_: Launch, block_n: int) -> str:
     blocks its length holds, say how, sequence by sequence; "" where they agree or
     nothing was recorded.  When the counts read are the held counts shuffled, the
     programs read their lengths from the wrong sequences."""
-    b, h, _, _ = run_.case.shape
-    read = (run_.visits.cpu() != 0).reshape(b, h, -1).any(dim=1)
-    if not bool(read.any()):
+    measured = visit_map(run_, block_n)  # per sequence: the heads that read each block, the blocks it holds
+    if measured.visited_blocks == 0:
         return ""
-    needed = blocks_needed(run_.lengths.cpu(), block_n)
     lengths = run_.lengths.cpu().tolist()
-    counts = [int(read[i].sum()) for i in range(b)]
+    read = [[j for j, heads in enumerate(row) if heads] for row in measured.counts]
+    needed = [sum(row) for row in measured.ideal]
+    counts = [len(blocks) for blocks in read]
     differ = []
-    for i in range(b):
-        blocks = read[i].nonzero().flatten().tolist()
+    for i, blocks in enumerate(read):
         if blocks == list(range(needed[i])):
             continue
         missing = needed[i] - sum(1 for j in blocks if j < needed[i])
