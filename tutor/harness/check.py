@@ -139,14 +139,15 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
     return result, state
 
 
-def _timing_maps(state: VerdictState, timed_shape: list[int], device: launching.TorchDevice) -> dict[str, VisitMap]:
-    """The maps the roofline counts, from the problem (one that records no visit maps has none)."""
-    timing_visit_maps = getattr(state.problem, "timing_visit_maps", None)
-    if timing_visit_maps is None or not state.visits_by_mode:
+def _timing_maps(state: VerdictState, timed: TimedLaunches, modes: list[str] | None = None) -> dict[str, VisitMap]:
+    """The maps the roofline counts (of ``modes``, default every mode the verdict
+    mapped), from the problem; one that records no visit maps has none."""
+    timing_visit_map = getattr(state.problem, "timing_visit_map", None)
+    if timing_visit_map is None or not state.visits_by_mode:
         return {}
     assert state.module is not None  # the verdict phase loaded it before anything is timed
-    return dict(timing_visit_maps(state.drill, state.module, state.visits_by_mode, timed_shape, device,
-                                  state.generator))
+    return {mode: timing_visit_map(state.drill, state.module, state.visits_by_mode, timed, mode)
+            for mode in (modes or list(state.visits_by_mode))}
 
 
 def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: VerdictState) -> CheckResult:
@@ -160,7 +161,7 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
         timed = problem.timing_launches(drill, module, dev.interpreter, device, state.generator)
         maps = None
         if parallel_compile(dev):
-            maps = _compile_timed_concurrently(state, timed, device)
+            maps = _compile_timed_concurrently(state, timed)
         result.timing_shape = list(timed.shape)
         result.timing_method = timing.method_label(dev.interpreter)
         result.full_ms = timing.time_ms(timed.student["full"], dev.interpreter)
@@ -170,7 +171,7 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
             result.sdpa_full_ms = timing.time_ms(timed.baseline["full"], interpreter=False)
             if "causal" in timed.baseline:
                 result.sdpa_causal_ms = timing.time_ms(timed.baseline["causal"], interpreter=False)
-        result.roofline = _roofline(state, dev, result, device, maps)
+        result.roofline = _roofline(state, dev, result, timed, maps)
         result.performance = Performance("done")
     except Exception as exc:  # noqa: BLE001 - the verdict is already out; say why no timing
         error = from_exception(exc, job.file, state.module, during="runtime")
@@ -180,24 +181,28 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
     return result
 
 
-def _compile_timed_concurrently(state: VerdictState, timed: TimedLaunches,
-                                device: launching.TorchDevice) -> dict[str, VisitMap]:
-    """One launch of each timed variant and the roofline's counting launches, from
-    threads at once (their compiles overlap); returns the roofline's counted maps."""
-    counted, *_ = compile_concurrently([functools.partial(_timing_maps, state, list(timed.shape), device),
-                                        *timed.student.values()])
-    if isinstance(counted, BaseException):
-        raise counted
-    assert isinstance(counted, dict)
-    return counted
+def _compile_timed_concurrently(state: VerdictState, timed: TimedLaunches) -> dict[str, VisitMap]:
+    """One launch of each timed variant and each mode's counting launch for the
+    roofline, all from threads at once (their compiles overlap); returns the
+    roofline's counted maps."""
+    modes = list(state.visits_by_mode) if getattr(state.problem, "timing_visit_map", None) else []
+    counting = [functools.partial(_timing_maps, state, timed, [mode]) for mode in modes]
+    outcomes = compile_concurrently([*counting, *timed.student.values()])
+    maps: dict[str, VisitMap] = {}
+    for counted in outcomes[:len(counting)]:
+        if isinstance(counted, BaseException):
+            raise counted
+        assert isinstance(counted, dict)
+        maps.update(counted)
+    return maps
 
 
-def _roofline(state: VerdictState, dev: Device, result: CheckResult, device: launching.TorchDevice,
+def _roofline(state: VerdictState, dev: Device, result: CheckResult, timed: TimedLaunches,
               maps: dict[str, VisitMap] | None = None) -> dict[str, Any] | None:
     from tutor import roofline
 
     if maps is None:
-        maps = _timing_maps(state, result.timing_shape, device)
+        maps = _timing_maps(state, timed)
     if not maps or not any(m.visited_blocks for m in maps.values()):
         return None  # no visit map recorded (the diagnosis says so): nothing to count
     ms = sdpa = peaks = None

@@ -20,7 +20,8 @@ from tutor.harness.guarded import POISON_BITS, BadOutput, Guarded, returned_tens
 from tutor.harness.loader import LAUNCHER, check_launcher_call
 from tutor.harness.result import Device
 
-__all__ = ["POISON_BITS", "BadOutput", "Launch", "random_inputs", "random_tensors", "run_launcher", "visit_grid"]
+__all__ = ["POISON_BITS", "BadOutput", "Launch", "random_inputs", "random_tensors", "run_launcher", "timing_tensors",
+           "visit_grid"]
 
 GUARD_ROWS = 128  # rows of head_dim after the output that must stay untouched
 
@@ -63,6 +64,17 @@ def random_tensors(shape: tuple[int, ...], device: str, generator: torch.Generat
     """``count`` fresh standard-normal fp16 tensors, drawn in order (drill 04 adds dO to q, k, v)."""
     return [torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16)
             for _ in range(count)]
+
+
+def timing_tensors(shape: tuple[int, ...], device: str, generator: torch.Generator, count: int) -> list[torch.Tensor]:
+    """``count`` standard-normal fp16 tensors for the timed launches, drawn on ``device``
+    itself from one seed of the check's stream.  Nothing compares their values, and at a
+    GPU's timing shape (4x16x4096x64, three tensors) a draw on the CPU and its copy cost
+    a save about 0.1 s each time; the correctness inputs stay CPU-drawn (:func:`random_tensors`),
+    the same on every device for one seed."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    on_device = torch.Generator(device=device).manual_seed(seed)
+    return [torch.randn(shape, generator=on_device, device=device, dtype=torch.float16) for _ in range(count)]
 
 
 # The torch device string the check's tensors live on ("cuda" on ROCm too: torch names

@@ -10,6 +10,7 @@ secondary; one run is enough for that and keeps the loop fast.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -19,6 +20,13 @@ import torch
 INTERPRETER_REPS = 1
 GPU_WARMUP_MS = 25
 GPU_REP_MS = 100
+# milliseconds of timed runs per do_bench on a GPU, replacing GPU_REP_MS (bench/profile_performance.py
+# measures what a shorter one costs in spread)
+GPU_REP_ENV = "FLASHTUTOR_GPU_REP_MS"
+
+
+def gpu_rep_ms() -> int:
+    return int(os.environ.get(GPU_REP_ENV) or GPU_REP_MS)
 
 
 def time_ms(fn: Callable[[], object], interpreter: bool) -> float:
@@ -31,7 +39,7 @@ def time_ms(fn: Callable[[], object], interpreter: bool) -> float:
         return statistics.median(samples)
     import triton.testing
 
-    return float(triton.testing.do_bench(fn, warmup=GPU_WARMUP_MS, rep=GPU_REP_MS, return_mode="median"))
+    return float(triton.testing.do_bench(fn, warmup=GPU_WARMUP_MS, rep=gpu_rep_ms(), return_mode="median"))
 
 
 def sdpa_ms(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> float:
@@ -44,4 +52,4 @@ def method_label(interpreter: bool) -> str:
     if interpreter:
         runs = "one run" if INTERPRETER_REPS == 1 else f"median of {INTERPRETER_REPS}"
         return f"wall clock, {runs} (interpreter: not a speed; see the counted work)"
-    return f"triton.testing.do_bench median (warm-up {GPU_WARMUP_MS} ms, {GPU_REP_MS} ms of runs)"
+    return f"triton.testing.do_bench median (warm-up {GPU_WARMUP_MS} ms, {gpu_rep_ms()} ms of runs)"

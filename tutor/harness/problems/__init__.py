@@ -20,7 +20,12 @@ A problem module provides:
 ``timing_launches(drill, module, interpreter, device, generator) -> TimedLaunches``
     the zero-argument callables to time (keyed ``"full"``/``"causal"`` or the
     problem's own names), the same for torch's baseline where one exists, and
-    the shape they run on.
+    the shape they run on, and the inputs they read.
+
+``timing_visit_map(drill, module, verdict_maps, timed, mode) -> VisitMap`` (optional)
+    the visit map of one mode at the timing shape (a visit-recording launch on
+    ``timed.inputs``), which the roofline counts FLOPs and bytes from; a problem
+    without it gets no roofline.
 
 ``compile_warmups(drill, module, device) -> list[Callable[[], object]]`` (optional)
     one launch of each Triton variant the verdict phase will compile; on a GPU
@@ -35,8 +40,12 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, ReadOut, VisitMap
+
+if TYPE_CHECKING:
+    import torch
 
 # problems whose check_correctness(shape=..., shape_only=True) runs one shape alone: a crash
 # on the ragged shapes is re-run at a whole-block length to say where it comes from
@@ -71,6 +80,7 @@ class TimedLaunches:
     shape: list[int]
     student: Mapping[str, Callable[[], object]]  # mode -> one launch of the student's kernel
     baseline: Mapping[str, Callable[[], object]] = field(default_factory=dict)  # mode -> torch's own (GPU)
+    inputs: tuple[torch.Tensor, ...] = ()  # what the student's launches read (the roofline's counting reuses them)
 
 
 class UnknownProblem(LookupError):

@@ -218,27 +218,26 @@ def read_failing_modes(module: ModuleType, launches: list[CheckedLaunch], modes:
     return readouts
 
 
-def timing_visit_maps(drill: Drill, module: ModuleType, verdict_maps: dict[str, VisitMap], shape: list[int],
-                      device: str, generator: torch.Generator) -> dict[str, VisitMap]:
-    """The counted maps the roofline turns into FLOPs and bytes, at the timing shape:
-    the verdict's own where the shapes are the same (the interpreter), else one
-    visit-recording launch per mode at the timing shape (every map is measured)."""
-    first = next(iter(verdict_maps.values()))
-    seq, heads = shape[2], shape[0] * shape[1]
-    if first.seq == seq and first.heads == heads:
-        return dict(verdict_maps)
-    q, k, v = launching.random_inputs(tuple(shape), device, generator)
-    counted = {}
-    for mode in verdict_maps:
-        causal = mode == "causal"
-        run = launching.run_launcher(module, (q, k, v), causal if "causal" in drill.modes else None, record_visits=True)
-        counted[mode] = visit_map(run, seq, first.block_m, first.block_n, causal)
-    return counted
+def timing_visit_map(drill: Drill, module: ModuleType, verdict_maps: dict[str, VisitMap], timed: TimedLaunches,
+                     mode: str) -> VisitMap:
+    """The counted map of ``mode`` that the roofline turns into FLOPs and bytes, at the
+    timing shape: the verdict's own where the shapes are the same (the interpreter),
+    else one visit-recording launch on the timed launches' inputs (every map is
+    measured).  One mode a call: each mode is its own Triton variant, and the
+    harness compiles them at once."""
+    verdict = verdict_maps[mode]
+    seq, heads = timed.shape[2], timed.shape[0] * timed.shape[1]
+    if verdict.seq == seq and verdict.heads == heads:
+        return verdict
+    causal = mode == "causal"
+    q, k, v = timed.inputs
+    run = launching.run_launcher(module, (q, k, v), causal if "causal" in drill.modes else None, record_visits=True)
+    return visit_map(run, seq, verdict.block_m, verdict.block_n, causal)
 
 
 def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
     shape = plan_for(interpreter).timing
-    q, k, v = launching.random_inputs(shape, device, generator)
+    q, k, v = launching.timing_tensors(shape, device, generator, 3)
     out = torch.empty_like(q)
     launch = module.attention
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -254,4 +253,4 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
     else:
         student = {"full": lambda: launch(q, k, v, out=out)}
         baseline = {"full": lambda: sdpa(q, k, v, is_causal=False)}
-    return TimedLaunches(shape=list(shape), student=student, baseline=baseline)
+    return TimedLaunches(shape=list(shape), student=student, baseline=baseline, inputs=(q, k, v))
