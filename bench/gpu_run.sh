@@ -39,11 +39,11 @@ for s in $STEPS; do
         backward) step backward 300 python3 bench/backward_speed.py; tail -14 "$LOGS/backward.log" | tee -a "$SUMMARY" ;;
         decode)   step decode 300 python3 bench/decode_speed.py; tail -30 "$LOGS/decode.log" | tee -a "$SUMMARY" ;;
         window)   step window 300 python3 bench/sliding_window_speed.py; tail -16 "$LOGS/window.log" | tee -a "$SUMMARY" ;;
-        perf)     step perf 420 bash -c 'python3 bench/profile_performance.py --passes 4
+        perf)     step perf 420 bash -c 'python3 bench/profile_performance.py --passes 3 --repeats 5
                   python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 1
-                  FLASHTUTOR_GPU_REP_MS=${SHORT_REP_MS:-40} python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 0'
+                  python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 0 --no-spare-during-check'
                   grep -E "^(timing inputs|pass |[0-9]+ +(solved|failed)|rep ms| +[0-9]+ (full|causal)|warm|cold|compiles:|save-to-verdict,)" "$LOGS/perf.log" | tee -a "$SUMMARY" ;;
-        gputests) step gputests 240 python3 -m pytest -q -p no:cacheprovider tests/test_roofline_gpu.py tests/test_parallel_compile_gpu.py tests/test_two_phases.py
+        gputests) step gputests 240 python3 -m pytest -q -p no:cacheprovider tests/test_roofline_gpu.py tests/test_parallel_compile_gpu.py tests/test_warmup.py
                   tail -4 "$LOGS/gputests.log" | tee -a "$SUMMARY" ;;
         loop)     step loop 470 env OUT="$LOGS/loop" bash bench/gpu_loop.sh; tail -30 "$LOGS/loop.log" | tee -a "$SUMMARY" ;;
         *) echo "unknown step $s" | tee -a "$SUMMARY" ;;

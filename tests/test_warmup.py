@@ -14,7 +14,7 @@ from tutor.harness.device import select_device
 
 DEVICE = select_device("auto")  # the interpreter here (TRITON_INTERPRET set before triton's import), as a worker does
 
-from tutor.harness.warmup import _warm_kernel, warm_compiler  # noqa: E402
+from tutor.harness.warmup import _warm_kernel, warm_compiler, warm_harness  # noqa: E402
 
 
 def test_the_warm_up_kernel_is_a_real_attention_row_loop():
@@ -46,3 +46,27 @@ def test_warming_the_interpreter_runs_the_kernel_and_restores_the_environment():
     assert warm_compiler("cpu") > 0
     assert os.environ.get("TRITON_ALWAYS_COMPILE") == before
     assert all(module in sys.modules for module in PROBLEMS.values())
+
+
+def test_warming_the_harness_checks_the_drill_solution_and_leaves_it_alone():
+    """What a GPU spare runs while it waits: one verdict of the drill's shipped solution."""
+    from tutor.catalog import get_drill, solution_path
+
+    path = solution_path(get_drill("02"))
+    before = (path.stat().st_mtime_ns, path.read_bytes())
+    result = warm_harness("02", DEVICE)
+    assert result.solved and result.drill == "02" and result.file == str(path)
+    assert result.performance.status != "done"  # no timed launches
+    assert (path.stat().st_mtime_ns, path.read_bytes()) == before
+
+
+@pytest.mark.skipif(DEVICE.interpreter, reason="a CPU spare does not run it")
+def test_a_gpu_spare_runs_the_last_drill_solution_before_it_is_ready():
+    from tutor.runner import Worker
+
+    worker = Worker("auto", spare=True, warm_drill="01")
+    try:
+        assert worker.wait_ready() is not None
+        assert worker.startup["harness_warm_s"] > 0
+    finally:
+        worker.close()

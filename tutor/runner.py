@@ -63,16 +63,19 @@ class NoMessage:
 class Worker:
     """One child process, from start-up to its single check."""
 
-    def __init__(self, device_choice: DeviceChoice = "auto", spare: bool = False):
+    def __init__(self, device_choice: DeviceChoice = "auto", spare: bool = False, warm_drill: str | None = None):
         """``spare``: a worker started ahead of its job also warms Triton's compiler
         while it waits (:mod:`tutor.harness.warmup`); one started for a job at once
-        would only move that cost in front of the job."""
+        would only move that cost in front of the job.  ``warm_drill``: a spare
+        on a GPU also runs that drill's own solution once (the harness's first
+        CUDA operations), the drill its next job most likely checks."""
         self.log_path = Path(tempfile.mkstemp(prefix="flashtutor-worker-", suffix=".log")[1])
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tutor.worker", "--device", device_choice,
-                 *(["--warm-compiler"] if spare else [])],
+                 *(["--warm-compiler"] if spare else []),
+                 *(["--warm-drill", warm_drill] if spare and warm_drill else [])],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -274,6 +277,7 @@ class CheckRunner:
         self._lock = threading.Lock()
         self._reapers: list[threading.Thread] = []
         self._sdpa: dict[str, tuple[float, float | None]] = {}  # drill -> SDPA full, causal ms
+        self._last_drill: str | None = None  # what a spare warms up on (the next save's drill, most likely)
         self.device: Device | None = None
         if warm:
             self._spare = Worker(device, spare=True)
@@ -300,6 +304,7 @@ class CheckRunner:
         when a performance phase follows; otherwise the returned result is all)."""
 
         baseline = self._sdpa.get(drill)
+        self._last_drill = drill
         job = asdict(CheckJob(drill=drill, file=str(Path(file).resolve()), timing=timing, seed=seed,
                               time_sdpa=baseline is None))
         worker = self._take_worker()
@@ -340,7 +345,7 @@ class CheckRunner:
     def _ensure_spare(self) -> None:
         with self._lock:
             if self._spare is None:
-                self._spare = Worker(self.device_choice, spare=True)
+                self._spare = Worker(self.device_choice, spare=True, warm_drill=self._last_drill)
 
     def close(self) -> None:
         with self._lock:

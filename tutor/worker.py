@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-compiler", action="store_true",
                         help="a spare worker: while waiting for the job, compile a small kernel (GPU) or "
                              "interpret it once (CPU)")
+    parser.add_argument("--warm-drill", help="with --warm-compiler, on a GPU: also run this drill's solution once "
+                                             "(the harness's first CUDA operations)")
     args = parser.parse_args(argv)
     channel = _protocol_channel()
 
@@ -76,6 +78,15 @@ def main(argv: list[str] | None = None) -> int:
                 startup["compiler_warm_s"] = warm_compiler(torch_device_name(device))
             except Exception:  # noqa: BLE001
                 startup["compiler_warm_s"] = -1.0
+            if not device.interpreter and args.warm_drill:
+                from tutor.harness.warmup import warm_harness
+
+                before = time.perf_counter()
+                try:
+                    warm_harness(args.warm_drill, device)
+                    startup["harness_warm_s"] = time.perf_counter() - before
+                except Exception:  # noqa: BLE001
+                    startup["harness_warm_s"] = -1.0
             if not device.interpreter:
                 from tutor.harness.peaks import device_peaks
 

@@ -19,7 +19,7 @@ import torch
 
 INTERPRETER_REPS = 1
 GPU_WARMUP_MS = 25
-GPU_REP_MS = 100
+GPU_REP_MS = 40
 # milliseconds of timed runs per do_bench on a GPU, replacing GPU_REP_MS (bench/profile_performance.py
 # measures what a shorter one costs in spread)
 GPU_REP_ENV = "FLASHTUTOR_GPU_REP_MS"

@@ -12,6 +12,15 @@ student's check pays only for its own kernel's compiles.
 ``TRITON_ALWAYS_COMPILE`` is set for that one compile: with Triton's on-disk
 cache warm a cache hit would skip exactly the work this is for.  The kernel's
 cache entry is the same every time, so the cache does not grow.
+
+The first verdict in a fresh process also pays for the harness's own first
+CUDA operations (torch loads each operation's kernels on first use: the
+float64 reference's matmuls and softmax, the guard bands' fills and compares,
+the visit map's reads): measured on an H200, about 0.4 s of the first
+verdict's 1.5 s (``bench/profile_verdict.py``; the later ones took 0.6-0.7 s).
+On a GPU a spare therefore also runs one verdict of the drill's own
+solution (:func:`warm_harness`; no timed launches, nothing written), the
+whole path the student's next check takes.
 """
 
 # mypy: disable-error-code="untyped-decorator,no-untyped-def"
@@ -26,6 +35,7 @@ import triton
 import triton.language as tl
 
 from tutor.harness.launch import TorchDevice
+from tutor.harness.result import CheckResult, Device
 
 
 @triton.jit
@@ -76,3 +86,18 @@ def warm_compiler(device: TorchDevice = "cuda") -> float:
         else:
             os.environ["TRITON_ALWAYS_COMPILE"] = previous
     return time.perf_counter() - started
+
+
+def warm_harness(drill_id: str, device: Device) -> CheckResult:
+    """Run the verdict phase once on drill ``drill_id``'s shipped solution (Triton's
+    on-disk cache usually holds its variants) and wait for the device; its result.
+    Raises what the check raises: the caller only loses the head start."""
+    from tutor.catalog import get_drill, solution_path
+    from tutor.harness.check import run_verdict
+    from tutor.harness.job import CheckJob
+
+    drill = get_drill(drill_id)
+    result, _ = run_verdict(CheckJob(drill=drill.id, file=str(solution_path(drill)), timing=False, seed=0), device)
+    if not device.interpreter:
+        torch.cuda.synchronize()
+    return result
