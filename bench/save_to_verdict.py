@@ -260,7 +260,8 @@ def main() -> int:
                 else "one after another" if os.environ.get(PARALLEL_COMPILE_ENV) == "0" else "concurrent")
     print(f"compiles: {compiles} "
           f"({PARALLEL_COMPILE_ENV}={os.environ.get(PARALLEL_COMPILE_ENV, 'unset')}); next spare worker started "
-          f"{'during' if tutor.runner.SPARE_DURING_CHECK else 'after'} each check")
+          f"{'once the verdict is in (during the performance phase of)' if tutor.runner.SPARE_DURING_CHECK else 'after'} "
+          "each check")
     print("medians in seconds; verdict: save -> verdict recorded; +perf: verdict -> performance; "
           "rest: verdict - its phase in the worker")
     print(f"{'worker':<7}{'mode':<18}{'saves':>6}{'verdict':>9}{'min':>7}{'max':>7}{'in wkr':>8}{'rest':>7}"

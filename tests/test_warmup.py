@@ -36,6 +36,7 @@ def test_warming_compiles_and_restores_the_environment():
     assert os.environ.get("TRITON_ALWAYS_COMPILE") == before
 
 
+@pytest.mark.skipif(not DEVICE.interpreter, reason="the interpreter's own warm-up")
 def test_warming_the_interpreter_runs_the_kernel_and_restores_the_environment():
     """A CPU spare interprets the kernel once (small tiles) and imports every problem module."""
     import sys

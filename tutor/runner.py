@@ -34,8 +34,10 @@ from tutor.harness.result import CheckError, CheckResult, Device, ErrorKind, Per
 DEFAULT_TIMEOUT_S = 120.0  # one check, from job sent to result (first GPU compiles take a few seconds)
 READY_TIMEOUT_S = 120.0  # a worker's start-up: importing torch and triton
 OUTPUT_TAIL_CHARS = 4000
-# Start the next worker while a check runs only where its imports do not slow the
-# check down (on a 2-core machine they would compete with the interpreter for CPU).
+# Start the next worker during a check's performance phase (once its verdict is in) where
+# cores are to spare; else after the check (on a 2-core machine its imports would compete
+# with the interpreter for CPU).  Not before the verdict: started with the check, the next
+# worker's start-up cost the verdict 0.15 s on an H200 (docs/LOOP.md, run 10).
 SPARE_DURING_CHECK = (os.cpu_count() or 1) > 4
 
 
@@ -308,10 +310,16 @@ class CheckRunner:
         job = asdict(CheckJob(drill=drill, file=str(Path(file).resolve()), timing=timing, seed=seed,
                               time_sdpa=baseline is None))
         worker = self._take_worker()
-        if self.keep_warm and SPARE_DURING_CHECK:
-            self._ensure_spare()  # cores to spare: the next save (or a cancel) finds a warm worker
+        spare_early = self.keep_warm and SPARE_DURING_CHECK
+
+        def verdict_in(verdict: CheckResult) -> None:
+            if spare_early:  # cores to spare: a save during the performance phase finds the next worker starting
+                self._ensure_spare()
+            if on_verdict is not None:
+                on_verdict(verdict)
+
         try:
-            result = worker.run(job, self.timeout_s, cancel, on_verdict)
+            result = worker.run(job, self.timeout_s, cancel, verdict_in)
             self.device = worker.device or self.device
             result = explain_crash(job, result, self.device_choice, self.timeout_s, cancel)
             self._reuse_sdpa_timing(drill, result, baseline)
