@@ -19,10 +19,10 @@ import torch
 
 INTERPRETER_REPS = 1
 GPU_WARMUP_MS = 25
+# 40 ms of runs: on an H200 the median's spread over repeated calls was no wider than at
+# 100 ms, at half the seconds a save (bench/profile_performance.py; docs/LOOP.md, runs 9-11)
 GPU_REP_MS = 40
-# milliseconds of timed runs per do_bench on a GPU, replacing GPU_REP_MS (bench/profile_performance.py
-# measures what a shorter one costs in spread)
-GPU_REP_ENV = "FLASHTUTOR_GPU_REP_MS"
+GPU_REP_ENV = "FLASHTUTOR_GPU_REP_MS"  # replaces GPU_REP_MS (a benchmark's choice)
 
 
 def gpu_rep_ms() -> int:
