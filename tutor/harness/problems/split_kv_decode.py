@@ -34,6 +34,7 @@ import torch
 from tutor.catalog import Drill
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
+from tutor.harness import launch as launching
 from tutor.harness.diagnose import matches, worded
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, TimedLaunches
@@ -539,11 +540,8 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
     """Every sequence fills the cache, so torch's SDPA (no mask: its fastest path)
     does the same work as the student's kernel."""
     batch, heads, max_len, head_dim = plan_for(interpreter).timing
-    q = torch.randn((batch, heads, head_dim), generator=generator).to(device, torch.float16)
-    k, v = (
-        torch.randn((batch, heads, max_len, head_dim), generator=generator).to(device, torch.float16)
-        for _ in range(2)
-    )
+    (q,) = launching.timing_tensors((batch, heads, head_dim), device, generator, 1)
+    k, v = launching.timing_tensors((batch, heads, max_len, head_dim), device, generator, 2)
     lengths = torch.full((batch,), max_len, dtype=torch.int32, device=device)
     out = torch.empty_like(q)
     launch = getattr(module, LAUNCHER)
