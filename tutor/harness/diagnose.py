@@ -272,8 +272,10 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
             codes.append("todo2-open")
         elif ro.forbidden_where == "future-blocks":
             codes.append("future-blocks-read")
-        else:
+        elif ro.forbidden_mass <= 1.0 + 1e-3 or ro.fit_rms is not None and ro.fit_rms <= 0.1:
             codes.append("sees-future")
+        # else: more weight on future keys than a whole row has, and no softmax of q·k at all:
+        # these are no attention weights (K and V swapped, say); wrong-output says what was measured
     elif ro.missing_rows and (ro.fit_rms is not None and ro.fit_rms <= 0.1 or ro.missing_mass > 0.1):
         # (weights that are no softmax of q·k at all say little through a few unread keys)
         if ro.missing_where == "own-key":
