@@ -48,3 +48,23 @@ def test_a_launcher_with_the_wrong_signature_points_at_its_def(tmp_path: Path, d
     assert error is not None and not result.passed
     assert error.line == file.read_text().splitlines().index(wrong) + 1 and error.source_line == wrong
     assert f"expected: {expected}" in error.message and "unexpected keyword argument" in error.message
+
+
+def test_a_libdevice_call_is_said_to_be_the_interpreters_limit_not_a_compile_error(tmp_path: Path) -> None:
+    """Triton's interpreter calls libdevice's empty placeholders (they return None); on a GPU
+    the same kernel is right.  The report names the libdevice line and the way out."""
+    text = shipped_solution("01").read_text(encoding="utf-8")
+    text = text.replace("import triton.language as tl\n",
+                        "import triton.language as tl\nfrom triton.language.extra import libdevice\n", 1)
+    text = text.replace("        p = tl.exp2(qk - m_new[:, None])", "        p = libdevice.exp2(qk - m_new[:, None])", 1)
+    file = tmp_path / "01_causal_mask.py"
+    file.write_text(text, encoding="utf-8")
+    result = check_one(file)
+    if result.device.interpreter:
+        error = result.error
+        assert error is not None and error.kind == "runtime"
+        assert error.message.startswith("Triton's CPU interpreter cannot run libdevice functions")
+        assert "compile error" not in error.message
+        assert error.source_line == "        p = libdevice.exp2(qk - m_new[:, None])"
+    else:
+        assert result.solved, (result.error, result.codes)

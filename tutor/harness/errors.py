@@ -7,6 +7,7 @@ function) and interpreter errors (whose real exception is the ``__cause__``).
 from __future__ import annotations
 
 import linecache
+import os
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +21,20 @@ def _source_line(file: str, line: int | None) -> str | None:
         return None
     text = linecache.getline(file, line).rstrip()
     return text or None
+
+
+def _interpreted() -> bool:
+    """Whether this process runs kernels through Triton's interpreter (the worker sets it before Triton loads)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _libdevice_line(file: str) -> int | None:
+    """The first line of ``file`` that calls a ``libdevice.`` function (not an import), if any."""
+    for number, text in enumerate(linecache.getlines(file), 1):
+        code = text.split("#", 1)[0]
+        if "libdevice." in code and "import" not in code:
+            return number
+    return None
 
 
 def _short(exc: BaseException) -> str:
@@ -166,7 +181,14 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None,
     message = _short(real)
     kind: ErrorKind = during
     jit_names = _jit_function_names(module)
-    if frames and frames[-1].name in jit_names:
+    placeholder = _libdevice_line(file) if frames and frames[-1].name in jit_names and _interpreted() else None
+    if placeholder is not None:
+        line, trace = placeholder, None
+        message = ("Triton's CPU interpreter cannot run libdevice functions: they are placeholders "
+                   "the GPU compiler fills in, and the interpreter calls the empty placeholder, which returns None "
+                   f"({message}). On a GPU they are fine; here use the triton.language function "
+                   "(tl.exp2, tl.exp, tl.log2, tl.sqrt, tl.rsqrt, tl.maximum ...)")
+    elif frames and frames[-1].name in jit_names:
         kind = "compile"
         message = f"Triton rejected the kernel (on a GPU this is a compile error): {message}"
     if "CUDA error" in message or "HIP error" in message:
