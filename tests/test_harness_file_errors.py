@@ -56,7 +56,8 @@ def test_a_libdevice_call_is_said_to_be_the_interpreters_limit_not_a_compile_err
     text = shipped_solution("01").read_text(encoding="utf-8")
     text = text.replace("import triton.language as tl\n",
                         "import triton.language as tl\nfrom triton.language.extra import libdevice\n", 1)
-    text = text.replace("        p = tl.exp2(qk - m_new[:, None])", "        p = libdevice.exp2(qk - m_new[:, None])", 1)
+    text = text.replace("        p = tl.exp2(qk - m_new[:, None])",
+                        "        p = libdevice.exp2(qk - m_new[:, None])", 1)
     file = tmp_path / "01_causal_mask.py"
     file.write_text(text, encoding="utf-8")
     result = check_one(file)

@@ -55,3 +55,31 @@ def test_a_masked_load_reads_no_margin():
 
 def test_nothing_is_counted_outside_tracing():
     assert _run(32, masked=False, trace=False) == {}
+
+
+def _launch_following_q_fill(start: int):
+    """A launch (the real _copy kernel) whose NaN follows Q's margin fill *without*
+    reading Q past its end: as a kernel that leaves a torch.empty scratch buffer
+    unfilled can get back a freed NaN margin.  ``start``: where it reads Q (0: inside)."""
+    data = torch.arange(40, dtype=torch.float16)
+
+    def again(fills: dict[str, str]) -> torch.Tensor:
+        band = guard.input_band("Q", data, margin=64, fill=fills.get("Q", "nan"))
+        out = torch.empty(16, dtype=torch.float16)
+        _copy[(1,)](band.view, out, start, 40, BLOCK=16, MASKED=False)
+        if fills.get("Q", "nan") in ("nan", "nan-after"):
+            out[0] = float("nan")  # the NaN appears, but from no load past the end
+        return out
+
+    return again
+
+
+def test_a_probe_finding_needs_a_traced_read_of_that_margin():
+    from tutor.harness.guarded import probe_reads
+
+    with tracing_reads(interpreter=True):  # no load reads past Q: the moved NaN is not a read past the end
+        assert probe_reads(_launch_following_q_fill(0), 1, ("Q",)) == []
+    with tracing_reads(interpreter=True):  # a load that does read past Q's end keeps the finding
+        assert [(t, side) for t, side, _ in probe_reads(_launch_following_q_fill(30), 1, ("Q",))] == [("Q", "after")]
+    # nothing traced (as on a GPU): the probe alone
+    assert probe_reads(_launch_following_q_fill(0), 1, ("Q",)) == [("Q", "after", 1)]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from tutor.harness import guard as guarding
+from tutor.harness import read_trace
 from tutor.harness.guard import Band
 from tutor.harness.result import CaseResult, GuardFinding
 
@@ -143,8 +144,18 @@ def write_details(writes: list[tuple[str, str, int]], case: str, causal: bool, s
 
 def probe_reads(again: Callable[[dict[str, str]], torch.Tensor], nonfinite: int,
                 names: tuple[str, ...]) -> list[tuple[str, str, int]]:
-    """Which inputs' margins the NaN of a launch came from (see :func:`guard.probe_reads`)."""
-    return guarding.probe_reads(again, POISON_BITS, nonfinite, names)
+    """Which inputs' margins the NaN of a launch came from (see :func:`guard.probe_reads`).
+
+    On the interpreter each finding must also be a margin some load really read
+    (:func:`read_trace.margins_read`): a kernel that reads memory it never wrote
+    (a scratch buffer from ``torch.empty`` it leaves unfilled) can get back the
+    freed NaN margins of earlier launches, so switching the margins' fills moves
+    its NaN although it reads no input past its end."""
+    found = guarding.probe_reads(again, POISON_BITS, nonfinite, names)
+    read = read_trace.margins_read()
+    if read is None:
+        return found  # nothing traced (a GPU): the probe alone
+    return [(tensor, side, n) for tensor, side, n in found if (tensor, side) in read]
 
 
 def read_details(reads: list[tuple[str, str, int]], case: str, causal: bool, shape: list[int], when: str,

@@ -70,6 +70,14 @@ def _count(addresses: Any, mask: Any) -> None:
                 margin.band.reads[margin.side] = int(margin.touched.sum())
 
 
+def margins_read() -> set[tuple[str, str]] | None:
+    """(band name, side) of every margin a load of this trace has read so far, over all
+    the bands made since :func:`tracing_reads` began; None when nothing is traced (a GPU)."""
+    if _watched is None:
+        return None
+    return {(m.band.name, m.side) for m in _watched if m.band.reads.get(m.side)}
+
+
 _installed = False
 
 

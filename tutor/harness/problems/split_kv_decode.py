@@ -373,7 +373,9 @@ def describe_wrong(run_: Launch, sl: Slicing, tolerance: float, block_n: int) ->
     ref = run_.expected
     factor = (out * ref).sum(-1) / (ref * ref).sum(-1).clamp_min(1e-30)
     residual = (out - factor[..., None] * ref).abs().amax(-1)
-    if bool(torch.isfinite(out).all()) and bool((residual <= 0.02 * out.abs().amax(-1).clamp_min(1e-6)).all()):
+    if bool(torch.isfinite(out).all()) and not bool(out.any()):
+        text += " The output is zero everywhere: nothing (or only zeros) reached it."
+    elif bool(torch.isfinite(out).all()) and bool((residual <= 0.02 * out.abs().amax(-1).clamp_min(1e-6)).all()):
         text += (" On each (sequence, head) the output is the reference times one factor, from"
                  f" {float(factor.min()):.3g} to {float(factor.max()):.3g}.")
     else:
