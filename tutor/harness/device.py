@@ -26,6 +26,14 @@ DEVICE_CHOICES: tuple[DeviceChoice, ...] = get_args(DeviceChoice)
 INTERPRETER_MIN_TRITON = Version("3.7")
 
 
+INTERPRET_ENV = "TRITON_INTERPRET"  # Triton's switch: "1" runs kernels through its interpreter
+
+
+def interpreting() -> bool:
+    """Whether this process runs kernels through Triton's interpreter (:func:`select_device` decided it)."""
+    return os.environ.get(INTERPRET_ENV) == "1"
+
+
 def interpreter_supports(triton_version: str) -> bool:
     """Can this Triton's CPU interpreter run the drills?  (``3.7.0+git…`` counts as 3.7.)"""
     return Version(triton_version).release >= INTERPRETER_MIN_TRITON.release
@@ -45,7 +53,7 @@ def select_device(choice: DeviceChoice = "auto") -> Device:
     if choice == "gpu" and not has_gpu:
         raise RuntimeError("no CUDA or ROCm GPU is visible to PyTorch (see docs/SETUP.md)")
     if not has_gpu:
-        os.environ["TRITON_INTERPRET"] = "1"
+        os.environ[INTERPRET_ENV] = "1"
     import triton
 
     if not has_gpu and not interpreter_supports(triton.__version__):

@@ -7,12 +7,12 @@ function) and interpreter errors (whose real exception is the ``__cause__``).
 from __future__ import annotations
 
 import linecache
-import os
 import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Literal
 
+from tutor.harness.device import interpreting
 from tutor.harness.result import CheckError, ErrorKind
 
 
@@ -21,11 +21,6 @@ def _source_line(file: str, line: int | None) -> str | None:
         return None
     text = linecache.getline(file, line).rstrip()
     return text or None
-
-
-def _interpreted() -> bool:
-    """Whether this process runs kernels through Triton's interpreter (the worker sets it before Triton loads)."""
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _libdevice_line(file: str) -> int | None:
@@ -181,7 +176,7 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None,
     message = _short(real)
     kind: ErrorKind = during
     jit_names = _jit_function_names(module)
-    placeholder = _libdevice_line(file) if frames and frames[-1].name in jit_names and _interpreted() else None
+    placeholder = _libdevice_line(file) if frames and frames[-1].name in jit_names and interpreting() else None
     if placeholder is not None:
         line, trace = placeholder, None
         message = ("Triton's CPU interpreter cannot run libdevice functions: they are placeholders "
