@@ -77,7 +77,7 @@ def main() -> int:
     shape = tuple(problem.plan_for(dev.interpreter).timing) if hasattr(problem, "plan_for") else None
     if shape is not None:
         draws = []
-        for draw in (launch.random_inputs, lambda s, d, g: launch.timing_tensors(s, d, g, 3)):
+        for draw in (launch.random_inputs, lambda s, d, g: launch.timing_tensors([s] * 3, d, g)):
             seconds = []
             for _ in range(3):
                 started = time.perf_counter()

@@ -9,6 +9,7 @@ too (:mod:`tutor.harness.guard`): a load past the end of an input reads NaN.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Literal
@@ -66,15 +67,15 @@ def random_tensors(shape: tuple[int, ...], device: str, generator: torch.Generat
             for _ in range(count)]
 
 
-def timing_tensors(shape: tuple[int, ...], device: str, generator: torch.Generator, count: int) -> list[torch.Tensor]:
-    """``count`` standard-normal fp16 tensors for the timed launches, drawn on ``device``
+def timing_tensors(shapes: Sequence[tuple[int, ...]], device: str, generator: torch.Generator) -> list[torch.Tensor]:
+    """Standard-normal fp16 tensors of ``shapes`` for the timed launches, drawn on ``device``
     itself from one seed of the check's stream.  Nothing compares their values, and at a
     GPU's timing shape (4x16x4096x64, three tensors) a draw on the CPU and its copy took
     0.44 s a save (H200 box, docs/LOOP.md); the correctness inputs stay CPU-drawn
     (:func:`random_tensors`), the same on every device for one seed."""
     seed = int(torch.randint(0, 2**62, (1,), generator=generator))
     on_device = torch.Generator(device=device).manual_seed(seed)
-    return [torch.randn(shape, generator=on_device, device=device, dtype=torch.float16) for _ in range(count)]
+    return [torch.randn(shape, generator=on_device, device=device, dtype=torch.float16) for shape in shapes]
 
 
 # The torch device string the check's tensors live on ("cuda" on ROCm too: torch names

@@ -237,7 +237,7 @@ def timing_visit_map(drill: Drill, module: ModuleType, verdict_maps: dict[str, V
 
 def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator) -> TimedLaunches:
     shape = plan_for(interpreter).timing
-    q, k, v = launching.timing_tensors(shape, device, generator, 3)
+    q, k, v = launching.timing_tensors([shape] * 3, device, generator)
     out = torch.empty_like(q)
     launch = module.attention
     sdpa = torch.nn.functional.scaled_dot_product_attention

@@ -618,7 +618,7 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
     """The backward alone (the forward's O and lse computed once, outside the timed call),
     against torch's SDPA backward on the same inputs."""
     shape = plan_for(interpreter).timing
-    q, k, v, do = launching.timing_tensors(shape, device, generator, 4)
+    q, k, v, do = launching.timing_tensors([shape] * 4, device, generator)
     outs = [torch.empty_like(q) for _ in GRADS]
     student: dict[str, Callable[[], object]] = {}
     baseline: dict[str, Callable[[], object]] = {}

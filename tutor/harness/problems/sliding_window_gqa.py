@@ -619,8 +619,8 @@ def check_correctness(
 def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,
                     generator: torch.Generator) -> TimedLaunches:
     case = CPU_CASES[0] if interpreter else GPU_TIMING
-    (q,) = launching.timing_tensors((case.batch, case.heads, case.seq, case.head_dim), device, generator, 1)
-    k, v = launching.timing_tensors((case.batch, case.heads_kv, case.seq, case.head_dim), device, generator, 2)
+    kv = (case.batch, case.heads_kv, case.seq, case.head_dim)
+    q, k, v = launching.timing_tensors([(case.batch, case.heads, case.seq, case.head_dim), kv, kv], device, generator)
     out = torch.empty_like(q)
     mask = window_mask(case.seq, case.window, q.device)
     sdpa = torch.nn.functional.scaled_dot_product_attention

@@ -542,8 +542,8 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
     """Every sequence fills the cache, so torch's SDPA (no mask: its fastest path)
     does the same work as the student's kernel."""
     batch, heads, max_len, head_dim = plan_for(interpreter).timing
-    (q,) = launching.timing_tensors((batch, heads, head_dim), device, generator, 1)
-    k, v = launching.timing_tensors((batch, heads, max_len, head_dim), device, generator, 2)
+    cache = (batch, heads, max_len, head_dim)
+    q, k, v = launching.timing_tensors([(batch, heads, head_dim), cache, cache], device, generator)
     lengths = torch.full((batch,), max_len, dtype=torch.int32, device=device)
     out = torch.empty_like(q)
     launch = getattr(module, LAUNCHER)
