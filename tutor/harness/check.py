@@ -139,15 +139,17 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
     return result, state
 
 
-def _timing_maps(state: VerdictState, timed: TimedLaunches, modes: list[str] | None = None) -> dict[str, VisitMap]:
-    """The maps the roofline counts (of ``modes``, default every mode the verdict
-    mapped), from the problem; one that records no visit maps has none."""
-    timing_visit_map = getattr(state.problem, "timing_visit_map", None)
-    if timing_visit_map is None or not state.visits_by_mode:
-        return {}
-    assert state.module is not None  # the verdict phase loaded it before anything is timed
-    return {mode: timing_visit_map(state.drill, state.module, state.visits_by_mode, timed, mode)
-            for mode in (modes or list(state.visits_by_mode))}
+def _counted_modes(state: VerdictState) -> list[str]:
+    """The modes whose maps the roofline counts at the timing shape: every mode the
+    verdict mapped, where the problem can record maps there (else none: no roofline)."""
+    return list(state.visits_by_mode) if hasattr(state.problem, "timing_visit_map") else []
+
+
+def _timing_map(state: VerdictState, timed: TimedLaunches, mode: str) -> VisitMap:
+    """The map of ``mode`` at the timing shape (the problem's ``timing_visit_map``)."""
+    assert state.problem is not None and state.module is not None  # the verdict phase loaded them
+    visit_map: VisitMap = state.problem.timing_visit_map(state.drill, state.module, state.visits_by_mode, timed, mode)
+    return visit_map
 
 
 def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: VerdictState) -> CheckResult:
@@ -185,15 +187,15 @@ def _compile_timed_concurrently(state: VerdictState, timed: TimedLaunches) -> di
     """One launch of each timed variant and each mode's counting launch for the
     roofline, all from threads at once (their compiles overlap); returns the
     roofline's counted maps."""
-    modes = list(state.visits_by_mode) if getattr(state.problem, "timing_visit_map", None) else []
-    counting = [functools.partial(_timing_maps, state, timed, [mode]) for mode in modes]
-    outcomes = compile_concurrently([*counting, *timed.student.values()])
+    modes = _counted_modes(state)
+    outcomes = compile_concurrently([*(functools.partial(_timing_map, state, timed, mode) for mode in modes),
+                                     *timed.student.values()])
     maps: dict[str, VisitMap] = {}
-    for counted in outcomes[:len(counting)]:
+    for mode, counted in zip(modes, outcomes, strict=False):
         if isinstance(counted, BaseException):
             raise counted
-        assert isinstance(counted, dict)
-        maps.update(counted)
+        assert isinstance(counted, VisitMap)
+        maps[mode] = counted
     return maps
 
 
@@ -202,7 +204,7 @@ def _roofline(state: VerdictState, dev: Device, result: CheckResult, timed: Time
     from tutor import roofline
 
     if maps is None:
-        maps = _timing_maps(state, timed)
+        maps = {mode: _timing_map(state, timed, mode) for mode in _counted_modes(state)}
     if not maps or not any(m.visited_blocks for m in maps.values()):
         return None  # no visit map recorded (the diagnosis says so): nothing to count
     ms = sdpa = peaks = None
