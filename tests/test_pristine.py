@@ -42,7 +42,9 @@ def test_the_manifest_pins_every_drill_file_and_is_not_stale() -> None:
 
 def test_a_drill_added_to_drills_makes_the_manifest_stale(tmp_path: Path) -> None:
     content = tmp_path / "content"
-    shutil.copytree(content_root() / "drills", content / "drills")
+    (content / "drills").mkdir(parents=True)
+    for name in manifest():  # the shipped drills, never the clone's (the student may have edited those)
+        (content / "drills" / name).write_bytes(shipped(name))
     assert stale_entries(content) == []
     (content / "drills" / "09_new_drill.py").write_text("# a drill a developer just wrote\n")
     assert stale_entries(content) == ["drills/09_new_drill.py is not in the manifest"]
@@ -51,6 +53,32 @@ def test_a_drill_added_to_drills_makes_the_manifest_stale(tmp_path: Path) -> Non
 def test_shipped_bytes_are_the_manifests_blobs() -> None:
     for name, blob in manifest().items():
         assert blob_id(shipped(name)) == blob
+
+
+def _venv_seeing_this_environment(venv: Path) -> Path:
+    """A fresh venv that also imports what the running interpreter can (torch, rich ...),
+    whether that interpreter is a venv itself or not, and returns its python.
+
+    ``venv --system-site-packages`` is not that: from inside a venv it shows the *base*
+    interpreter's packages, not the venv's (a newcomer's venv: no rich, no packaging).  So
+    a .pth file lists this interpreter's site directories, after the new venv's own (which
+    wins: the flashtutor installed there is the one imported).  Plain directory lines: the
+    .pth files in those directories (this environment's own editable flashtutor) are not run."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    own = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    here = [p for p in sys.path if p and Path(p).is_dir() and Path(p).name in ("site-packages", "dist-packages")]
+    (Path(own) / "_this_environment.pth").write_text("".join(f"{p}\n" for p in here))
+    return python
+
+
+def test_the_test_venv_imports_what_this_environment_does(tmp_path: Path) -> None:
+    python = _venv_seeing_this_environment(tmp_path / "venv")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(python), "-c", "import rich, packaging, torch; print(rich.__file__)"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
 
 
 def _clone_of_the_working_tree(tmp_path: Path) -> Path:
@@ -83,9 +111,7 @@ def test_an_editable_install_of_an_edited_clone_inits_and_resets_the_shipped_dri
     drill = get_drill("01")
     (clone / "drills" / drill.file).write_text(STUDENT)
     _git(clone, "commit", "-q", "-am", "my work so far")  # HEAD is no longer the shipped text either
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    python = venv / "bin" / "python"
+    python = _venv_seeing_this_environment(tmp_path / "venv")
     install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(clone)],
                              capture_output=True, text=True, timeout=300)
     if install.returncode != 0:
@@ -176,9 +202,7 @@ def test_a_wheel_install_inits_and_resets_the_shipped_drill(tmp_path: Path) -> N
                             str(clone)], capture_output=True, text=True, timeout=300)
     if built.returncode != 0:
         pytest.skip(f"pip could not build the wheel here: {built.stderr[-500:]}")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
+    python = str(_venv_seeing_this_environment(tmp_path / "venv"))
     wheel = next((tmp_path / "dist").glob("flashtutor-*.whl"))
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, timeout=300)
     shutil.rmtree(clone)  # nothing of the clone is left to read from
