@@ -46,9 +46,11 @@ SCRIPT = [
     "16,594",               # HBM
     "0.53",                 # causal blocks
     "b",                    # why fusing
+    "1.08 GB",              # a tiled kernel's traffic without a cache
     "d",                    # causal effect: wrong (one more try)
     "d",                    # wrong again: the answer is shown
-    "2.5x",                 # backward FLOPs over forward
+    "2.5x",                 # backward FLOPs over forward (FlashAttention-2's Algorithm 2)
+    "a",                    # why drill 04 runs seven matmuls
     "21 MB",                # backward reads
     "b",                    # what the log-sum-exp saves
     "4096 bytes",           # decode bytes per cached token

@@ -152,3 +152,17 @@ def test_the_drill_lists_the_new_questions():
     kinds = {q.kind for q in build_questions()}
     assert {"backward-flops", "backward-bytes", "lse-saves", "decode-bytes", "decode-intensity",
             "decode-bound", "kv-cache", "gqa-saving", "window-blocks"} <= kinds
+
+
+def test_the_tiled_traffic_and_the_drill04_count(text):
+    """Issue 21: the compulsory count is a lower bound; a tiled kernel without a cache moves Θ(N²d²/M);
+    FlashAttention-2's backward runs five matmuls, drill 04's seven (+40 %)."""
+    n, d, b, sram = 16384, D, B, 128 * 1024
+    assert f"**{f.tiled_hbm_bytes(n, d, b, sram):,}\nbytes**" in text
+    assert f.tiled_query_block_rows(d, b, sram) == 128
+    assert "Θ(N²·d²/M)" in text and "Theorem 2" in text
+    assert f.drill04_extra_flops() == Fraction(2, 5) and "**+40 %**" in text
+    assert len(f.DRILL04_BACKWARD_MATMULS) == 7 and len(f.BACKWARD_MATMULS) == 5
+    questions = {q.kind: q for q in build_questions()}
+    assert questions["tiled-traffic"].answer == f.tiled_hbm_bytes(n, d, b, sram)
+    assert "Algorithm 2" in questions["backward-flops"].text

@@ -31,7 +31,7 @@ def test_never_rescaled_underweights_the_block_holding_the_maximum():
     ratios = shipped / true
     assert ratios[0] < 1 < ratios[1], "the block holding the maximum is under-weighted, the other over"
     # relative to the maximum's block, every other block is over-weighted by exp(M - m_block)
-    for ratio, block in zip(ratios, BLOCKS):
+    for ratio, block in zip(ratios, BLOCKS, strict=True):
         assert math.isclose(ratio / ratios[0], math.exp(row_max - block.max()), rel_tol=1e-12)
 
     message = paragraph(get_drill("02").diagnosis_text("never-rescaled").message)

@@ -116,28 +116,68 @@ def causal_visited_fraction(n: int, block: int) -> Fraction:
     return Fraction(visited, total)
 
 
+# --- the tiled kernel's real traffic (FlashAttention, Theorem 2) ----------------------------
+#
+# The fused count above is compulsory traffic.  A tiled kernel with no cache
+# between HBM and the chip reads K and V once per query block; with on-chip
+# memory of M bytes holding four B_r×d tiles (Q, O, K, V), B_r = M / (4·d·b),
+# and the K/V re-reads are (n / B_r)·2·n·d·b = 8·n²·d²·b² / M bytes:
+# Θ(n²·d² / M), FlashAttention's Theorem 2 (there in elements).
+
+
+def tiled_query_block_rows(d: int, b: int, sram_bytes: int) -> int:
+    """B_r, the query rows one program holds: four B_r×d tiles (Q, O, K, V) fill ``sram_bytes``."""
+    _check_positive(d=d, b=b, sram_bytes=sram_bytes)
+    rows = sram_bytes // (4 * d * b)
+    if rows < 1:
+        raise ValueError(f"{sram_bytes} bytes cannot hold four 1 x {d} tiles of {b}-byte elements")
+    return rows
+
+
+def tiled_hbm_bytes(n: int, d: int, b: int, sram_bytes: int) -> int:
+    """HBM bytes of a tiled fused kernel with no cache: Q read and O written once, K and V
+    read once per query block of B_r rows: 2·n·d·b + ceil(n / B_r)·2·n·d·b
+    (= 2·n·d·b + 8·n²·d²·b² / M when B_r divides n)."""
+    _check_positive(n=n)
+    blocks = -(-n // tiled_query_block_rows(d, b, sram_bytes))
+    return 2 * n * d * b + blocks * 2 * n * d * b
+
+
 # --- the backward pass (drill 04) ----------------------------------------------------------
 #
-# FlashAttention's backward, per head: it recomputes S = QKᵀ (and from it
-# P = exp(S − L) with the stored log-sum-exp L), then dV = PᵀdO, dP = dO Vᵀ,
-# dS = P ∘ (dP − D), dQ = dS K and dK = dSᵀ Q: five n×n×d matmuls against the
-# forward's two.  Its compulsory reads are Q, K, V, O, dO (n×d each) and L
-# (n floats, fp32); D = rowsum(dO ∘ O) is computed from O and dO.
+# FlashAttention-2's backward (Algorithm 2), per head: it recomputes S = QKᵀ
+# (and from it P = exp(S − L) with the stored log-sum-exp L), then dV = PᵀdO,
+# dP = dO Vᵀ, dS = P ∘ (dP − D), dQ = dS K and dK = dSᵀ Q: five n×n×d matmuls
+# against the forward's two, dQ summed across key blocks by atomic adds.  Drill
+# 04 computes dQ in a pass of its own, which recomputes S and dP once more:
+# seven matmuls, no atomics.  The compulsory reads are Q, K, V, O, dO (n×d
+# each) and L (n floats, fp32); D = rowsum(dO ∘ O) is computed from O and dO.
 
 BACKWARD_MATMULS = ("S = QKᵀ (recomputed)", "dV = PᵀdO", "dP = dO Vᵀ", "dQ = dS K", "dK = dSᵀ Q")
+"""FlashAttention-2's backward (Algorithm 2): one pass over the key blocks, dQ by atomic adds."""
+DRILL04_BACKWARD_MATMULS = (
+    "S = QKᵀ", "dV = PᵀdO", "dP = dO Vᵀ", "dK = dSᵀ Q",  # the dK/dV pass, one program per key block
+    "S = QKᵀ", "dP = dO Vᵀ", "dQ = dS K",  # the dQ pass, one program per query block
+)
+"""Drill 04's backward: dQ in a pass of its own, which recomputes S and dP."""
 FORWARD_MATMULS = ("S = QKᵀ", "O = PV")
 LSE_BYTES = 4  # the log-sum-exp is kept in fp32, whatever the tensors' dtype
 
 
 def backward_flops(n: int, d: int) -> int:
-    """FLOPs of the FlashAttention backward for one head: five n×n×d matmuls, 10·n²·d."""
+    """FLOPs of FlashAttention-2's backward for one head: five n×n×d matmuls, 10·n²·d."""
     _check_positive(n=n, d=d)
     return len(BACKWARD_MATMULS) * 2 * n * n * d
 
 
 def backward_flops_ratio() -> Fraction:
-    """Backward over forward FLOPs: 5 matmuls over 2, exactly 5/2 (softmax work left out)."""
+    """FlashAttention-2's backward over the forward: 5 matmuls over 2, exactly 5/2 (softmax work left out)."""
     return Fraction(len(BACKWARD_MATMULS), len(FORWARD_MATMULS))
+
+
+def drill04_extra_flops() -> Fraction:
+    """What drill 04's separate dQ pass costs over FlashAttention-2's backward: 7/5 - 1 = 2/5 (+40 %)."""
+    return Fraction(len(DRILL04_BACKWARD_MATMULS), len(BACKWARD_MATMULS)) - 1
 
 
 def backward_read_bytes(n: int, d: int, b: int) -> int:

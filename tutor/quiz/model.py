@@ -31,11 +31,11 @@ QuestionQuantity = Quantity | Literal["choice"]
 NumericKind = Literal[
     "naive-bytes", "fused-bytes", "traffic-ratio", "forward-flops", "naive-intensity", "intensity-limit",
     "l2-fit", "hbm-fit", "causal-blocks", "backward-flops", "backward-bytes", "decode-bytes",
-    "decode-intensity", "kv-cache", "gqa-saving", "window-blocks",
+    "decode-intensity", "kv-cache", "gqa-saving", "window-blocks", "tiled-traffic",
 ]
 """The numeric questions: one generator in :mod:`tutor.quiz.questions` and one ``[kinds.NAME]``
 table of words in the quiz file each."""
-ChoiceKind = Literal["why-fusing", "causal-effect", "lse-saves", "decode-bound"]
+ChoiceKind = Literal["why-fusing", "causal-effect", "lse-saves", "decode-bound", "dq-own-pass"]
 """The multiple-choice questions: one ``[choices.NAME]`` table in the quiz file each."""
 QuestionKind = NumericKind | ChoiceKind
 NUMERIC_KINDS: tuple[NumericKind, ...] = get_args(NumericKind)

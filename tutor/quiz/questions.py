@@ -82,6 +82,8 @@ SEEDED_BATCH = (1, 2, 4, 8, 16)
 SEEDED_HEADS = (8, 16, 32, 64)
 SEEDED_CAUSAL_LENGTHS = (1000, 2000, 4096, 5000, 8192, 16384)
 SEEDED_BLOCKS = (32, 64, 128)
+HEADLINE_TILE_ROWS = 128  # query rows a program holds: four 128 x 128 fp16 tiles are 128 KiB of SRAM
+SEEDED_TILE_ROWS = (32, 64, 128)
 
 # The backward, decode and sliding-window questions (drills 04-06).
 HEADLINE_MODEL = (32, 32, 8)  # layers, query heads, KV heads (with HEADLINE_D = 128: a Llama-3-8B-like shape)
@@ -106,17 +108,17 @@ def _numeric_question(
 ) -> Question:
     """Assemble a numeric question: fill the words, keep the slips a student can be told apart by."""
     words = texts.kinds[kind]
-    tolerance = float(words["tolerance"])
     answer_value = float(answer)
     fill = {**parameters, **values, "answer": answer, "answer_text": format_quantity(answer_value, quantity)}
     slip_words = {**texts.common_slips, **words.get("slips", {})}
     kept = []
     for code, value in slips:
-        value = float(value)
-        # A slip that lands within tolerance of the answer cannot be told apart from it.
-        if value <= 0 or abs(value - answer_value) <= tolerance * answer_value:
+        # A slip that gives the answer itself is no mistake for these parameters (a
+        # forgotten byte factor in fp8, say): it is left out.  Every other slip is kept.
+        if value <= 0 or value == answer:
             continue
-        kept.append(Slip(code, value, paragraph(slip_words[code].format(**fill))))
+        kept.append(Slip(code, float(value), paragraph(slip_words[code].format(**fill))))
+    tolerance = slip_safe_tolerance(float(words["tolerance"]), answer_value, [s.value for s in kept])
     return Question(
         id=f"{kind}:{id_parameters}",
         kind=kind,
@@ -129,6 +131,18 @@ def _numeric_question(
         parameters=parameters,
         slips=tuple(kept),
     )
+
+
+def slip_safe_tolerance(tolerance: float, answer: float, slip_values: Sequence[float]) -> float:
+    """The kind's relative ``tolerance``, narrowed where a slip lies close to the answer:
+    at most |slip - answer| / (2 max(slip, answer)), so no slip's number is ever
+    accepted as right, and no number is both right and on a slip (the checker
+    measures the one relative to the answer, the other relative to the slip).  Only
+    draws that put a slip near the answer are narrowed: "exactly half" for a causal
+    fraction at T = 512 blocks per side, N/d for 1 + N/d at N/d = 1024."""
+    for value in slip_values:
+        tolerance = min(tolerance, abs(value - answer) / (2 * max(value, answer)))
+    return tolerance
 
 
 def _byte_slips(answer: int) -> list[tuple[str, float]]:
@@ -324,6 +338,8 @@ def backward_flops_question(texts: QuizTexts, n: int, d: int) -> Question:
     slips = [
         ("forgot-recompute", Fraction(backward - 1, forward)),  # S = QKᵀ counted as if stored
         ("counted-forward-too", Fraction(backward + forward, forward)),  # forward + backward over forward
+        # drill 04's seven matmuls over the forward's two (7/2: the same number as the slip above)
+        ("counted-drill04", Fraction(len(f.DRILL04_BACKWARD_MATMULS), forward)),
         ("one-matmul-per-gradient", Fraction(3, forward)),  # dQ, dK, dV only
         ("inverted", 1 / answer),
     ]
@@ -333,6 +349,36 @@ def backward_flops_question(texts: QuizTexts, n: int, d: int) -> Question:
         "matmuls": "; ".join(f.BACKWARD_MATMULS),
     }
     return _numeric_question(texts, "backward-flops", f"N={n},d={d}", "ratio", answer, slips, parameters, values)
+
+
+def tiled_traffic_question(texts: QuizTexts, n: int, d: int, dtype: str, block_rows: int) -> Question:
+    """A tiled kernel's HBM bytes with no cache: K and V re-read once per query block, Θ(N²d²/M)."""
+    parameters, key = _shape(n, d, dtype)
+    b = parameters["b"]
+    sram = 4 * d * b * block_rows  # four block_rows×d tiles fill it exactly
+    parameters["sram_bytes"] = sram
+    answer = f.tiled_hbm_bytes(n, d, b, sram)
+    blocks = -(-n // block_rows)
+    slips = [
+        ("counted-compulsory", f.fused_hbm_bytes(n, d, b)),  # K and V read once
+        ("reread-per-row", 2 * n * d * b + n * 2 * n * d * b),  # K and V once per query row
+        ("forgot-v", 2 * n * d * b + blocks * n * d * b),
+        ("forgot-dtype-bytes", answer // b),
+        *_byte_slips(answer),
+    ]
+    values = {
+        "sram": sram,
+        "sram_text": format_bytes(sram),
+        "rows": block_rows,
+        "blocks": blocks,
+        "qo": 2 * n * d * b,
+        "kv": blocks * 2 * n * d * b,
+        "compulsory_text": format_bytes(f.fused_hbm_bytes(n, d, b)),
+        "over_compulsory": answer / f.fused_hbm_bytes(n, d, b),
+        "over_naive": answer / f.naive_hbm_bytes(n, d, b),
+    }
+    key = f"{key},M={sram}"
+    return _numeric_question(texts, "tiled-traffic", key, "bytes", answer, slips, parameters, values)
 
 
 def backward_bytes_question(texts: QuizTexts, n: int, d: int, dtype: str) -> Question:
@@ -486,8 +532,9 @@ def build_questions(
     gpu: GpuBudget | None = None,
     texts: QuizTexts | None = None,
 ) -> tuple[Question, ...]:
-    """The quiz, in order: traffic table, ratio, FLOPs, intensity, budgets, causal, why;
-    then the backward pass, decoding with a KV cache, GQA and the sliding window.
+    """The quiz, in order: traffic table, ratio, FLOPs, intensity, budgets, causal, why fusing,
+    a tiled kernel's real traffic; then the backward pass (FlashAttention-2's count, drill 04's
+    separate dQ pass), decoding with a KV cache, GQA and the sliding window.
 
     ``gpu``: the budget of the GPU this runs on (see :func:`tutor.quiz.gpu.detect_gpu`);
     without one the budget questions use stated budgets.
@@ -547,5 +594,12 @@ def build_questions(
         gqa_saving_question(texts, heads, kv_heads),
         window_blocks_question(texts, window_n, window, window_block),
     ]
+    # Added later (issue 21) and drawn last, so every question above keeps its parameters
+    # and option order for a given seed; each is asked beside the question it follows up.
+    tile_rows = HEADLINE_TILE_ROWS if rng is None else rng.choice(SEEDED_TILE_ROWS)
+    tiled = tiled_traffic_question(texts, longest, d, dtype, tile_rows)
+    dq_pass = choice_question(texts, "dq-own-pass", rng)
+    questions.insert(next(i for i, q in enumerate(questions) if q.kind == "why-fusing") + 1, tiled)
+    questions.insert(next(i for i, q in enumerate(questions) if q.kind == "backward-flops") + 1, dq_pass)
     return tuple(questions)
 
