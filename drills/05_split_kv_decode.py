@@ -3,11 +3,12 @@
 At decode time each sequence brings ONE new query token, and attends to its
 whole KV cache.  A kernel with one program per (sequence, head) — the forward
 kernel of drills 01-02 with BLOCK_M = 1 — launches only batch * heads
-programs: at batch 8 with 32 heads, 256 programs for an H100's 132 SMs, each
-streaming thousands of cache positions one block after another.  Decode is
-bound by memory bandwidth, and two programs per SM, each waiting on its next
-load, cannot keep enough bytes in flight to use it; at batch 1-4 most SMs have
-no program at all.
+programs: at batch 8 with 32 heads, 256 programs for an H100's or H200's 132
+SMs, each streaming thousands of cache positions one block after another.
+Decode is bound by memory bandwidth, and two programs per SM, each waiting on
+its next load, cannot keep enough bytes in flight to use it.  With 32 heads,
+batch 1 leaves 100 of the 132 SMs with no program at all and batch 2 leaves
+68; batch 4 fills 128 of them, but with one program each.
 
 So split the cache: the first kernel gives each program one *slice* of one
 (sequence, head)'s cache, batch * heads * NUM_SPLITS programs in all, and each
@@ -124,9 +125,12 @@ def _decode_combine(
     # Slice s reports (m_s, l_s, o_s), its terms measured against ITS OWN maximum
     # m_s (in the exp2 domain).  As shipped, each non-empty slice's own answer
     # o_s / l_s is averaged, as if every slice held the same share of the softmax
-    # mass.  It does not: a slice whose maximum is larger outweighs the others by
-    # exp2(m_s - m_other).  Replace these three lines with the exact merge; keep
-    # an empty slice (m_s = -inf, l_s = 0, o_s = 0) from producing a NaN.
+    # mass.  It does not: with M = max_s m_s, slice s holds the share
+    # exp2(lse_s - LSE) = l_s * exp2(m_s - M) / sum_t l_t * exp2(m_t - M), so its
+    # normalised answer o_s / l_s weighs l_s * exp2(m_s - M), and its unnormalised
+    # o_s weighs exp2(m_s - M): a larger maximum alone does not make a larger share.
+    # Replace these three lines with the exact merge; keep an empty slice
+    # (m_s = -inf, l_s = 0, o_s = 0) from producing a NaN.
     nonempty = l > 0
     per_slice = o / tl.where(nonempty, l, 1.0)[:, None]
     acc = tl.sum(tl.where(nonempty[:, None], per_slice, 0.0), 0) / tl.sum(nonempty.to(tl.float32), 0)

@@ -63,7 +63,7 @@ def _attn_fwd(
         # -- THE ONLINE UPDATE --------------------------------------------------------
         # 1. the new running maximum, over the old one and this block's scores
         m_new = tl.maximum(m_i, tl.max(qk, 1))
-        # 2. how much the old maximum overstated the new one: everything summed so
+        # 2. how much the old weights overstate the new ones: everything summed so
         #    far was weighted by exp2(s - m_i) and must now be exp2(s - m_new)
         alpha = tl.exp2(m_i - m_new)
         # 3. this block's weights, against the *new* maximum (never above 1: no overflow)

@@ -9,7 +9,10 @@ reported, so
 
     out = sum_s w_s * o_s / sum_s w_s * l_s
 
-which is exactly softmax(q K^T / sqrt(d)) V over the whole cache.  An empty
+which is exactly softmax(q K^T / sqrt(d)) V over the whole cache.  (Merging
+the slices' normalised answers o_s / l_s instead, slice s weighs l_s * w_s,
+its share exp2(lse_s - LSE) of the mass once divided by sum_s l_s * w_s: w_s
+alone weighs the unnormalised o_s, not o_s / l_s.)  An empty
 slice reports m_s = -inf, l_s = 0, o_s = 0: its weight exp2(-inf - M) is 0,
 and it drops out without a NaN.
 
