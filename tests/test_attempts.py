@@ -21,7 +21,14 @@ from helpers_loop import EventLog, save_in_place
 from tutor.catalog import get_drill, pristine_path
 from tutor.engine import CheckFinished, TutorEngine
 from tutor.pristine import blob_id
-from tutor.progress import NOT_COUNTED_SAME, NOT_COUNTED_SHIPPED, ProgressStore, file_content_id
+from tutor.progress import (
+    FAILING,
+    NOT_COUNTED_NOT_RUN,
+    NOT_COUNTED_SAME,
+    NOT_COUNTED_SHIPPED,
+    ProgressStore,
+    file_content_id,
+)
 from tutor.workspace import init_workspace
 
 DRILL_01, DRILL_02 = get_drill("01"), get_drill("02")
@@ -184,3 +191,62 @@ def test_one_name_for_a_contents_id_and_for_reading_a_drill(tmp_path: Path) -> N
     assert file_content_id(pristine_path(DRILL_01)) == manifest()[DRILL_01.file] == blob_id(
         pristine_path(DRILL_01).read_bytes())
     assert file_content_id(tmp_path / "missing.py") is None
+
+
+def _not_run(tmp_path: Path, kind: str = "syntax"):
+    result = recorded_result("01_syntax_error", tmp_path)
+    result.error = dataclasses.replace(result.error, kind=kind)
+    return result
+
+
+def test_saves_that_cannot_run_are_kept_but_count_no_attempt_and_unlock_no_hint(tmp_path: Path) -> None:
+    """Issue 23: six broken saves opened "Nearly the answer" (after 6 attempts) for a kernel
+    that never ran.  Only a check whose kernel ran is an attempt."""
+    store = ProgressStore(tmp_path)
+    kinds = ["syntax", "import", "missing-function", "crash", "timeout", "syntax"]
+    for n, kind in enumerate(kinds):
+        record = store.record_check(_not_run(tmp_path, kind), DRILL_01, blob_id(b"# broken %d\n" % n))
+        assert not record.counted and record.not_counted == NOT_COUNTED_NOT_RUN
+        assert record.newly_unlocked == []
+    progress = store.drill("01")
+    assert progress.attempts == 0 and progress.unlocked_hints == [] and progress.status == FAILING
+    assert [a.error for a in progress.history] == kinds and progress.not_run == 6  # visible in the history
+    assert progress.history_series().not_run == 6
+    ran = store.record_check(recorded_result("01_failing", tmp_path), DRILL_01, blob_id(b"# it runs\n"))
+    assert ran.counted and ran.progress.attempts == 1
+    assert 3 not in ran.progress.unlocked_hints  # "Nearly the answer" waits for 6 checks that ran
+
+
+def test_content_that_could_not_run_counts_once_it_runs(tmp_path: Path) -> None:
+    store = ProgressStore(tmp_path)
+    mine = blob_id(b"# my attempt\n")
+    assert not store.record_check(_not_run(tmp_path, "timeout"), DRILL_01, mine).counted
+    assert not store.record_check(_not_run(tmp_path, "timeout"), DRILL_01, mine).counted  # same, still not run
+    again = store.record_check(recorded_result("01_todo2_only", tmp_path), DRILL_01, mine)
+    assert again.counted and again.progress.attempts == 1
+    assert len(again.progress.history) == 2
+
+
+def test_list_and_hint_show_the_attempts_that_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    workspace = init_workspace(tmp_path / "ws").workspace
+    store = ProgressStore(workspace)
+    for n in range(3):
+        store.record_check(_not_run(tmp_path), DRILL_01, blob_id(b"# broken %d\n" % n))
+    store.record_check(recorded_result("01_failing", tmp_path), DRILL_01, blob_id(b"# runs\n"))
+    monkeypatch.setenv("FLASHTUTOR_WORKSPACE", str(workspace))
+    from tutor.cli import main
+
+    assert main(["hint", "01"]) == 0
+    out = capsys.readouterr().out
+    assert "attempts so far: 1 (checks whose kernel ran); 3 saves that could not run (no attempts)" in out
+    assert main(["list"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if " 01 " in line)
+    assert row.split()[-2] == "1"
+
+
+def test_the_attempt_chart_says_how_many_saves_could_not_run() -> None:
+    from tutor.app.widgets.sparkline import history_text
+
+    assert history_text([None, 2.9], [None, None], [None, 1.0], not_run=1).plain.splitlines()[0] == (
+        "attempts  2 shown, 1 could not run (no attempt)")

@@ -15,7 +15,7 @@ from helpers_harness import REPO, run_cli
 from tutor.app.screens.drill_list import progress_text
 from tutor.catalog import get_drill
 from tutor.cli import main
-from tutor.progress import ProgressStore, done_count, status_words
+from tutor.progress import ProgressStore, done_count, drill_summaries, status_words
 from tutor.quiz import QuizSession, build_questions, record_drill_status
 from tutor.workspace import init_workspace
 
@@ -86,3 +86,55 @@ async def test_list_and_the_apps_list_agree_on_every_drill_and_the_tally(
     done = done_count(rows)
     assert done == 2 and tally.startswith(f"{done}/{len(rows)} done")
     assert f"{done}/{len(rows)} drills passed" in progress_text(rows).plain
+
+
+def test_a_passed_drill_with_an_open_finding_is_listed_so_not_as_failing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 23: TODO 2 done, TODO 1 open: PASSED with a finding was listed as "failing"."""
+    workspace = _workspace(tmp_path)
+    ProgressStore(workspace).record_check(recorded_result("01_todo2_only", workspace), get_drill("01"), "mine")
+    monkeypatch.setenv("FLASHTUTOR_WORKSPACE", str(workspace))
+    listed, _ = _listed(capsys)
+    assert listed["01"] == ("passed, finding open", 1)
+    from tutor.app.screens.drill_list import row_cells
+
+    (row,) = drill_summaries(ProgressStore(workspace), [get_drill("01")])
+    assert row_cells(row)[0].plain == "~ passed, finding open"
+
+
+@pytest.mark.parametrize("command", [["list"], ["hint", "01"]])
+def test_a_corrupt_progress_file_is_said_once_naming_the_kept_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """Issue 23: `list` and `hint` moved a corrupt progress file aside and said nothing."""
+    workspace = _workspace(tmp_path)
+    (workspace / ".flashtutor").mkdir(exist_ok=True)
+    (workspace / ".flashtutor" / "progress.json").write_text("{ not json")
+    monkeypatch.setenv("FLASHTUTOR_WORKSPACE", str(workspace))
+    capsys.readouterr()
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    kept = list((workspace / ".flashtutor").glob("progress.json.corrupt-*"))
+    assert len(kept) == 1 and kept[0].read_text() == "{ not json"
+    assert err.count("is corrupt") == 1 and str(kept[0]) in err
+    assert main(command) == 0
+    assert "corrupt" not in capsys.readouterr().err  # said once: the next command finds a good file
+
+
+async def test_the_app_shows_a_corrupt_progress_file_it_found(tmp_path: Path) -> None:
+    from helpers_app import screen_text, wait_for
+
+    from tutor.app.app import FlashTutorApp
+    from tutor.engine import TutorEngine
+
+    workspace = _workspace(tmp_path)
+    (workspace / ".flashtutor").mkdir(exist_ok=True)
+    (workspace / ".flashtutor" / "progress.json").write_text("{ not json")
+    relay: list[FlashTutorApp] = []  # as FlashTutorApp.with_engine wires it, without a watcher or a worker
+    engine = TutorEngine(workspace, device="cpu", watch=False, warm=False,
+                         on_event=lambda event: relay[0].engine_event(event))
+    app = FlashTutorApp(engine, live=True, animate=False)
+    relay.append(app)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await wait_for(pilot, lambda: "progress.json.corrupt-" in screen_text(app), "the corrupt-file warning")

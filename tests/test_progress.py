@@ -29,7 +29,7 @@ def test_status_attempts_bests_and_history_follow_the_checks(tmp_path: Path) -> 
     # PASSED with a finding (TODO 1 open) is not solved; a later broken save fails again
     assert statuses == [FAILING, FAILING, PASSED, FAILING]
     progress = store.drill("01")
-    assert progress.attempts == 4
+    assert progress.attempts == 3  # the syntax error is in the history, but no attempt (tests/test_attempts.py)
     assert progress.attempts_to_pass == 3 and progress.first_passed_at is not None
     passing, todo2_only = recorded("01_passing"), recorded("01_todo2_only")
     assert progress.best_max_abs_err == min(passing.max_abs_err, todo2_only.max_abs_err)

@@ -30,8 +30,13 @@ check still runs and is shown; it sets the status (the file's current state)
 once the drill has been worked on, and the diagnosis codes of an edit checked
 again open the hints keyed to them (:mod:`tutor.hints`; attempt-count tiers
 stay tied to counted attempts, and the drill as shipped opens nothing); it
-changes nothing else.  A crash or a syntax error of new content is an attempt
-like any other.
+changes nothing else.
+
+Only a check whose kernel ran (PASSED or FAILED) is an attempt.  A save that
+could not run (a syntax or import error, an empty file, a crash, a timeout:
+``result.error`` is set) is kept in the history, marked with its error, and sets
+the status to failing, but it adds no attempt and unlocks no hint: six broken
+saves must not open "Nearly the answer" for a kernel that never ran.
 
 Every change is a read-modify-write of the file under an advisory lock, so
 two stores on one workspace (the engine's and the quiz's, or ``watch`` in one
@@ -138,6 +143,7 @@ class DrillProgress:
             speedups=[a.speedup for a in self.history],
             work_ratios=[a.work_ratio for a in self.history],
             undecided=self.undecided_speedups,
+            not_run=self.not_run,
         )
 
     @property
@@ -154,8 +160,19 @@ class DrillProgress:
 
     @property
     def last_content(self) -> str | None:
-        """The content id of the last counted attempt."""
+        """The content id of the last recorded check (an attempt, or a save that could not run)."""
         return self.history[-1].content if self.history else None
+
+    @property
+    def finding_open(self) -> bool:
+        """The current file PASSED but is not solved: a finding is open (TODO 1 of drill 01...)."""
+        last = self.history[-1] if self.history else None
+        return self.status == FAILING and last is not None and last.passed and not last.solved
+
+    @property
+    def not_run(self) -> int:
+        """How many saves in the history could not run (no attempts: see the module's words)."""
+        return sum(a.error is not None for a in self.history)
 
 
 class HistorySeries(NamedTuple):
@@ -165,6 +182,7 @@ class HistorySeries(NamedTuple):
     speedups: list[float | None]  # timed full/causal on a GPU (and older files' undecided ones)
     work_ratios: list[float | None]  # counted full/causal K/V blocks
     undecided: int = 0  # speed-ups from older files that may not have been timed on a GPU
+    not_run: int = 0  # saves in the history that could not run (no attempts)
 
 
 RAN_ON_GPU = "gpu"
@@ -180,13 +198,21 @@ class HasStatus(Protocol):
     @property
     def solved_before(self) -> bool: ...
 
+    @property
+    def finding_open(self) -> bool: ...
+
+
+FINDING_OPEN = "passed, finding open"  # the words for a file that PASSED with a finding (status failing)
+
 
 def status_words(progress: HasStatus) -> str:
-    """The status as a front end shows it: the current file's state, and that it
-    was solved before when the current file no longer is (``failing, solved before``)."""
+    """The status as a front end shows it: the current file's state (``passed, finding
+    open`` for a file that PASSED with a finding: not solved, not failing either), and
+    that it was solved before when the current file no longer is (``failing, solved before``)."""
+    words = FINDING_OPEN if progress.finding_open else progress.status
     if progress.status != PASSED and progress.solved_before:
-        return f"{progress.status}, solved before"
-    return progress.status
+        return f"{words}, solved before"
+    return words
 
 
 def file_content_id(path: Path) -> str | None:
@@ -246,6 +272,7 @@ def saved_words(store: ProgressStore | None, saved: str) -> str:
 
 NOT_COUNTED_SAME = "same content as your last attempt"
 NOT_COUNTED_SHIPPED = "the drill as shipped, not yet edited"
+NOT_COUNTED_NOT_RUN = "it could not run: only a check whose kernel ran is an attempt"
 
 
 @dataclass(frozen=True)
@@ -380,9 +407,11 @@ class ProgressStore:
         """Record one check of ``result.drill``, whose file held ``content`` (its
         :func:`file_content_id`; None: unknown, always counted).  A new content counts as
         an attempt: status, attempts, bests, history and the hints its diagnosis
-        codes or the new attempt count unlock.  The last counted content or the
+        codes or the new attempt count unlock.  The last recorded content or the
         shipped drill again is not an attempt (``CheckRecord.counted`` is False);
-        the last counted content's codes still open the hints keyed to them."""
+        the last counted content's codes still open the hints keyed to them.  A
+        check that could not run (``result.error``) is kept in the history and sets
+        the status, but is no attempt and unlocks nothing."""
         meta = drill or get_drill(result.drill)
         now = time.time()
         ran = result.error is None
@@ -408,16 +437,22 @@ class ProgressStore:
 
         def change(state: _State) -> None:
             progress = state.drills.setdefault(meta.id, DrillProgress())
-            if content is not None and content == progress.last_content:
-                why[:] = [NOT_COUNTED_SAME]
+            last_ran = not progress.history or progress.history[-1].error is None
+            if content is not None and content == progress.last_content and (last_ran or not ran):
+                why[:] = [NOT_COUNTED_SAME]  # (content that could not run, now run, is new)
             elif content is not None and content == shipped:
                 why[:] = [NOT_COUNTED_SHIPPED]
             if why:  # not an attempt: only the current file's state, once the drill is under way
                 if progress.attempts or progress.solved_before:
                     progress.status = PASSED if attempt.solved else FAILING
                     progress.last_checked_at = now
-                if content != shipped:  # the student's edit checked again: its codes open their hints
+                if content != shipped and ran:  # the student's edit checked again: its codes open their hints
                     unlock(progress, code_unlocks(meta, attempt.codes))
+                return
+            if not ran:  # kept in the history, the file's state; no attempt, no hint
+                why[:] = [NOT_COUNTED_NOT_RUN]
+                progress.status, progress.last_checked_at = FAILING, now
+                progress.history = [*progress.history, attempt][-HISTORY_LIMIT:]
                 return
             progress.attempts += 1
             progress.last_checked_at = now
@@ -592,6 +627,7 @@ class DrillSummary:
     best_speedup_undecided: bool = False  # from an older file: maybe not timed on a GPU
     quiz_score: str = ""  # paper drills: "quiz 4 right"
     solved_before: bool = False  # solved once (DrillProgress.solved_before)
+    finding_open: bool = False  # the current file PASSED with a finding (DrillProgress.finding_open)
 
     @property
     def done(self) -> bool:
@@ -625,5 +661,6 @@ def summarize(progress: dict[str, DrillProgress], answers: dict[str, dict[str, A
             right = sum(1 for a in answers.values() if a["correct"])
             quiz = f"quiz {right} right" if answers else "quiz"
         rows.append(DrillSummary(drill, p.status, p.attempts, p.best_max_abs_err, p.best_speedup,
-                                 p.best_work_ratio, p.best_speedup_undecided, quiz, solved_before=p.solved_before))
+                                 p.best_work_ratio, p.best_speedup_undecided, quiz, solved_before=p.solved_before,
+                                 finding_open=p.finding_open))
     return rows

@@ -7,8 +7,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import TYPE_CHECKING
 
 from tutor import __version__
+
+if TYPE_CHECKING:
+    from tutor.progress import ProgressStore
 
 # Exit codes shared by every sub-command.
 EXIT_OK = 0  # passed / solved / done
@@ -17,6 +21,17 @@ EXIT_USAGE = 2  # argparse's own code for bad usage
 EXIT_NOT_RUN = 3  # the drill could not run: syntax, import, compile error, crash, timeout
 
 COMMAND_MODULES = ("check", "quiz", "watch", "workspace", "launch", "doctor", "completion", "dev")
+
+
+def say_warnings(store: ProgressStore | None) -> None:
+    """Print what the progress store found and did (a corrupt file moved aside to
+    ``progress.json.corrupt-<time>``, a workspace it cannot write), once: each
+    warning is printed to stderr and then dropped from the store."""
+    if store is None:
+        return
+    for warning in store.warnings:
+        print(f"flashtutor: {warning}", file=sys.stderr)
+    store.warnings.clear()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from tutor.catalog import Drill, Hint, all_drills
-from tutor.cli import EXIT_FAILED, EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
+from tutor.cli import EXIT_FAILED, EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE, say_warnings
 from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
 from tutor.links import file_link
@@ -181,11 +181,14 @@ def run_list_command(args: argparse.Namespace) -> int:
     longer passes but once did."""
     marks: dict[DrillStatus, str] = {PASSED: "[x]", FAILING: "[!]", IN_PROGRESS: "[~]", NOT_STARTED: "[ ]"}
     workspace = default_workspace()
-    rows = drill_summaries(ProgressStore(workspace) if workspace is not None else None, all_drills())
+    store = ProgressStore(workspace) if workspace is not None else None
+    rows = drill_summaries(store, all_drills())
+    say_warnings(store)  # a corrupt progress file moved aside: said, never silently
     print(f"    {'id':<4}{'drill':<40} {'status':<23} {'attempts':>8}  file")
     for row in rows:  # the rows the app's list shows (tutor.progress.drill_summaries)
         drill = row.drill
-        print(f"{marks[row.status]} {drill.id:<4}{drill.title:<40} {status_words(row):<23} "
+        mark = "[~]" if row.finding_open else marks[row.status]  # passed, a finding open: not failing
+        print(f"{mark} {drill.id:<4}{drill.title:<40} {status_words(row):<23} "
               f"{row.attempts:>8}  drills/{drill.file}")
     where = (f"workspace {workspace}" if workspace is not None
              else "no workspace found (`flashtutor init DIR` makes one)")

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 from tutor.catalog import UnknownDrill, get_drill, kernel_drills
-from tutor.cli import EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
+from tutor.cli import EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE, say_warnings
 from tutor.hints import hint_states, next_locked
 from tutor.paths import NoWorkspace, default_workspace, require_workspace
-from tutor.progress import ProgressStore
+from tutor.progress import DrillProgress, ProgressStore
 from tutor.workspace import WorkspaceError, init_workspace, reset_drill
 
 DEFAULT_INIT_DIR = "flashtutor"
@@ -84,8 +84,10 @@ def run_hint_command(args: argparse.Namespace) -> int:
     except UnknownDrill as exc:
         return _fail(str(exc))
     workspace = default_workspace()
-    earned = ProgressStore(workspace).unlocked_hints(drill.id) if workspace is not None else []
-    states = hint_states(drill, earned)
+    store = ProgressStore(workspace) if workspace is not None else None
+    progress = store.drill(drill.id) if store is not None else DrillProgress()
+    say_warnings(store)  # a corrupt progress file moved aside: said here, not silently
+    states = hint_states(drill, progress.unlocked_hints)
     total = len(states)
     print(f"{drill.id} {drill.title}: hints")
     for state in states:
@@ -99,4 +101,8 @@ def run_hint_command(args: argparse.Namespace) -> int:
     else:
         more = f" ({locked - 1} more after it)" if locked > 1 else ""
         print(f"\nnext: hint {upcoming.number}/{total}, \"{upcoming.hint.title}\", {upcoming.unlock_rule}{more}")
+    if drill.is_kernel:
+        broken = (f"; {progress.not_run} save{'s' if progress.not_run != 1 else ''} that could not run "
+                  "(no attempts)" if progress.not_run else "")
+        print(f"attempts so far: {progress.attempts} (checks whose kernel ran){broken}")
     return EXIT_OK

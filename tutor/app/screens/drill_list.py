@@ -57,7 +57,7 @@ def row_cells(row: DrillRow, loaded: bool = True) -> tuple[Text, str, Text, str,
     if not loaded and row.attempts == 0:
         mark, words, style = READING
         return Text(f"{mark} {words}", style=style), row.drill.id, title, "", ""
-    mark, words, style = STATUS_MARKS[row.status]
+    mark, words, style = ("~", "passed, finding open", "bold yellow") if row.finding_open else STATUS_MARKS[row.status]
     status = Text(f"{mark} {words}", style=style)
     if row.solved_before and row.status != PASSED:  # the current file fails; the pass is kept
         status.append(" · solved before", style="green")

@@ -61,7 +61,8 @@ LABEL_WIDTH = len(SPEEDUP_LABEL) + 2
 
 
 def history_text(errors: Sequence[float | None], speedups: Sequence[float | None],
-                 work_ratios: Sequence[float | None] = (), undecided: int = 0, width: int = 30) -> Text:
+                 work_ratios: Sequence[float | None] = (), undecided: int = 0, not_run: int = 0,
+                 width: int = 30) -> Text:
     """The attempt chart: max abs error, the counted work ratio and, when any attempt
     was timed on a GPU, the timed speed-up: never one line for both figures."""
     if not errors:
@@ -73,7 +74,8 @@ def history_text(errors: Sequence[float | None], speedups: Sequence[float | None
         return ([None] * shown + list(values))[-shown:]
 
     errors, speedups, work = newest(errors), newest(speedups), newest(work_ratios)
-    lines = [Text(f"attempts  {shown} shown", style="dim"),
+    skipped = f", {not_run} could not run (no attempt)" if not_run else ""  # tutor.progress: no hints
+    lines = [Text(f"attempts  {shown} shown{skipped}", style="dim"),
              _line(ERROR_LABEL, spark(errors, log=True), _first_last(errors, ".1e")),
              _line(WORK_LABEL, spark(work), _first_last(work, ".2f", "x"))]
     if any(v is not None for v in speedups):
