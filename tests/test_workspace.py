@@ -112,3 +112,26 @@ def test_reset_in_a_clone_without_git_history_says_so(tmp_path: Path) -> None:
     with pytest.raises(WorkspaceError, match="has been edited, and git has no shipped version"):
         reset_drill(DRILL, clone, content=clone)
     assert (clone / "drills" / DRILL.file).read_text() == STUDENT  # untouched
+
+
+def test_check_outside_any_workspace_says_where_the_drills_are_and_records_nothing_in_the_clone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 23: `flashtutor check 01` from a folder outside any workspace silently checked the
+    editable install's clone and recorded progress there."""
+    from tutor.paths import SOURCE_ROOT, default_workspace
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    monkeypatch.delenv("FLASHTUTOR_WORKSPACE", raising=False)
+    clone_progress = SOURCE_ROOT / ".flashtutor" / "progress.json"
+    before = clone_progress.read_bytes() if clone_progress.exists() else None
+    assert default_workspace() is None
+    capsys.readouterr()
+    assert main(["check", "01", "--no-timing"]) == 2
+    err = capsys.readouterr().err
+    assert f"no drills here ({outside} or above)" in err and "`flashtutor init DIR`" in err
+    if content_root() == SOURCE_ROOT:  # an install from a clone: say where its drills are
+        assert f"its drills are in {SOURCE_ROOT / 'drills'}" in err
+    assert (clone_progress.read_bytes() if clone_progress.exists() else None) == before

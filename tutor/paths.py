@@ -55,24 +55,33 @@ def find_workspace(start: Path | None = None) -> Path | None:
 
 def default_workspace() -> Path | None:
     """The workspace to use when none is named: ``$FLASHTUTOR_WORKSPACE``, else the
-    nearest one above the current directory, else the clone this package runs from."""
+    nearest one at or above the current directory; None outside any.  Never the
+    clone an editable install runs from when the student is elsewhere: a check run
+    from another folder must not record progress in the clone unasked
+    (:func:`no_workspace_message` says where its drills are)."""
     env = os.environ.get("FLASHTUTOR_WORKSPACE")
     if env:
         return Path(env).resolve()
-    found = find_workspace()
-    if found is not None:
-        return found
-    if content_root() == SOURCE_ROOT:
-        return SOURCE_ROOT
-    return None
+    return find_workspace()
 
 
 NO_WORKSPACE = ("no drills here: run this inside a clone of flashtutor or a workspace, or make one with "
                 "`flashtutor init DIR` and run it there")
 
 
+def no_workspace_message(where: Path | None = None) -> str:
+    """:data:`NO_WORKSPACE`, naming the folder searched and, for an install from a clone,
+    where that clone's drills are."""
+    here = (where or Path.cwd()).expanduser()
+    message = NO_WORKSPACE.replace("no drills here", f"no drills here ({here} or above)", 1)
+    if content_root() == SOURCE_ROOT:
+        message += (f". This flashtutor is installed from the clone {SOURCE_ROOT}: its drills are in "
+                    f"{SOURCE_ROOT / 'drills'} (cd {SOURCE_ROOT} to work there)")
+    return message
+
+
 class NoWorkspace(LookupError):
-    """No workspace where one is needed; ``str()`` is :data:`NO_WORKSPACE`."""
+    """No workspace where one is needed; ``str()`` says so (:func:`no_workspace_message`)."""
 
 
 def require_workspace(explicit: Path | None = None) -> Path:
@@ -80,5 +89,5 @@ def require_workspace(explicit: Path | None = None) -> Path:
     :func:`default_workspace`; raises :class:`NoWorkspace` when it has no ``drills/``."""
     found = find_workspace(explicit.expanduser()) if explicit is not None else default_workspace()
     if found is None or not (found / "drills").is_dir():
-        raise NoWorkspace(NO_WORKSPACE)
+        raise NoWorkspace(no_workspace_message(explicit))
     return found

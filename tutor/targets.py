@@ -30,7 +30,7 @@ def workspace_file(drill: Drill, workspace: Path | None = None) -> Path:
     try:
         root = workspace or require_workspace()
     except NoWorkspace as exc:
-        raise TargetError(str(exc)) from None
+        raise TargetError(str(exc), usage=True) from None  # exit 2: run it in a workspace
     return root / "drills" / drill.file
 
 
