@@ -68,6 +68,12 @@ def error_excerpts(result: CheckResult) -> list[tuple[str, list[str]]]:
     return excerpts
 
 
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\x00``, ``\\x1b``): a binary file's
+    bytes quoted in a report must never reach the terminal raw."""
+    return "".join(c if c.isprintable() or c == "\t" else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def error_lines(result: CheckResult, links: bool = False) -> list[str]:
     """A check that could not run: where, the line itself, and the message.
     ``links``: the place as a terminal hyperlink where stdout's terminal renders them."""
@@ -80,8 +86,8 @@ def error_lines(result: CheckResult, links: bool = False) -> list[str]:
             where = file_link(error.file, error.line, text=where, stream=sys.stdout)
         lines.append(_line("where", where))
     if error.source_line:
-        lines.append(_line("line", error.source_line.strip()))
-    lines.append(_line("message", error.message))
+        lines.append(_line("line", printable(error.source_line.strip())))
+    lines.append(_line("message", printable(error.message)))
     for heading, excerpt in error_excerpts(result):
         lines += ["", heading, *("    " + x for x in excerpt)]
     return lines

@@ -73,6 +73,14 @@ def _paper_drill_line(drill: Drill) -> str:
     return f"{drill.id} {drill.title}: a paper drill - answer it with `flashtutor quiz`"
 
 
+def _paper_drill_code(drill: Drill) -> int:
+    """A paper drill is solved when its quiz is done (status passed); until then, as a
+    kernel drill that is not solved yet, exit 1."""
+    workspace = default_workspace()
+    done = workspace is not None and ProgressStore(workspace).status(drill.id) == PASSED
+    return EXIT_OK if done else EXIT_FAILED
+
+
 def run_check_command(args: argparse.Namespace) -> int:
     try:
         targets = _targets(args)
@@ -85,6 +93,7 @@ def run_check_command(args: argparse.Namespace) -> int:
             if not target.drill.is_kernel:
                 if not args.json:
                     print(_paper_drill_line(target.drill) + "\n")
+                codes.append(_paper_drill_code(target.drill))  # exit 1 until its quiz is done
                 continue
             if not target.file.exists():
                 print(f"flashtutor: {target.file} is missing", file=sys.stderr)

@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from tutor.harness.result import CheckResult
 from tutor.links import file_uri
-from tutor.report import error_excerpts, shape_text
+from tutor.report import error_excerpts, printable, shape_text
 
 LABEL = 13  # width of the label column
 
@@ -138,8 +138,8 @@ def error_text(result: CheckResult, workspace: Path | None = None) -> Text:
         text.append("\n")
     if error.source_line is not None and error.line:
         text.append(f"{error.line:>5} │ ", style="dim")
-        text.append(error.source_line.rstrip() + "\n", style="bold")
-    text.append(error.message)
+        text.append(printable(error.source_line.rstrip()) + "\n", style="bold")  # a binary file's bytes, escaped
+    text.append(printable(error.message))
     for heading, excerpt in error_excerpts(result):
         text.append(f"\n\n{heading}\n", style="dim")
         text.append("\n".join(excerpt))
