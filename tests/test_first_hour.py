@@ -39,3 +39,22 @@ def test_check_03_exits_1_until_the_quiz_is_done(tmp_path: Path, monkeypatch: py
     assert main(["check", "03"]) == EXIT_FAILED
     ProgressStore(workspace).set_status("03", PASSED)
     assert main(["check", "03"]) == EXIT_OK
+
+
+@pytest.mark.slow
+def test_a_kernel_without_module_level_tile_sizes_is_told_what_to_add(tmp_path: Path) -> None:
+    """A kernel ported from elsewhere got a raw `AttributeError: module ... has no attribute
+    'BLOCK_M'`: the tutor needs the tile sizes to count the visit map in."""
+    from helpers_harness import REPO, run_cli
+
+    text = (REPO / "solutions" / "01_causal_mask_solution.py").read_text()
+    assert "BLOCK_M = 64\nBLOCK_N = 64\n" in text
+    ported = tmp_path / "ported_forward.py"
+    ported.write_text(text.replace("BLOCK_M = 64\nBLOCK_N = 64\n", "")
+                      .replace("triton.cdiv(seq, BLOCK_M)", "triton.cdiv(seq, 64)")
+                      .replace("BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N", "BLOCK_M=64, BLOCK_N=64"))
+    done = run_cli("check", str(ported), "--drill", "01", "--no-timing", "--device", "cpu", cwd=tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "has no attribute" not in done.stdout
+    assert "defines no module-level BLOCK_M and BLOCK_N" in done.stdout and "visit map" in done.stdout
+    assert "`BLOCK_M = 64`; `BLOCK_N = 64` at the top of the file" in done.stdout

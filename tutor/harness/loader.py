@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -13,6 +13,32 @@ from tutor.harness import errors
 from tutor.harness.result import CheckError
 
 LAUNCHER = "attention"
+# The tile sizes the tutor reads from a kernel drill's module: it counts the visit map
+# (which query block x key block tiles the kernel visited) in tiles of this size.
+TILE_CONSTANTS = ("BLOCK_M", "BLOCK_N")
+
+
+class MissingTileSize(AttributeError):
+    """A tile size the tutor reads (``module.BLOCK_M``) that the student's file does
+    not define at module level; an AttributeError, so ``getattr(module, name, default)``
+    still falls back.  The message says what to add, where, and why."""
+
+
+def _tile_size_getattr(file: str, missing: tuple[str, ...]) -> Callable[[str], object]:
+    names = " and ".join(missing)
+    lines = "; ".join(f"`{name} = 64`" for name in missing)
+
+    def __getattr__(name: str) -> object:
+        if name in missing:
+            raise MissingTileSize(
+                f"{Path(file).name} defines no module-level {names}: the tutor reads the tile sizes your "
+                f"launcher uses (query rows per program, keys per step) from the module, to count which "
+                f"tiles your kernel visited (the visit map). Add {lines} at the top of the file, after "
+                f"the imports, and launch the kernel with them (e.g. BLOCK_M=BLOCK_M in the launch)"
+            )
+        raise AttributeError(f"module {Path(file).stem!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 class LoadFailed(Exception):
@@ -54,6 +80,9 @@ def load_student_module(path: Path, data: bytes | None = None) -> ModuleType:
         exec(code, module.__dict__)
     except Exception as exc:  # noqa: BLE001 - anything the student's file raises is their error to see
         raise LoadFailed(errors.from_exception(exc, file, module, during="import")) from None
+    missing = tuple(name for name in TILE_CONSTANTS if name not in module.__dict__)
+    if missing and "__getattr__" not in module.__dict__:  # a kernel ported from elsewhere: say what to add
+        module.__dict__["__getattr__"] = _tile_size_getattr(file, missing)
     if not callable(getattr(module, LAUNCHER, None)):
         raise LoadFailed(
             CheckError(
