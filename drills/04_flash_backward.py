@@ -6,7 +6,12 @@ also stores, for every query row, the log-sum-exp of its scores
     lse_i = log(sum_j exp(s_ij)),  s_ij = q_i . k_j / sqrt(d)
 
 and a backward (``attention_backward``) that computes dQ, dK and dV for full
-and causal attention in three Triton kernels, with its key steps left open:
+and causal attention in three Triton kernels, with its key steps left open.
+dQ gets a pass of its own that recomputes S and dP (7 matmuls, not 5): deterministic,
+no atomics; FlashAttention-2 adds dQ with atomic adds in the dK/dV loop, and
+FlashAttention-3 accumulates it with atomic adds in an fp32 buffer.
+In every kernel ``start_m`` / ``start_n`` is the first row / key of a block (an
+offset, never a block index).
 
 * TODO 1 — ``_bwd_preprocess``: D_i = rowsum(dO_i * O_i), one float per row.
   As shipped it stores zeros.
@@ -56,12 +61,12 @@ def _attn_fwd(
     CAUSAL: tl.constexpr,
 ):
     # axis 0 picks the query block, axis 1 the (batch, head) pair
-    start_m = tl.program_id(0)
+    start_m = tl.program_id(0) * BLOCK_M  # the first query row of this program's block
     off_bh = tl.program_id(1)
     base = off_bh.to(tl.int64) * N_CTX * HEAD_DIM  # int64: batch*heads*seq*dim can pass 2**31
     row_base = off_bh.to(tl.int64) * N_CTX  # LSE holds one float per row
 
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
@@ -75,7 +80,7 @@ def _attn_fwd(
 
     hi = N_CTX
     if CAUSAL:
-        hi = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)  # no block wholly in the future
+        hi = tl.minimum(start_m + BLOCK_M, N_CTX)  # no block wholly in the future
     for start_n in range(0, hi, BLOCK_N):
         cols = start_n + offs_n
         col_ok = cols < N_CTX
@@ -108,11 +113,11 @@ def _bwd_preprocess(
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
 ):
-    start_m = tl.program_id(0)
+    start_m = tl.program_id(0) * BLOCK_M  # the first row of this program's block
     off_bh = tl.program_id(1)
     base = off_bh.to(tl.int64) * N_CTX * HEAD_DIM
     row_base = off_bh.to(tl.int64) * N_CTX
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
 
@@ -138,12 +143,12 @@ def _bwd_dkdv(
     CAUSAL: tl.constexpr,
     RECORD_VISITS: tl.constexpr,
 ):
-    start_n = tl.program_id(0)  # which key block this program owns
+    start_n = tl.program_id(0) * BLOCK_N  # the first key of the block this program owns
     off_bh = tl.program_id(1)
     base = off_bh.to(tl.int64) * N_CTX * HEAD_DIM
     row_base = off_bh.to(tl.int64) * N_CTX
 
-    cols = start_n * BLOCK_N + tl.arange(0, BLOCK_N)  # the keys of this program
+    cols = start_n + tl.arange(0, BLOCK_N)  # the keys of this program
     offs_m = tl.arange(0, BLOCK_M)  # query rows, relative to the current query block
     offs_d = tl.arange(0, HEAD_DIM)
     col_ok = cols < N_CTX  # the last key block may hang past the end of the sequence
@@ -193,7 +198,7 @@ def _bwd_dkdv(
         if RECORD_VISITS:
             n_n = tl.cdiv(N_CTX, BLOCK_N)
             n_m = tl.cdiv(N_CTX, BLOCK_M)
-            tl.store(Visits + (off_bh * n_n + start_n) * n_m + start_m // BLOCK_M, 1)
+            tl.store(Visits + (off_bh * n_n + start_n // BLOCK_N) * n_m + start_m // BLOCK_M, 1)
 
     dk = dk * sm_scale
     tl.store(DK + base + cols[:, None] * HEAD_DIM + offs_d[None, :], dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
@@ -214,12 +219,12 @@ def _bwd_dq(
     CAUSAL: tl.constexpr,
     RECORD_VISITS: tl.constexpr,
 ):
-    start_m = tl.program_id(0)  # which query block this program owns
+    start_m = tl.program_id(0) * BLOCK_M  # the first row of the query block this program owns
     off_bh = tl.program_id(1)
     base = off_bh.to(tl.int64) * N_CTX * HEAD_DIM
     row_base = off_bh.to(tl.int64) * N_CTX
 
-    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)  # keys, relative to the current key block
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = rows < N_CTX
@@ -257,7 +262,7 @@ def _bwd_dq(
         if RECORD_VISITS:
             n_m = tl.cdiv(N_CTX, BLOCK_M)
             n_n = tl.cdiv(N_CTX, BLOCK_N)
-            tl.store(Visits + (off_bh * n_m + start_m) * n_n + start_n // BLOCK_N, 1)
+            tl.store(Visits + (off_bh * n_m + start_m // BLOCK_M) * n_n + start_n // BLOCK_N, 1)
 
     dq = dq * sm_scale
     tl.store(DQ + base + rows[:, None] * HEAD_DIM + offs_d[None, :], dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])

@@ -54,12 +54,12 @@ def _attn_fwd(
     CAUSAL: tl.constexpr,
 ):
     # axis 0 picks the query block, axis 1 the (batch, head) pair
-    start_m = tl.program_id(0)
+    start_m = tl.program_id(0) * BLOCK_M  # the first query row of this program's block
     off_bh = tl.program_id(1)
     base = off_bh.to(tl.int64) * N_CTX * HEAD_DIM  # int64: batch*heads*seq*dim can pass 2**31
     row_base = off_bh.to(tl.int64) * N_CTX  # LSE holds one float per row
 
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
@@ -73,7 +73,7 @@ def _attn_fwd(
 
     hi = N_CTX
     if CAUSAL:
-        hi = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)  # no block wholly in the future
+        hi = tl.minimum(start_m + BLOCK_M, N_CTX)  # no block wholly in the future
     for start_n in range(0, hi, BLOCK_N):
         cols = start_n + offs_n
         col_ok = cols < N_CTX
@@ -106,11 +106,11 @@ def _bwd_preprocess(
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
 ):
-    start_m = tl.program_id(0)
+    start_m = tl.program_id(0) * BLOCK_M  # the first row of this program's block
     off_bh = tl.program_id(1)
     base = off_bh.to(tl.int64) * N_CTX * HEAD_DIM
     row_base = off_bh.to(tl.int64) * N_CTX
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
 
@@ -135,12 +135,12 @@ def _bwd_dkdv(
     CAUSAL: tl.constexpr,
     RECORD_VISITS: tl.constexpr,
 ):
-    start_n = tl.program_id(0)  # which key block this program owns
+    start_n = tl.program_id(0) * BLOCK_N  # the first key of the block this program owns
     off_bh = tl.program_id(1)
     base = off_bh.to(tl.int64) * N_CTX * HEAD_DIM
     row_base = off_bh.to(tl.int64) * N_CTX
 
-    cols = start_n * BLOCK_N + tl.arange(0, BLOCK_N)  # the keys of this program
+    cols = start_n + tl.arange(0, BLOCK_N)  # the keys of this program
     offs_m = tl.arange(0, BLOCK_M)  # query rows, relative to the current query block
     offs_d = tl.arange(0, HEAD_DIM)
     col_ok = cols < N_CTX  # the last key block may hang past the end of the sequence
@@ -154,10 +154,10 @@ def _bwd_dkdv(
 
     # -- TODO 4a (done): the causal bound ------------------------------------------------
     # Row r sees key c only when r >= c: query blocks that end before this block's
-    # first key see none of its keys.  Start at the query block holding row start_n*BLOCK_N.
+    # first key see none of its keys.  Start at the query block holding row start_n.
     lo = 0
     if CAUSAL:
-        lo = (start_n * BLOCK_N // BLOCK_M) * BLOCK_M
+        lo = (start_n // BLOCK_M) * BLOCK_M
 
     for start_m in range(lo, N_CTX, BLOCK_M):
         rows = start_m + offs_m
@@ -188,7 +188,7 @@ def _bwd_dkdv(
         if RECORD_VISITS:
             n_n = tl.cdiv(N_CTX, BLOCK_N)
             n_m = tl.cdiv(N_CTX, BLOCK_M)
-            tl.store(Visits + (off_bh * n_n + start_n) * n_m + start_m // BLOCK_M, 1)
+            tl.store(Visits + (off_bh * n_n + start_n // BLOCK_N) * n_m + start_m // BLOCK_M, 1)
 
     dk = dk * sm_scale
     tl.store(DK + base + cols[:, None] * HEAD_DIM + offs_d[None, :], dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
@@ -209,12 +209,12 @@ def _bwd_dq(
     CAUSAL: tl.constexpr,
     RECORD_VISITS: tl.constexpr,
 ):
-    start_m = tl.program_id(0)  # which query block this program owns
+    start_m = tl.program_id(0) * BLOCK_M  # the first row of the query block this program owns
     off_bh = tl.program_id(1)
     base = off_bh.to(tl.int64) * N_CTX * HEAD_DIM
     row_base = off_bh.to(tl.int64) * N_CTX
 
-    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)  # keys, relative to the current key block
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = rows < N_CTX
@@ -229,7 +229,7 @@ def _bwd_dq(
     # -- TODO 4a (done): the causal bound: no key block wholly in the future --------------
     hi = N_CTX
     if CAUSAL:
-        hi = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
+        hi = tl.minimum(start_m + BLOCK_M, N_CTX)
 
     for start_n in range(0, hi, BLOCK_N):
         cols = start_n + offs_n
@@ -253,7 +253,7 @@ def _bwd_dq(
         if RECORD_VISITS:
             n_m = tl.cdiv(N_CTX, BLOCK_M)
             n_n = tl.cdiv(N_CTX, BLOCK_N)
-            tl.store(Visits + (off_bh * n_m + start_m) * n_n + start_n // BLOCK_N, 1)
+            tl.store(Visits + (off_bh * n_m + start_m // BLOCK_M) * n_n + start_n // BLOCK_N, 1)
 
     dq = dq * sm_scale
     tl.store(DQ + base + rows[:, None] * HEAD_DIM + offs_d[None, :], dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
