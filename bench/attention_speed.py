@@ -5,7 +5,9 @@
     TRITON_INTERPRET=1 python bench/attention_speed.py   # no GPU: tiny shapes, relative timings
 
 For every shape it prints ms and TFLOP/s (4*B*H*N^2*d, halved for causal) of
-each kernel, the ratio of its throughput to SDPA's, and the causal/full
+each kernel, the ratio of its throughput to SDPA's (the backend SDPA's default
+dispatch used is recorded, read from the profiler; forced FLASH_ATTENTION and
+EFFICIENT_ATTENTION are timed beside it, "n/a" where one refuses), and the causal/full
 speed-up next to the ideal 1/visited-fraction, where the visited fraction is
 *counted* by running the kernel with its visit map switched on.  The last lines
 are a short table; ``--json PATH`` writes every number.
@@ -31,6 +33,80 @@ KERNELS = {
 # batch*heads*seq stays at 256k tokens: every shape fills an H200 many waves deep
 GPU_SHAPES = [(16, 16, 1024), (4, 16, 4096), (1, 16, 16384)]
 CPU_SHAPES = [(1, 2, 256)]
+
+
+# --- torch's SDPA: which backend it ran, and the forced ones beside it ---------------------
+# Issue 21: on an H200 with torch 2.11 SDPA's default dispatch ran cuDNN (profiler kernels
+# cudnn_generated_...sdpa_sm90_flash_fprop_wgmma... / ...bprop...), not FlashAttention-2;
+# forced FLASH_ATTENTION was about 0.6x of it.  Every bench therefore records the backend
+# the default dispatch used, and times forced FLASH_ATTENTION and EFFICIENT_ATTENTION
+# beside it; a backend that refuses a shape is "n/a", never a crash.
+# bench/backward_speed.py, decode_speed.py and sliding_window_speed.py import these.
+
+SDPA_VARIANTS = ("default", "flash", "efficient")  # default dispatch, forced FLASH_ATTENTION, forced EFFICIENT
+_SDPA_OPS = {  # the aten op each backend runs as, in the profiler (a backward op adds "_backward")
+    "aten::_scaled_dot_product_cudnn_attention": "cudnn",
+    "aten::_scaled_dot_product_flash_attention": "flash",
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "flash (cpu)",
+    "aten::_scaled_dot_product_efficient_attention": "efficient",
+    "aten::_scaled_dot_product_fused_attention_overrideable": "overrideable",
+    "aten::_scaled_dot_product_attention_math": "math",
+    "aten::_scaled_dot_product_attention_math_for_mps": "math (mps)",
+}
+_KERNEL_WORDS = ("sdpa", "fmha", "flash", "cudnn", "attention", "attn")
+
+
+def sdpa_with(variant: str, fn):
+    """``fn`` (a call of SDPA) under SDPA's default dispatch, or with FLASH_ATTENTION or
+    EFFICIENT_ATTENTION forced (torch.nn.attention.sdpa_kernel)."""
+    if variant == "default":
+        return fn
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}[variant]
+
+    def forced():
+        with sdpa_kernel(backend):
+            return fn()
+
+    return forced
+
+
+def sdpa_try(fn):
+    """``fn()``, or None when the backend it forces refuses the shape (or the device)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a refusing backend warns why before it raises
+        try:
+            return fn()
+        except (RuntimeError, NotImplementedError, ValueError):
+            return None
+
+
+def sdpa_backend(fn) -> str:
+    """The SDPA backend ``fn`` ran, read from the profiler: the aten ops' backends, and the
+    GPU kernels' names as the evidence (``cudnn [cudnn_generated_...sdpa_sm90_flash_fprop...]``)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+    names = {event.key for event in prof.key_averages()}
+    backends = sorted({_SDPA_OPS[n.removesuffix("_backward")] for n in names if n.removesuffix("_backward") in _SDPA_OPS})
+    kernels = sorted(n for n in names if not n.startswith(("aten::", "autograd::"))
+                     and any(w in n.lower() for w in _KERNEL_WORDS))
+    evidence = f" [{'; '.join(k[:100] for k in kernels[:3])}]" if kernels else ""
+    return (", ".join(backends) or "unknown") + evidence
+
+
+def ms_cell(ms: float | None, digits: int = 3) -> str:
+    """A time for a table: "n/a" where the backend refused the shape."""
+    return "n/a" if ms is None else f"{ms:.{digits}f}"
 
 
 def load(path: Path):
@@ -83,8 +159,16 @@ def main() -> int:
             gen = torch.Generator(device=device).manual_seed(0)
             q, k, v = (torch.randn((batch, heads, seq, dim), device=device, dtype=torch.float16, generator=gen) for _ in range(3))
             flops_full = 4 * batch * heads * seq * seq * dim
-            sdpa = {c: bench(lambda c=c: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=c)) for c in (False, True)}
-            reference = {c: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=c).float() for c in (False, True)}
+            sdpa_fn = torch.nn.functional.scaled_dot_product_attention
+            # SDPA's default dispatch, and FLASH_ATTENTION / EFFICIENT_ATTENTION forced: ms, or None (refused)
+            sdpa_all = {
+                (variant, c): (None if sdpa_try(run) is None else bench(run))
+                for variant in SDPA_VARIANTS for c in (False, True)
+                for run in [sdpa_with(variant, lambda c=c: sdpa_fn(q, k, v, is_causal=c))]
+            }
+            sdpa = {c: sdpa_all[("default", c)] for c in (False, True)}
+            backend = sdpa_backend(lambda: sdpa_fn(q, k, v, is_causal=False))
+            reference = {c: sdpa_fn(q, k, v, is_causal=c).float() for c in (False, True)}
             for name, module in modules.items():
                 out = torch.empty_like(q)
                 times, errors = {}, {}
@@ -99,11 +183,16 @@ def main() -> int:
                 row = {
                     "kernel": name, "batch": batch, "heads": heads, "seq": seq, "head_dim": dim,
                     "full_ms": times[False], "causal_ms": times[True],
-                    "sdpa_full_ms": sdpa[False], "sdpa_causal_ms": sdpa[True],
+                    "sdpa_full_ms": sdpa[False], "sdpa_causal_ms": sdpa[True], "sdpa_backend": backend,
+                    **{f"sdpa_{variant}_{'causal' if c else 'full'}_ms": sdpa_all[(variant, c)]
+                       for variant in SDPA_VARIANTS[1:] for c in (False, True)},
                     "full_tflops": flops_full / times[False] / 1e9,
                     "causal_tflops": flops_full / 2 / times[True] / 1e9,
                     "vs_sdpa_full": sdpa[False] / times[False],
                     "vs_sdpa_causal": sdpa[True] / times[True],
+                    **{f"vs_sdpa_{variant}_{'causal' if c else 'full'}": (
+                        None if sdpa_all[(variant, c)] is None else sdpa_all[(variant, c)] / times[c])
+                       for variant in SDPA_VARIANTS[1:] for c in (False, True)},
                     "speedup": times[False] / times[True],
                     "visited_fraction": visited,
                     "ideal_speedup": 1 / visited,
@@ -127,7 +216,21 @@ def main() -> int:
     for (b, h, n) in shapes:
         for d in dims:
             s = next(r for r in rows if (r["batch"], r["heads"], r["seq"], r["head_dim"]) == (b, h, n, d))
-            print(f"sdpa     {b}×{h}×{n}×{d}: full {s['sdpa_full_ms']:.3f} ms, causal {s['sdpa_causal_ms']:.3f} ms")
+            print(f"sdpa     {b}×{h}×{n}×{d}: default ({s['sdpa_backend']}) full {s['sdpa_full_ms']:.3f} ms, "
+                  f"causal {s['sdpa_causal_ms']:.3f} ms; forced FLASH_ATTENTION full "
+                  f"{ms_cell(s['sdpa_flash_full_ms'])} ms, causal {ms_cell(s['sdpa_flash_causal_ms'])} ms; "
+                  f"forced EFFICIENT_ATTENTION full {ms_cell(s['sdpa_efficient_full_ms'])} ms, "
+                  f"causal {ms_cell(s['sdpa_efficient_causal_ms'])} ms")
+    print()
+    print("the kernels against each SDPA backend (×: SDPA's time over the kernel's; n/a: the backend refused)")
+    print(f"{'kernel':<9}{'B×H×N×d':>18}{'×default':>10}{'×flash':>8}{'×effic.':>9}"
+          f"{'causal ×default':>17}{'×flash':>8}{'×effic.':>9}")
+    for r in rows:
+        shape = f"{r['batch']}×{r['heads']}×{r['seq']}×{r['head_dim']}"
+        cells = [r["vs_sdpa_full"], r["vs_sdpa_flash_full"], r["vs_sdpa_efficient_full"],
+                 r["vs_sdpa_causal"], r["vs_sdpa_flash_causal"], r["vs_sdpa_efficient_causal"]]
+        widths = (10, 8, 9, 17, 8, 9)
+        print(f"{r['kernel']:<9}{shape:>18}" + "".join(f"{ms_cell(c, 2):>{w}}" for c, w in zip(cells, widths, strict=True)))
     return 0
 
 

@@ -6,9 +6,13 @@
 For every shape and mode it times the solution's ``attention_backward`` (the
 three kernels: D, dK/dV, dQ; O and lse come from its forward, outside the timed
 call) and torch's SDPA backward (``torch.autograd.grad`` of SDPA's output with
-the same dO), reports ms, TFLOP/s (the backward's 5 matmuls of N^2 d: 10*B*H*N^2*d
-flops, halved for causal) and the largest difference of the solution's dQ, dK, dV
-from SDPA's.  Then it runs the tutor's own check (through the real worker) on the
+the same dO), reports ms, TFLOP/s (FlashAttention-2's count, 5 matmuls of N^2 d:
+10*B*H*N^2*d flops, halved for causal; the solution itself runs 7, dQ in its own
+pass) and the largest difference of the solution's dQ, dK, dV from SDPA's.  SDPA
+is timed three ways: its default dispatch (the backend it used is recorded, from
+the profiler: on an H200 with torch 2.11 it was cuDNN, issue 21), forced
+FLASH_ATTENTION (FlashAttention-2) and forced EFFICIENT_ATTENTION; "n/a" where a
+backend refuses the shape.  Then it runs the tutor's own check (through the real worker) on the
 shipped drill, which must FAIL, and on the solution, which must PASS, one line
 each.  The last lines are a markdown table with the GPU and the versions.
 Interpreter timings are relative only.
@@ -52,6 +56,9 @@ def main() -> int:
 
     import torch  # does not import triton: the interpreter switch can still be set
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: SDPA's backends, shared
+    from attention_speed import SDPA_VARIANTS, ms_cell, sdpa_backend, sdpa_try, sdpa_with
+
     interpreter = args.quick or os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
     if interpreter:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -79,6 +86,18 @@ def main() -> int:
     print(header, flush=True)
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
+    def sdpa_backward_ms(variant: str, causal: bool, q, k, v, do):
+        """(ms, grads, backend) of SDPA's backward under ``variant``; (None, None, "refused") if it refuses."""
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        out = sdpa_try(sdpa_with(variant, lambda: sdpa(*leaves, is_causal=causal)))
+        if out is None:
+            return None, None, "refused"
+        grads = sdpa_try(lambda: torch.autograd.grad(out, leaves, do, retain_graph=True))
+        if grads is None:
+            return None, None, "refused (backward)"
+        backend = sdpa_backend(lambda: torch.autograd.grad(out, leaves, do, retain_graph=True))
+        return bench(lambda: torch.autograd.grad(out, leaves, do, retain_graph=True)), grads, backend
+
     rows = []
     for batch, heads, seq in shapes:
         for dim in dims:
@@ -87,10 +106,8 @@ def main() -> int:
                            for _ in range(4))
             flops = 10 * batch * heads * seq * seq * dim
             for causal in (False, True):
-                leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-                out = sdpa(*leaves, is_causal=causal)
-                torch_grads = torch.autograd.grad(out, leaves, do, retain_graph=True)
-                torch_ms = bench(lambda out=out, leaves=leaves: torch.autograd.grad(out, leaves, do, retain_graph=True))
+                sdpa_runs = {variant: sdpa_backward_ms(variant, causal, q, k, v, do) for variant in SDPA_VARIANTS}
+                torch_ms, torch_grads, backend = sdpa_runs["default"]
                 o, lse = module.attention_forward(q, k, v, causal=causal)
                 grads = [torch.empty_like(q) for _ in range(3)]
                 module.attention_backward(q, k, v, o, lse, do, causal=causal, dq=grads[0], dk=grads[1], dv=grads[2])
@@ -102,11 +119,15 @@ def main() -> int:
                     "batch": batch, "heads": heads, "seq": seq, "head_dim": dim, "causal": causal,
                     "solution_ms": ms, "sdpa_ms": torch_ms,
                     "solution_tflops": work / ms / 1e9, "sdpa_tflops": work / torch_ms / 1e9,
-                    "sdpa_over_solution": torch_ms / ms, "max_abs_diff": err,
+                    "sdpa_over_solution": torch_ms / ms, "max_abs_diff": err, "sdpa_backend": backend,
+                    **{f"sdpa_{variant}_ms": sdpa_runs[variant][0] for variant in SDPA_VARIANTS[1:]},
+                    **{f"sdpa_{variant}_backend": sdpa_runs[variant][2] for variant in SDPA_VARIANTS[1:]},
+                    **{f"sdpa_{variant}_over_solution": None if sdpa_runs[variant][0] is None
+                       else sdpa_runs[variant][0] / ms for variant in SDPA_VARIANTS[1:]},
                 }
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-                del out, leaves, torch_grads
+                del sdpa_runs, torch_grads
 
     checks = []
     if not args.no_check:
@@ -133,12 +154,16 @@ def main() -> int:
     print()
     print(header)
     print()
-    print("| B×H×N×d | mode | solution bwd ms | TFLOP/s | SDPA bwd ms | TFLOP/s | SDPA/solution time | max |Δ| vs SDPA |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| B×H×N×d | mode | solution bwd ms | TFLOP/s | SDPA bwd ms (backend) | TFLOP/s | SDPA/solution time "
+          "| forced FLASH_ATTENTION ms | FA/solution | forced EFFICIENT_ATTENTION ms | EFF/solution | max |Δ| vs SDPA |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         shape = f"{r['batch']}×{r['heads']}×{r['seq']}×{r['head_dim']}"
         print(f"| {shape} | {'causal' if r['causal'] else 'full'} | {r['solution_ms']:.3f} | {r['solution_tflops']:.1f} | "
-              f"{r['sdpa_ms']:.3f} | {r['sdpa_tflops']:.1f} | {r['sdpa_over_solution']:.2f} | {r['max_abs_diff']:.1e} |")
+              f"{r['sdpa_ms']:.3f} ({r['sdpa_backend']}) | {r['sdpa_tflops']:.1f} | {r['sdpa_over_solution']:.2f} | "
+              f"{ms_cell(r['sdpa_flash_ms'])} | {ms_cell(r['sdpa_flash_over_solution'], 2)} | "
+              f"{ms_cell(r['sdpa_efficient_ms'])} | {ms_cell(r['sdpa_efficient_over_solution'], 2)} | "
+              f"{r['max_abs_diff']:.1e} |")
     return 0 if all(c["ok"] for c in checks) else 1
 
 

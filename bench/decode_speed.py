@@ -8,7 +8,9 @@ drill and on the solution and prints one line each: the drill must FAIL and the
 solution PASS on this device.  Then, for every shape (every sequence's cache
 full, so SDPA without a mask does the same work), it times the solution at its
 default split count and at 1..32 slices, and torch's SDPA with a (batch, heads,
-1, d) query, and checks the solution's output against SDPA's.  Decode reads
+1, d) query (its default dispatch, with the backend it used recorded from the
+profiler, and forced FLASH_ATTENTION and EFFICIENT_ATTENTION beside it, "n/a"
+where one refuses), and checks the solution's output against SDPA's.  Decode reads
 each cache entry once, so the figure that matters is the bandwidth: the K and V
 bytes read, 2 * B * H * L * d * 2, per second.  The last lines are the tables
 (markdown); ``--json PATH`` writes every number.
@@ -73,6 +75,9 @@ def main() -> int:
 
     import torch  # does not import triton: the interpreter switch can still be set
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: SDPA's backends, shared
+    from attention_speed import SDPA_VARIANTS, ms_cell, sdpa_backend, sdpa_try, sdpa_with
+
     interpreter = args.quick or os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
     if interpreter:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -118,6 +123,9 @@ def main() -> int:
             "batch": batch, "heads": heads, "cache": cache, "head_dim": dim,
             "default_splits": solution.NUM_SPLITS, "max_abs_err_vs_sdpa": err,
             "sdpa_ms": bench(lambda: sdpa(q4, k, v)),
+            "sdpa_backend": sdpa_backend(lambda: sdpa(q4, k, v)),
+            **{f"sdpa_{variant}_ms": None if sdpa_try(run) is None else bench(run)
+               for variant in SDPA_VARIANTS[1:] for run in [sdpa_with(variant, lambda: sdpa(q4, k, v))]},
             "default_ms": bench(lambda: solution.attention(q, k, v, lengths, out=out)),
             "split_ms": {},
         }
@@ -139,13 +147,24 @@ def main() -> int:
     print(header)
     print(*checks, sep="\n")
     print()
-    print("| B×H×L×d | SDPA ms | SDPA GB/s | solution ms (splits) | GB/s | ×SDPA | best ms (splits) | GB/s | ×SDPA | max err |")
+    print("| B×H×L×d | SDPA ms (backend) | SDPA GB/s | solution ms (splits) | GB/s | ×SDPA | best ms (splits) | GB/s "
+          "| ×SDPA | max err |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['batch']}×{r['heads']}×{r['cache']}×{r['head_dim']} | {r['sdpa_ms']:.3f} | {gbs(r['sdpa_gbs'])} "
+        print(f"| {r['batch']}×{r['heads']}×{r['cache']}×{r['head_dim']} | {r['sdpa_ms']:.3f} ({r['sdpa_backend']}) "
+              f"| {gbs(r['sdpa_gbs'])} "
               f"| {r['default_ms']:.3f} ({r['default_splits']}) | {gbs(r['default_gbs'])} | {r['sdpa_ms'] / r['default_ms']:.2f} "
               f"| {r['best_ms']:.3f} ({r['best_splits']}) | {gbs(r['best_gbs'])} | {r['sdpa_ms'] / r['best_ms']:.2f} "
               f"| {r['max_abs_err_vs_sdpa']:.1e} |")
+    print()
+    print("SDPA's backends (ms; ×: SDPA's time over the solution's best; n/a: the backend refused the shape)")
+    print("| B×H×L×d | default ms | ×best | forced FLASH_ATTENTION ms | ×best | forced EFFICIENT_ATTENTION ms | ×best |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        cells = []
+        for ms in (r["sdpa_ms"], r["sdpa_flash_ms"], r["sdpa_efficient_ms"]):
+            cells += [ms_cell(ms), ms_cell(None if ms is None else ms / r["best_ms"], 2)]
+        print(f"| {r['batch']}×{r['heads']}×{r['cache']}×{r['head_dim']} | " + " | ".join(cells) + " |")
     print()
     print("split count's effect (ms; programs = B×H×splits):")
     print("| B×H×L×d | " + " | ".join(f"{n} split{'s' if n > 1 else ''}" for n in splits) + " |")

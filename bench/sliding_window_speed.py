@@ -12,7 +12,9 @@ times, with ``triton.testing.do_bench`` (median):
   skipped, with the reason printed, when it fails to compile or run;
 * ``sdpa``: ``scaled_dot_product_attention`` with the same window as a dense
   boolean (N, N) mask, on K/V already expanded to 32 heads (the expansion is
-  not timed).
+  not timed): its default dispatch, with the backend it used recorded from the
+  profiler, and forced FLASH_ATTENTION and EFFICIENT_ATTENTION beside it ("n/a"
+  where a backend refuses: FLASH_ATTENTION takes no mask).
 
 TFLOP/s count the useful work only: 4 * d * (number of (row, key) pairs inside
 the window) per head.  The visited fraction is *counted* by running the
@@ -65,6 +67,9 @@ def main() -> int:
     args = parser.parse_args()
 
     import torch  # does not import triton: the interpreter switch can still be set
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: SDPA's backends, shared
+    from attention_speed import SDPA_VARIANTS, ms_cell, sdpa_backend, sdpa_try, sdpa_with
 
     interpreter = os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
     if interpreter:
@@ -126,6 +131,8 @@ def main() -> int:
         ) / (n_m * n_n)
         useful = 4 * dim * pairs_in_window(seq, window) * batch * heads
         times, diffs, notes = {}, {}, []
+        forced: dict[str, float | None] = dict.fromkeys(SDPA_VARIANTS[1:])
+        backend = "-"
         times["solution"] = bench(lambda: solution.attention(q, k, v, window, out=out))
 
         if flex_attention is not None:
@@ -157,6 +164,10 @@ def main() -> int:
 
             diffs["sdpa"] = float((sdpa().float() - out.float()).abs().max())
             times["sdpa"] = bench(sdpa)
+            backend = sdpa_backend(sdpa)
+            for variant in SDPA_VARIANTS[1:]:
+                run = sdpa_with(variant, sdpa)
+                forced[variant] = None if sdpa_try(run) is None else bench(run)
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory at 16k
             notes.append(f"sdpa skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
             if not interpreter:
@@ -166,9 +177,11 @@ def main() -> int:
         print(f"{shape}: visited {visited:.4f} of the K/V blocks (ideal {ideal:.4f}); "
               + "; ".join(f"{name} {ms:.3f} ms" + (f" (max |diff| vs solution {diffs[name]:.1e})" if name in diffs else "")
                           for name, ms in times.items()))
+        print(f"  sdpa's default dispatch ran: {backend}; forced FLASH_ATTENTION {ms_cell(forced['flash'])} ms, "
+              f"forced EFFICIENT_ATTENTION {ms_cell(forced['efficient'])} ms")
         for note in notes:
             print("  " + note)
-        return shape, visited, ideal, times, useful
+        return shape, visited, ideal, times, useful, forced, backend
 
     for batch, seq, window, dim in shapes:
         rows.append(measure(batch, seq, window, dim))
@@ -193,13 +206,15 @@ def main() -> int:
 
     print()
     print(f"| shape ({heads} q / {heads_kv} kv heads, fp16) | visited (ideal) | solution ms | flex ms | sdpa ms "
-          "| solution TFLOP/s | flex TFLOP/s | sdpa TFLOP/s |")
-    print("|---|---|---|---|---|---|---|---|")
-    for shape, visited, ideal, times, useful in rows:
+          "| solution TFLOP/s | flex TFLOP/s | sdpa TFLOP/s | sdpa backend | forced FLASH_ATTENTION ms "
+          "| forced EFFICIENT_ATTENTION ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for shape, visited, ideal, times, useful, forced, backend in rows:
         ms = [times.get(n) for n in ("solution", "flex", "sdpa")]
         cells = [f"{t:.3f}" if t is not None else "skipped" for t in ms]
         tflops = [f"{useful / (t * 1e-3) / 1e12:.1f}" if t is not None else "-" for t in ms]
-        print(f"| {shape} | {visited:.3f} ({ideal:.3f}) | " + " | ".join(cells + tflops) + " |")
+        extra = [backend, ms_cell(forced["flash"]), ms_cell(forced["efficient"])]
+        print(f"| {shape} | {visited:.3f} ({ideal:.3f}) | " + " | ".join(cells + tflops + extra) + " |")
     print(f"\n{gpu}; torch {torch.__version__}; triton {triton.__version__}")
     return 0
 
