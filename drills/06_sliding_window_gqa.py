@@ -5,8 +5,11 @@ accumulate) for a model with grouped-query attention (GQA): q has H heads, k
 and v have only H_KV, and each K/V head is shared by a group of H // H_KV
 query heads.  Each query row r may see only the last WINDOW keys, itself
 included: keys r - WINDOW + 1 .. r (a sliding window, as in Mistral or
-Gemma's local layers).  As shipped the kernel is plain causal attention that
-reads the wrong K/V head.  Make it right, then make it fast:
+Gemma's local layers).  WINDOW keys (r - WINDOW < c <= r) is Hugging Face's
+convention; Mistral's reference, flash-attn's window_size=(W, 0) and the
+FlexAttention blog's q - kv <= W give W + 1 keys, so their W is WINDOW - 1.
+As shipped the kernel is plain causal attention that reads the wrong K/V
+head.  Make it right, then make it fast:
 
 * TODO 1 — the K/V head.  Which of the H_KV heads does query head h share?
 * TODO 2 — the loop bounds.  A query block needs only the K/V blocks that
