@@ -58,3 +58,18 @@ def test_a_kernel_without_module_level_tile_sizes_is_told_what_to_add(tmp_path: 
     assert "has no attribute" not in done.stdout
     assert "defines no module-level BLOCK_M and BLOCK_N" in done.stdout and "visit map" in done.stdout
     assert "`BLOCK_M = 64`; `BLOCK_N = 64` at the top of the file" in done.stdout
+
+
+def test_a_bare_flashtutor_launches_the_app_in_a_terminal_and_prints_help_otherwise(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tutor.cli.launch as launch
+
+    ran: list[str] = []
+    monkeypatch.setattr(launch, "run_launch_command", lambda args: ran.append(args.command) or 0)
+    from tutor.cli import EXIT_USAGE
+
+    assert main([]) == EXIT_USAGE and "usage: flashtutor" in capsys.readouterr().out and ran == []
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    assert main([]) == 0 and ran == ["launch"]

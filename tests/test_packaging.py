@@ -1,13 +1,8 @@
 """The wheel lists every package of the source tree (pyproject's list is explicit,
 because the drills and solutions are mapped into the package from the top level)."""
 
-import sys
+import tomllib
 from pathlib import Path
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 

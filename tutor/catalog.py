@@ -8,16 +8,11 @@ Code decides *which* diagnosis applies; the TOML says it in words.
 
 from __future__ import annotations
 
-import sys
+import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Literal, get_args
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 from tutor.paths import content_root
 

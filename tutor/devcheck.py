@@ -30,18 +30,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import tempfile
+import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 from tutor import mistakes as mistakes_mod
 from tutor.catalog import DRILL_KINDS, SEVERITIES, Drill, UnknownDrill, read_drill

@@ -24,14 +24,9 @@ Format::
 
 from __future__ import annotations
 
-import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 from tutor.catalog import Drill, kernel_drills
 from tutor.paths import content_root

@@ -50,8 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help()
-        return EXIT_USAGE
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):  # a script or a pipe: the help, as before
+            parser.print_help()
+            return EXIT_USAGE
+        args = parser.parse_args(["launch"])  # a bare `flashtutor` in a terminal opens the app (rustlings' way)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

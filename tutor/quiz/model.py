@@ -7,17 +7,12 @@ The generators that draw questions with parameters live in
 
 from __future__ import annotations
 
-import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, get_args
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 from tutor.paths import content_root
 from tutor.quiz.units import Quantity, format_quantity

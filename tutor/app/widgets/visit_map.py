@@ -25,7 +25,7 @@ from textual.widgets import Static
 from tutor.harness.result import VisitMap
 
 
-class Cell(str, Enum):
+class Cell(str, Enum):  # noqa: UP042 - not StrEnum: its str() would change how cells print
     VISITED = "visited"
     SKIPPED = "skipped"
     EXTRA = "extra"
