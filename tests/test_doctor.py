@@ -79,3 +79,24 @@ def test_missing_and_doubled_packages() -> None:
     doubled = probe_packages({"torch": "2.11", "triton": "3.6.0", "pytorch-triton-rocm": "3.6.0",
                               "textual": "8", "watchdog": "6"})
     assert [f.name for f in doubled] == ["triton"] and "pip uninstall triton" in doubled[0].fix
+
+
+def test_the_fix_for_a_missing_triton_is_the_command_for_how_flashtutor_was_installed(monkeypatch) -> None:
+    """Issue 23: an editable install from a clone was told `pip install 'flashtutor[cpu]'` (a
+    registry name) instead of the clone's `pip install -e '.[cpu]'`."""
+    import tutor.doctor as doctor
+    from tutor.paths import SOURCE_ROOT
+
+    monkeypatch.setattr(doctor, "installed_from_clone", lambda: True)
+    (finding,) = [f for f in probe_packages({"torch": "2.13.0"}) if f.name == "triton"]
+    assert finding.fix.startswith(f"on a CPU machine: cd {SOURCE_ROOT} && pip install -e '.[cpu]';")
+    monkeypatch.setattr(doctor, "installed_from_clone", lambda: False)
+    (finding,) = [f for f in probe_packages({"torch": "2.13.0"}) if f.name == "triton"]
+    assert finding.fix.startswith("on a CPU machine: pip install 'flashtutor[cpu]';")
+    assert doctor.install_command() == "pip install flashtutor"
+
+
+def test_this_clone_is_seen_as_installed_from_a_clone() -> None:
+    from tutor.doctor import installed_from_clone
+
+    assert installed_from_clone() == (REPO / "pyproject.toml").is_file()

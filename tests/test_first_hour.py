@@ -73,3 +73,17 @@ def test_a_bare_flashtutor_launches_the_app_in_a_terminal_and_prints_help_otherw
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     monkeypatch.setattr("sys.stdout.isatty", lambda: True)
     assert main([]) == 0 and ran == ["launch"]
+
+
+def test_the_readme_has_one_copy_paste_install_block_per_machine() -> None:
+    """Issue 23: the README's block said `pip install -e .`, the CPU variant hid in a parenthesis:
+    typed literally on a CPU machine, no Triton.  .ci/run installs torch the CPU block's way."""
+    import re
+
+    from helpers_harness import REPO
+
+    blocks = re.findall(r"```bash\n(.*?)\n```", (REPO / "README.md").read_text(), re.S)
+    cpu = "pip install torch==2.13.0 && pip install -e '.[cpu]' && flashtutor launch"
+    gpu = "pip install torch && pip install -e . && flashtutor launch"
+    assert blocks[:3] == [cpu, gpu, "pip install -e '.[test]' && python3 -m pytest -n auto --dist loadfile"]
+    assert "pip install --quiet torch==2.13.0" in (REPO / ".ci" / "run").read_text()

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from packaging.version import InvalidVersion, Version
 
 from tutor.harness.device import INTERPRETER_MIN_TRITON, interpreter_supports
-from tutor.paths import NO_WORKSPACE
+from tutor.paths import NO_WORKSPACE, SOURCE_ROOT
 from tutor.progress import NOT_SAVED
 
 Level = Literal["ok", "warning", "error"]
@@ -91,6 +91,20 @@ def _parse(version: str) -> Version | None:
         return None
 
 
+def installed_from_clone() -> bool:
+    """flashtutor runs from a clone's source tree (``pip install -e .``), not from a wheel."""
+    return (SOURCE_ROOT / "pyproject.toml").is_file() and (SOURCE_ROOT / "tutor").is_dir()
+
+
+def install_command(extra: str = "") -> str:
+    """The command that installs flashtutor (with ``extra``) the way it is installed
+    here: in the clone for an editable install, from the registry for a wheel."""
+    if installed_from_clone():
+        target = f"'.[{extra}]'" if extra else "."
+        return f"cd {SOURCE_ROOT} && pip install -e {target}"
+    return f"pip install 'flashtutor[{extra}]'" if extra else "pip install flashtutor"
+
+
 def probe_packages(versions: dict[str, str]) -> list[Finding]:
     found = []
     if "torch" not in versions:
@@ -98,7 +112,7 @@ def probe_packages(versions: dict[str, str]) -> list[Finding]:
                              "pip install torch (on a machine without a GPU: a CPU build, see docs/SETUP.md)"))
     if "triton" not in versions and "pytorch-triton-rocm" not in versions:
         found.append(Finding("triton", "error", "no Triton is installed",
-                             "on a CPU machine: pip install 'flashtutor[cpu]'; "
+                             f"on a CPU machine: {install_command('cpu')}; "
                              "on a GPU, torch's own Triton comes with it"))
     if "triton" in versions and "pytorch-triton-rocm" in versions:
         found.append(Finding("triton", "error", "two Triton packages share the import name `triton` "
@@ -107,7 +121,7 @@ def probe_packages(versions: dict[str, str]) -> list[Finding]:
     for name in ("textual", "watchdog"):
         if name not in versions:
             found.append(Finding(name, "warning", f"{name} is not installed: the app and `watch` need it",
-                                 "pip install -e . (or pip install flashtutor)"))
+                                 install_command()))
     return found
 
 
