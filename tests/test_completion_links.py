@@ -89,3 +89,33 @@ def test_check_links_the_drill_file_and_the_error_line_when_forced(tmp_path) -> 
                            capture_output=True, text=True, timeout=300,
                            env={**env, "FORCE_HYPERLINK": "0"}, cwd=tmp_path)
     assert "\033]8;;" not in plain.stdout and f"{broken}:3" in plain.stdout
+
+
+def _bash_complete(tmp_path, *words: str) -> list[str]:
+    script = tmp_path / "flashtutor.bash"
+    script.write_text(completion_script("bash"))
+    line = " ".join(("flashtutor", *words))
+    array = " ".join(f"'{w}'" for w in ("flashtutor", *words))
+    probe = (f"source {script}\ncd {tmp_path}\n"
+             f"COMP_WORDS=({array}); COMP_CWORD={len(words)}; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}\n"
+             f"_shtab_flashtutor flashtutor '{words[-1]}' flashtutor; printf '%s\\n' \"${{COMPREPLY[@]}}\"\n")
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_bash_completes_drill_ids_and_check_completes_files_too(tmp_path) -> None:
+    """Issue 23: completion offered no drill ids or files."""
+    (tmp_path / "0mine.py").write_text("# a copy of a drill\n")
+    assert {"01", "02", "06"} <= set(_bash_complete(tmp_path, "hint", "0"))
+    assert "0mine.py" not in _bash_complete(tmp_path, "hint", "0")
+    checked = set(_bash_complete(tmp_path, "check", "0"))
+    assert {"01", "06", "0mine.py"} <= checked
+    assert "causal_mask" in _bash_complete(tmp_path, "reset", "ca")
+
+
+def test_fish_and_zsh_complete_drill_ids() -> None:
+    fish = completion_script("fish")
+    assert "__fish_seen_subcommand_from hint' -a '01 causal_mask" in fish
+    assert "__fish_seen_subcommand_from check' -F -a '01 causal_mask" in fish
+    assert "_flashtutor_targets() { _alternative 'drills:drill:(01 causal_mask" in completion_script("zsh")
