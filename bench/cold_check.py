@@ -51,7 +51,7 @@ def main() -> int:
                 ready = time.perf_counter() - t0
                 verdict_at = []
                 job = {"drill": drill.id, "file": file, "timing": True, "seed": 0, "time_sdpa": True, "shape": None}
-                result = worker.run(job, 300.0, on_verdict=lambda r, at=verdict_at, t0=t0: at.append(time.perf_counter() - t0))
+                result = worker.run(job, 300.0, on_phase=lambda phase, r, at=verdict_at, t0=t0: at.append(time.perf_counter() - t0) if phase == "verdict" else None)
                 total = time.perf_counter() - t0
             finally:
                 worker.close()

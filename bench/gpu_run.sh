@@ -2,7 +2,8 @@
 # One device call: versions, doctor, the tutor's own check of every drill (and, with
 # STEPS including "mistakes", of every student-like kernel), and the speed tables.
 #   STEPS="versions doctor check backward decode window" OUT=/some/dir bash bench/gpu_run.sh
-# (other steps: mistakes, speed, loop, perf: the performance phase's split and rep lengths, gputests)
+# (other steps: mistakes, speed, loop, perf: the performance phase's split and rep lengths, gputests;
+#  first, phases, concurrent: the first report, every phase per drill, checks at once)
 # Each step's log goes to $OUT/logs.tgz; the summary (one line per step, then the
 # tables) to stdout and $OUT/summary.txt.  On a bare GPU image, wheels carried in
 # .whl/ (textual, watchdog, shtab, packaging...) are installed into /tmp/site first.
@@ -43,6 +44,13 @@ for s in $STEPS; do
                   python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 1
                   python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 0 --no-spare-during-check'
                   grep -E "^(timing inputs|pass |[0-9]+ +(solved|failed)|rep ms| +[0-9]+ (full|causal)|warm|cold|compiles:|save-to-verdict,)" "$LOGS/perf.log" | tee -a "$SUMMARY" ;;
+        first)    step first 200 python3 bench/first_report.py --device gpu --runs 2; tail -5 "$LOGS/first.log" | tee -a "$SUMMARY" ;;
+        phases)   for d in ${PHASE_DRILLS:-01 02 04 05 06}; do
+                      step "phases$d" 150 python3 bench/save_to_verdict.py --device gpu --drill "$d" --saves ${PHASE_SAVES:-6} --cold-saves 0 --json "$LOGS/phases$d.json"
+                      grep -E "^(warm|cold) |failing save|save-to-verdict," "$LOGS/phases$d.log" | tee -a "$SUMMARY"
+                  done ;;
+        concurrent) step concurrent 330 python3 bench/concurrent_checks.py --device gpu --counts ${CONCURRENT_COUNTS:-1 4 8} --json "$LOGS/concurrent.json"
+                  tail -6 "$LOGS/concurrent.log" | tee -a "$SUMMARY" ;;
         gputests) step gputests 240 python3 -m pytest -q -p no:cacheprovider tests/test_roofline_gpu.py tests/test_parallel_compile_gpu.py tests/test_warmup.py
                   tail -4 "$LOGS/gputests.log" | tee -a "$SUMMARY" ;;
         loop)     step loop 470 env OUT="$LOGS/loop" bash bench/gpu_loop.sh; tail -30 "$LOGS/loop.log" | tee -a "$SUMMARY" ;;

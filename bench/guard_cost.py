@@ -58,8 +58,8 @@ def measure(drill: str, path: Path, dev, runs: int) -> tuple:
         return statistics.median(t for t, _ in times), times[0][1]
 
     shipped, passed = median(check_s)
-    real_hostile, real_probe = attention.hostile_case, guarding.probe_reads
-    attention.hostile_case = lambda *a, **k: []
+    real_hostile, real_probe = attention.hostile_launches, guarding.probe_reads
+    attention.hostile_launches = lambda *a, **k: []
     try:
         no_hostile, _ = median(check_s)
         guarding.probe_reads = lambda *a, **k: []
@@ -68,7 +68,7 @@ def measure(drill: str, path: Path, dev, runs: int) -> tuple:
         finally:
             guarding.probe_reads = real_probe
     finally:
-        attention.hostile_case = real_hostile
+        attention.hostile_launches = real_hostile
     # one launch through the bands against the same launch on plain tensors
     module = load_student_module(path)
     shape = plan_for(dev.interpreter).default

@@ -1,14 +1,18 @@
-"""Save-to-verdict latency, both phases: from a drill file written to its verdict
-recorded, and on to its performance phase.
+"""Save-to-verdict latency, every phase: from a drill file written to its verdict
+recorded, on to a failing kernel's diagnosis, and on to the performance phase.
 
-    python bench/save_to_verdict.py [--device cpu|auto] [--saves 7] [--cold-saves 3] [--quick]
+    python bench/save_to_verdict.py [--device cpu|auto] [--saves 8] [--cold-saves 2] [--quick]
                                     [--edit source|marker] [--mode auto|watchdog|direct]
-                                    [--drill 01] [--no-timing]
+                                    [--drill 01] [--no-timing] [--passing-only]
 
 A temp workspace holds the drill's solution; each save rewrites it (a temp
 file renamed over it, as a "safe write" editor does) with a new first line
 that prints a marker, so every save is new content and its check can be told
-apart.  With ``--edit source`` (the default) each save also edits the
+apart.  Saves alternate a *failing* edit and the solution, as a student's do:
+the failing ones are the drill's student-like mistakes that FAIL
+(``solutions/NN_slug.mistakes.toml`` on the solution, taken in turn: several
+kinds), so the failing saves pay the diagnosis phase's read-outs and probes
+(``--passing-only``: the solution every time).  With ``--edit source`` (the default) each save also edits the
 kernel's own source (a new comment line inside the ``@triton.jit`` function,
 part of the source Triton hashes), so on a GPU every save compiles the kernel
 again, as a real edit does; ``--edit marker`` changes only the marker line.
@@ -17,9 +21,10 @@ The clock starts when the write has returned.  ``verdict s`` stops when the
 engine reports the verdict recorded (``CheckFinished``, sent after the
 progress file is written): watcher event, debounce, the job sent to the
 worker, the correctness launches, the result back, progress saved.
-``+perf s`` is the further time until ``PerformanceFinished`` (timed launches,
-SDPA on a GPU, roofline).  ``in worker`` are the two phases' own durations
-inside the worker.
+``+diag`` is the further time until ``DiagnosisFinished`` (failing saves only),
+``+perf`` the further time until ``PerformanceFinished`` (timed launches, SDPA
+on a GPU, roofline).  ``in wkr`` are the phases' own durations inside the
+worker; ``launches/compiles`` what each phase cost (``CheckResult.costs``).
 
 Two worker set-ups:
 
@@ -57,7 +62,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tutor.catalog import get_drill, solution_path  # noqa: E402
-from tutor.engine import CheckFinished, EngineError, PerformanceFinished, TutorEngine, WatcherStatus  # noqa: E402
+from tutor.engine import (  # noqa: E402
+    CheckFinished,
+    DiagnosisFinished,
+    EngineError,
+    PerformanceFinished,
+    TutorEngine,
+    WatcherStatus,
+)
+from tutor.mistakes import load as load_mistakes  # noqa: E402
 
 MARKER = "save-to-verdict-bench"
 THINK_S = 1.2  # pause before each save: longer than the debouncer's burst window
@@ -67,11 +80,16 @@ THINK_S = 1.2  # pause before each save: longer than the debouncer's burst windo
 class Row:
     worker: str
     mode: str
+    kind: str  # "failing" or "passing" saves
     latencies: list[float] = field(default_factory=list)  # save -> verdict recorded
     in_worker: list[float] = field(default_factory=list)  # the verdict phase inside the worker
-    perf_after: list[float] = field(default_factory=list)  # verdict -> performance arrived
+    diag_after: list[float] = field(default_factory=list)  # verdict -> diagnosis arrived (failing saves)
+    diag_in_worker: list[float] = field(default_factory=list)
+    perf_after: list[float] = field(default_factory=list)  # the phase before -> performance arrived
     perf_in_worker: list[float] = field(default_factory=list)
-    solved: list[bool] = field(default_factory=list)
+    outcomes: list[str] = field(default_factory=list)
+    costs: list[dict] = field(default_factory=list)  # per save: phase -> {seconds, launches, compiles}
+    edits: list[str] = field(default_factory=list)  # which mistake (or "solution")
 
 
 class Verdicts:
@@ -80,6 +98,7 @@ class Verdicts:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.finished: list[tuple[float, CheckFinished]] = []
+        self.diagnosis: list[tuple[float, DiagnosisFinished]] = []
         self.performance: list[tuple[float, PerformanceFinished]] = []
         self.events: list[object] = []
 
@@ -89,19 +108,22 @@ class Verdicts:
             self.events.append(event)
             if isinstance(event, CheckFinished):
                 self.finished.append((now, event))
+            if isinstance(event, DiagnosisFinished):
+                self.diagnosis.append((now, event))
             if isinstance(event, PerformanceFinished):
                 self.performance.append((now, event))
             self.cond.notify_all()
 
-    def performance_for(self, version: int, timeout: float) -> tuple[float, PerformanceFinished]:
+    def phase_for(self, arrivals: list, version: int, timeout: float):
+        """(arrival time, event) of ``version`` among ``arrivals`` (one phase's events)."""
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
-                for arrived, event in self.performance:
+                for arrived, event in arrivals:
                     if f"{MARKER} {version}" in event.result.output:
                         return arrived, event
                 if time.monotonic() > deadline:
-                    raise SystemExit(f"no performance for save {version}; events so far: {self.events}")
+                    raise SystemExit(f"no such phase for save {version}; events so far: {self.events}")
                 self.cond.wait(0.1)
 
     def wait(self, predicate, timeout: float):
@@ -118,16 +140,6 @@ class Verdicts:
                     raise SystemExit(f"timed out; events so far: {self.events}")
                 self.cond.wait(0.1)
 
-    def verdict_for(self, version: int, timeout: float) -> tuple[float, CheckFinished]:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for arrived, event in self.finished:
-                    if f"{MARKER} {version}" in event.result.output:
-                        return arrived, event
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"no verdict for save {version}; events so far: {self.events}")
-                self.cond.wait(0.1)
 
 
 def content(solution: str, version: int | str, edit_source: bool = False, nonce: str = "") -> str:
@@ -159,10 +171,17 @@ def save(path: Path, text: str) -> None:
     os.replace(temp, path)
 
 
-def measure(args: argparse.Namespace, warm: bool, saves: int, watch: bool, workspace: Path) -> tuple[Row, object]:
+def failing_edits(drill_id: str) -> list[tuple[str, str]]:
+    """(name, text) of the drill's student-like mistakes on its solution that FAIL."""
+    drill = get_drill(drill_id)
+    return [(m.name, m.text(drill)) for m in load_mistakes(drill) if m.base == "solution" and not m.passes]
+
+
+def measure(args: argparse.Namespace, warm: bool, saves: int, watch: bool, workspace: Path) -> tuple[list[Row], object]:
     drill = get_drill(args.drill)
     file = workspace / "drills" / drill.file
     solution = solution_path(drill).read_text(encoding="utf-8")
+    failing = [] if args.passing_only else failing_edits(args.drill)
     verdicts = Verdicts()
     engine = TutorEngine(workspace, device=args.device, timeout_s=args.timeout, on_event=verdicts,
                          watch=watch, warm=warm, timing=not args.no_timing)
@@ -172,36 +191,57 @@ def measure(args: argparse.Namespace, warm: bool, saves: int, watch: bool, works
         mode = f"watchdog/{status.mode}" if watch else "direct"
         device = None
         version = 0
-        row = Row(worker="warm" if warm else "cold", mode=mode)
+        rows = {kind: Row(worker="warm" if warm else "cold", mode=mode, kind=kind) for kind in ("failing", "passing")}
         nonce = uuid.uuid4().hex[:8]  # this measurement's edits compile: no earlier run cached them
+        wait_s = args.timeout + 60
         for n in range(saves + 1):  # the first save is not counted: it fills caches (Triton's, the OS's)
             version += 1
+            if failing and n % 2 == 1:  # odd saves: a failing edit, each kind in turn
+                name, text = failing[(n // 2) % len(failing)]
+            else:
+                name, text = "solution", solution
             if warm:
                 engine.wait_warm()
             time.sleep(THINK_S)
-            save(file, content(solution, version, args.edit == "source", nonce))
+            save(file, content(text, version, args.edit == "source", nonce))
             written = time.perf_counter()
             if not watch:
                 engine.notify_saved(file)
-            arrived, finished = verdicts.verdict_for(version, timeout=args.timeout + 60)
+            arrived, finished = verdicts.phase_for(verdicts.finished, version, wait_s)
             device = finished.result.device
-            timed = finished.result.performance.status == "pending"
+            result = finished.result
+            diagnosing = result.diagnosis_phase.status == "pending"
+            timed = result.performance.status == "pending"
+            before_perf = arrived
+            if diagnosing:
+                diag_arrived, diagnosed = verdicts.phase_for(verdicts.diagnosis, version, wait_s)
+                result, before_perf = diagnosed.result, diag_arrived
             if timed:
-                perf_arrived, perf = verdicts.performance_for(version, timeout=args.timeout + 60)
+                perf_arrived, perf = verdicts.phase_for(verdicts.performance, version, wait_s)
+                result = perf.result
             if n == 0:
                 continue
+            row = rows["failing" if finished.result.outcome in ("failed", "not-run") else "passing"]
             row.latencies.append(arrived - written)
             row.in_worker.append(finished.result.duration_s)
-            row.solved.append(finished.result.solved)
+            row.outcomes.append(result.outcome)
+            row.edits.append(name)
+            row.costs.append({phase: c.__dict__ for phase, c in result.costs.items()})
             extra = ""
+            if diagnosing:
+                row.diag_after.append(diag_arrived - arrived)
+                row.diag_in_worker.append(result.diagnosis_phase.duration_s)
+                extra += (f"; diagnosis {result.diagnosis_phase.status} {diag_arrived - arrived:.3f} s later "
+                          f"(in worker {result.diagnosis_phase.duration_s:.3f} s, codes {result.codes})")
             if timed:
-                row.perf_after.append(perf_arrived - arrived)
-                row.perf_in_worker.append(perf.result.performance.duration_s)
-                extra = (f"; performance {perf.result.performance.status} {perf_arrived - arrived:.3f} s later "
-                         f"(in worker {perf.result.performance.duration_s:.3f} s)")
-            print(f"  {row.worker} save {n}: verdict {arrived - written:.3f} s "
-                  f"(in worker {finished.result.duration_s:.3f} s, solved={finished.result.solved}){extra}", flush=True)
-        return row, device
+                row.perf_after.append(perf_arrived - before_perf)
+                row.perf_in_worker.append(result.performance.duration_s)
+                extra += (f"; performance {result.performance.status} {perf_arrived - before_perf:.3f} s later "
+                          f"(in worker {result.performance.duration_s:.3f} s)")
+            spent = ", ".join(f"{phase} {c.launches} launches/{c.compiles} compiles" for phase, c in result.costs.items())
+            print(f"  {row.worker} save {n} ({name}): verdict {finished.result.outcome} {arrived - written:.3f} s "
+                  f"(in worker {finished.result.duration_s:.3f} s){extra} [{spent}]", flush=True)
+        return [row for row in rows.values() if row.latencies], device
     finally:
         engine.stop()
 
@@ -210,8 +250,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", help="auto, gpu or cpu (the interpreter)")
     parser.add_argument("--drill", default="01")
-    parser.add_argument("--saves", type=int, default=7, help="measured saves with the warm worker")
-    parser.add_argument("--cold-saves", type=int, default=3, help="measured saves without it (0: skip)")
+    parser.add_argument("--saves", type=int, default=8, help="measured saves with the warm worker")
+    parser.add_argument("--cold-saves", type=int, default=2, help="measured saves without it (0: skip)")
+    parser.add_argument("--passing-only", action="store_true", help="every save the solution (no failing edits)")
     parser.add_argument("--mode", choices=("auto", "watchdog", "direct"), default="auto")
     parser.add_argument("--no-timing", action="store_true", help="checks without the timed launches")
     parser.add_argument("--edit", choices=("source", "marker"), default="source",
@@ -225,7 +266,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     args = parser.parse_args()
     if args.quick:
-        args.saves, args.cold_saves = 3, 1
+        args.saves, args.cold_saves = 4, 2
     if args.no_spare_during_check:
         import tutor.runner
 
@@ -245,8 +286,8 @@ def main() -> int:
         (workspace / "drills" / drill.file).write_text(solution_path(drill).read_text(encoding="utf-8"))
         for warm, saves in ((True, args.saves), (False, args.cold_saves)):
             if saves > 0:
-                row, device = measure(args, warm, saves, watch, workspace)
-                rows.append(row)
+                measured, device = measure(args, warm, saves, watch, workspace)
+                rows += measured
 
     label = device.label if device else "?"
     versions = f"torch {device.torch}, triton {device.triton}" if device else ""
@@ -262,25 +303,37 @@ def main() -> int:
           f"({PARALLEL_COMPILE_ENV}={os.environ.get(PARALLEL_COMPILE_ENV, 'unset')}); next spare worker started "
           f"{'once the verdict is in (during the performance phase of)' if tutor.runner.SPARE_DURING_CHECK else 'after'} "
           "each check")
-    print("medians in seconds; verdict: save -> verdict recorded; +perf: verdict -> performance; "
-          "rest: verdict - its phase in the worker")
-    print(f"{'worker':<7}{'mode':<18}{'saves':>6}{'verdict':>9}{'min':>7}{'max':>7}{'in wkr':>8}{'rest':>7}"
-          f"{'+perf':>8}{'in wkr':>8}{'total':>8}")
+    print("medians in seconds; verdict: save -> verdict recorded; +diag: verdict -> diagnosis (failing saves); "
+          "+perf: the phase before -> performance; rest: verdict - its phase in the worker")
+    print(f"{'worker':<7}{'saves':<8}{'n':>3}{'verdict':>9}{'min':>7}{'max':>7}{'in wkr':>8}{'rest':>7}"
+          f"{'+diag':>8}{'in wkr':>8}{'+perf':>8}{'in wkr':>8}  launches v/d/p  compiles v/d/p")
 
     def med(values: list[float]) -> str:
         return f"{statistics.median(values):.3f}" if values else "-"
 
+    def per_phase(row: Row, what: str) -> str:
+        def one(phase: str) -> str:
+            values = [c[phase][what] for c in row.costs if phase in c and c[phase][what] is not None]
+            return f"{statistics.median(values):g}" if values else "-"
+        return "/".join(one(phase) for phase in ("verdict", "diagnosis", "performance"))
+
     for row in rows:
         rest = [total - check for total, check in zip(row.latencies, row.in_worker)]
-        totals = [v + p for v, p in zip(row.latencies, row.perf_after)] if row.perf_after else []
-        print(f"{row.worker:<7}{row.mode:<18}{len(row.latencies):>6}{med(row.latencies):>9}{min(row.latencies):>7.3f}"
-              f"{max(row.latencies):>7.3f}{med(row.in_worker):>8}{med(rest):>7}{med(row.perf_after):>8}"
-              f"{med(row.perf_in_worker):>8}{med(totals):>8}")
+        print(f"{row.worker:<7}{row.kind:<8}{len(row.latencies):>3}{med(row.latencies):>9}{min(row.latencies):>7.3f}"
+              f"{max(row.latencies):>7.3f}{med(row.in_worker):>8}{med(rest):>7}{med(row.diag_after):>8}"
+              f"{med(row.diag_in_worker):>8}{med(row.perf_after):>8}{med(row.perf_in_worker):>8}"
+              f"  {per_phase(row, 'launches'):<16}{per_phase(row, 'compiles')}")
+    warm_rows = {row.kind: row for row in rows if row.worker == "warm"}
+    if "failing" in warm_rows and "passing" in warm_rows:
+        ratio = statistics.median(warm_rows["failing"].latencies) / statistics.median(warm_rows["passing"].latencies)
+        print(f"warm: a failing save's verdict takes {ratio:.2f}x a passing one's (median)")
     if args.json:
-        args.json.write_text(json.dumps({"device": label, "versions": versions, "rows": [row.__dict__ for row in rows]},
-                                        indent=1))
-    if not all(all(row.solved) for row in rows):
-        print("warning: some checks did not solve the drill (see above)")
+        args.json.write_text(json.dumps({"device": label, "versions": versions, "drill": args.drill,
+                                         "rows": [row.__dict__ for row in rows]}, indent=1))
+    unexpected = [(row.kind, o) for row in rows for o in row.outcomes
+                  if (row.kind == "passing") != (o in ("solved", "passed-with-finding"))]
+    if unexpected:
+        print(f"warning: outcomes that do not match their save's kind: {unexpected}")
     return 0
 
 

@@ -102,7 +102,7 @@ def test_a_kernel_that_raises_only_when_timed_keeps_its_verdict(tmp_path: Path) 
         file = tmp_path / "01_causal_mask.py"
         file.write_text(timed_differently(solution("01"), "raise RuntimeError('no timing today')"), encoding="utf-8")
         verdicts: list[CheckResult] = []
-        result = runner.check("01", file, seed=0, on_verdict=verdicts.append)
+        result = runner.check("01", file, seed=0, on_phase=lambda phase, r: verdicts.append(r))
     assert [v.outcome for v in verdicts] == ["solved"]
     assert result.outcome == "solved" and result.error is None
     assert result.performance.status == "failed" and "no timing today" in result.performance.reason

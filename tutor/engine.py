@@ -23,21 +23,35 @@ Events (frozen dataclasses, passed to ``on_event``):
     the worker is warm: the :class:`~tutor.harness.result.Device` checks run on.
 ``CheckStarted(drill, file, trigger)``
     a check of drill id ``drill`` began; ``trigger`` is ``"save"`` or ``"manual"``.
+``CheckStep(drill, step)``
+    what the running check of ``drill`` is doing now, in words ("loading and
+    compiling your kernel", "the ragged case, shape 1x2x129x64, causal"): a
+    front end says "compiling…" while the first one lasts.
 ``CheckCancelled(drill, file)``
     a newer save of the same drill arrived: this check was abandoned, and a
     ``CheckStarted`` for the newest content follows.
 ``CheckFinished(drill, result, newly_unlocked, record)``
     the *verdict*, sent as soon as it is known: ``result`` is the structured
     :class:`~tutor.harness.result.CheckResult` (an error, a timeout and a
-    crash are results too) with correctness, diagnosis and visit map; it has
-    been recorded: ``record`` is the drill's :class:`~tutor.progress.DrillProgress`
-    after it, ``newly_unlocked`` the :class:`~tutor.catalog.Hint` objects it
-    unlocked; ``counted`` is False when it was not a new attempt (the content of
-    the last attempt, or the drill as shipped: ``not_counted`` says which).
+    crash are results too) with correctness and visit map (and, for a kernel
+    that passed, its diagnosis); it has been recorded: ``record`` is the
+    drill's :class:`~tutor.progress.DrillProgress` after it, ``newly_unlocked``
+    the :class:`~tutor.catalog.Hint` objects it unlocked; ``counted`` is False
+    when it was not a new attempt (the content of the last attempt, or the
+    drill as shipped: ``not_counted`` says which).
+    ``result.diagnosis_phase.status`` is ``"pending"`` when a ``DiagnosisFinished``
+    follows (the kernel FAILED: its read-outs run now);
     ``result.performance.status`` is ``"pending"`` when a ``PerformanceFinished`` for the
     same content follows, else ``"skipped"``.
     A check of a deleted file (error kind ``missing-file``) is reported but
     not recorded: deleting a file is not an attempt.
+``DiagnosisFinished(drill, result, newly_unlocked, record)``
+    the second phase of a failing check: ``result`` is the verdict's result
+    with the diagnosis, guard findings and read-outs filled in;
+    ``result.diagnosis_phase.status`` is ``"done"``, ``"skipped"`` (the
+    tutor's own budget ran out: the verdict stands), ``"failed"`` or
+    ``"cancelled"``.  Its codes have been recorded into the verdict's attempt
+    and ``newly_unlocked`` are the hints they opened.
 ``PerformanceFinished(drill, result, record)``
     the second phase of the same check: ``result`` is the verdict's result
     with the timed launches, torch's SDPA and the roofline filled in, and
@@ -85,7 +99,7 @@ from tutor.harness.device import DeviceChoice
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import HintState, hint_states
 from tutor.progress import DrillProgress, ProgressStore, attempt_content_id
-from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
+from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, Phase, WorkerStartError
 from tutor.watcher import SaveDebouncer, WatcherMode
 
 if TYPE_CHECKING:
@@ -121,6 +135,12 @@ class CheckStarted:
 
 
 @dataclass(frozen=True)
+class CheckStep:
+    drill: str
+    step: str
+
+
+@dataclass(frozen=True)
 class CheckCancelled:
     drill: str
     file: Path
@@ -134,6 +154,14 @@ class CheckFinished:
     record: DrillProgress
     counted: bool = True  # False: the same content as the last attempt, or the drill as shipped
     not_counted: str | None = None  # why it was not counted, in words
+
+
+@dataclass(frozen=True)
+class DiagnosisFinished:
+    drill: str
+    result: CheckResult
+    newly_unlocked: list[Hint]
+    record: DrillProgress
 
 
 @dataclass(frozen=True)
@@ -153,8 +181,8 @@ class EngineError:
     message: str
 
 
-Event = (WatcherStatus | DeviceReady | CheckStarted | CheckCancelled | CheckFinished | PerformanceFinished
-         | EngineWarning | EngineError)
+Event = (WatcherStatus | DeviceReady | CheckStarted | CheckStep | CheckCancelled | CheckFinished | DiagnosisFinished
+         | PerformanceFinished | EngineWarning | EngineError)
 
 
 @dataclass
@@ -433,27 +461,44 @@ class TutorEngine:
         assert self._runner is not None
         drill = get_drill(drill_id)
         self._emit(CheckStarted(drill_id, request.file, request.trigger))
-        verdicts: list[CheckResult] = []
+        sent: dict[str, CheckResult] = {}  # the phases already published, by name
 
-        def on_verdict(verdict: CheckResult) -> None:
-            verdicts.append(verdict)
-            self._verdict(drill, request, verdict)
+        def on_phase(phase: Phase, partial: CheckResult) -> None:
+            sent[phase] = partial
+            if phase == "verdict":
+                self._verdict(drill, request, partial)
+            else:
+                self._diagnosis(drill, partial)
 
         try:
             result = self._runner.check(drill_id, request.file, timing=self.timing, seed=self.seed, cancel=cancel,
-                                        on_verdict=on_verdict)
+                                        on_phase=on_phase, on_step=lambda step: self._emit(CheckStep(drill_id, step)))
         except WorkerStartError as exc:
             if not self._stopping:
                 self._emit(EngineError(str(exc)))
             return
-        if not verdicts:  # no performance phase: this result is the verdict
+        if "verdict" not in sent:  # no later phase: this result is the verdict (and its diagnosis)
             self._verdict(drill, request, result)
+            return
+        if "diagnosis" not in sent and sent["verdict"].diagnosis_phase.status == "pending":
+            self._diagnosis(drill, result)
+        if sent["verdict"].performance.status != "pending":
             return
         record = self.progress.drill(drill_id)
         if result.performance.status == "done":
-            record = self.progress.record_performance(result, attempt_content_id(verdicts[0]))
+            record = self.progress.record_performance(result, attempt_content_id(sent["verdict"]))
         if not self._stopping:
             self._emit(PerformanceFinished(drill_id, result, record))
+
+    def _diagnosis(self, drill: Drill, result: CheckResult) -> None:
+        """Record and publish a failing check's diagnosis: its codes go into the
+        verdict's attempt and open their hints."""
+        if result.diagnosis_phase.status == "cancelled":
+            return  # a CheckStarted for the newer content follows
+        record = self.progress.record_diagnosis(result, drill, attempt_content_id(result))
+        self._emit_warnings()
+        if not self._stopping:
+            self._emit(DiagnosisFinished(drill.id, result, record.unlocked_hints(drill), record.progress))
 
     def _verdict(self, drill: Drill, request: _Request, result: CheckResult) -> None:
         """Record and publish a verdict (the first phase of a check), as an attempt of

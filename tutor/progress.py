@@ -501,6 +501,32 @@ class ProgressStore:
         state = self._update(change)
         return _copy(state.drills.get(result.drill, DrillProgress()))
 
+    def record_diagnosis(self, result: CheckResult, drill: Drill | None = None,
+                         content: str | None = None) -> CheckRecord:
+        """The diagnosis phase of the check just recorded by :meth:`record_check`
+        landed: its codes go into that attempt (with ``content``, only into an attempt
+        of that content) and open the hints keyed to them.  Not an attempt of its own;
+        ``newly_unlocked`` are the hints it opened."""
+        meta = drill or get_drill(result.drill)
+        codes = list(result.codes)
+        newly: list[int] = []
+
+        def change(state: _State) -> None:
+            progress = state.drills.get(meta.id)
+            if progress is None:
+                return
+            if progress.history and (content is None or progress.history[-1].content in (content, None)):
+                progress.history[-1].codes = codes
+            if content is not None and content == _shipped_id(meta):
+                return  # the drill as shipped opens nothing
+            earned = code_unlocks(meta, codes)
+            newly[:] = sorted(earned - set(progress.unlocked_hints))
+            progress.unlocked_hints = sorted(set(progress.unlocked_hints) | earned)
+
+        state = self._update(change)
+        return CheckRecord(drill=meta.id, progress=_copy(state.drills.get(meta.id, DrillProgress())),
+                           newly_unlocked=list(newly))
+
     def set_status(self, drill_id: str, status: DrillStatus) -> None:
         """Set a drill's status directly (a paper drill's quiz decides it)."""
         if status not in STATUSES:

@@ -12,8 +12,9 @@
     causal (ms)   : 0.236   (1.75x vs full, timed)
     ...
 
-The verdict comes first (it is known as soon as correctness is); the
-performance phase follows as a second result for the same content.
+The verdict comes first (it is known as soon as correctness is); a failing
+kernel's diagnosis follows as a second result for the same content (a passing
+kernel's comes with the verdict), the performance phase as a third.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ VERDICT_WORDS = {
     "failed": "FAILED",
     "not-run": "COULD NOT RUN",
 }
+
+
+def step_words(step: str) -> str:
+    """What a running check is doing, for a spinner: "compiling…" while the kernel
+    loads and compiles, else the launch it runs."""
+    return "compiling…" if step.startswith("loading") else f"running {step}"
 
 
 def verdict(result: CheckResult) -> str:
@@ -114,8 +121,9 @@ def work_line(result: CheckResult) -> str | None:
             f"(full/causal = {ratio:.2f}x, counted from the visit maps)")
 
 
-def verdict_lines(result: CheckResult, title: str = "", links: bool = False) -> list[str]:
-    """The first phase: device, shape, visit map counts, error, verdict, diagnosis."""
+def verdict_lines(result: CheckResult, title: str = "", links: bool = False, diagnosis: bool = True) -> list[str]:
+    """The first phase: device, shape, visit map counts, error, verdict; with
+    ``diagnosis``, what :func:`diagnosis_lines` says below it."""
     lines: list[str] = []
     if title:
         lines.append(_line("drill", title))
@@ -135,6 +143,19 @@ def verdict_lines(result: CheckResult, title: str = "", links: bool = False) -> 
     err = "NaN/Inf or unwritten output" if result.max_abs_err is None else f"{result.max_abs_err:.1e}"
     lines.append(_line("max abs err", f"{err}   (tolerance {result.tolerance:g})"))
     lines.append(_line("result", verdict(result)))
+    return lines + (diagnosis_lines(result) if diagnosis else [])
+
+
+def diagnosis_lines(result: CheckResult) -> list[str]:
+    """The second phase: what the diagnosis found, or where it stands."""
+    phase = result.diagnosis_phase
+    if result.error is not None and phase.status != "pending":
+        return []  # a check that could not run: its error says it all
+    if phase.status == "pending":
+        return ["", _line("diagnosis", "reading out your kernel… (the verdict above is in)")]
+    lines: list[str] = []
+    if phase.status in ("skipped", "failed", "cancelled"):
+        lines += ["", _line("diagnosis", f"{phase.status}: {phase.reason}")]
     for d in result.diagnosis:
         lines += ["", ("finding: " if d.severity == "finding" else "") + d.message]
     return lines

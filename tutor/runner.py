@@ -29,9 +29,28 @@ from typing import Any, Literal
 
 from tutor.harness.device import DeviceChoice
 from tutor.harness.job import CheckJob
-from tutor.harness.result import CheckError, CheckResult, Device, ErrorKind, Performance, PerformanceStatus
+from tutor.harness.result import (
+    CheckError,
+    CheckResult,
+    Device,
+    DiagnosisPhase,
+    DiagnosisStatus,
+    ErrorKind,
+    Performance,
+    PerformanceStatus,
+)
 
-DEFAULT_TIMEOUT_S = 120.0  # one check, from job sent to result (first GPU compiles take a few seconds)
+# A phase of a check handed over before the check ends: the verdict (when a diagnosis or
+# a performance phase follows) and the diagnosis (when a performance phase follows).
+Phase = Literal["verdict", "diagnosis"]
+
+DEFAULT_TIMEOUT_S = 120.0  # the verdict: the student's file loaded, compiled and launched on every case
+# The tutor's own phases have their own budget, never the student's: the diagnosis
+# (read-outs and probes re-run the student's kernel tens of times) may take this many
+# times the verdict's own time, and at least DIAGNOSIS_MIN_S; the performance phase
+# (timed launches, SDPA, the roofline's counting launches) gets DEFAULT_TIMEOUT_S.
+DIAGNOSIS_BUDGET_FACTOR = 10.0
+DIAGNOSIS_MIN_S = 30.0
 READY_TIMEOUT_S = 120.0  # a worker's start-up: importing torch and triton
 OUTPUT_TAIL_CHARS = 4000
 # Start the next worker during a check's performance phase (once its verdict is in) where
@@ -128,10 +147,15 @@ class Worker:
         return self.device
 
     def run(self, job: dict[str, Any], timeout_s: float, cancel: threading.Event | None = None,
-            on_verdict: Callable[[CheckResult], None] | None = None) -> CheckResult:
-        """The check's result with both phases.  ``on_verdict`` is called (from this
-        thread) with a copy of the verdict as soon as it arrives, before the
-        performance phase; each phase has ``timeout_s``."""
+            on_phase: Callable[[Phase, CheckResult], None] | None = None,
+            on_step: Callable[[str], None] | None = None) -> CheckResult:
+        """The check's result with every phase.  ``on_phase`` is called (from this
+        thread) with a copy of the verdict as soon as it arrives when a later phase
+        follows, and with a copy of the diagnosis when the performance phase follows.
+        ``timeout_s`` is the student's: it covers the verdict (their file loaded,
+        compiled and launched); the tutor's own phases have their own budgets.
+        ``on_step`` hears each step of the verdict as the worker reports it
+        ("loading and compiling your kernel", "the ragged case, shape ...")."""
         device = self.wait_ready(cancel=cancel)
         if device is None:
             self.kill()
@@ -139,23 +163,35 @@ class Worker:
         assert self.proc.stdin is not None
         self.proc.stdin.write((json.dumps(job) + "\n").encode())
         self.proc.stdin.flush()
-        message = self._next_message(time.monotonic() + timeout_s, cancel)
+        started = time.monotonic()
+        step = ""
+        while True:
+            message = self._next_message(started + timeout_s, cancel)
+            if not (isinstance(message, dict) and "step" in message):
+                break
+            step = str(message["step"])
+            if on_step is not None and step:
+                on_step(step)
         try:  # every path but a result kills the worker (in _failed) before returning
             if message == NoMessage("timeout"):
+                where = f" while running {step}" if step else ""
                 return self._failed(
                     job,
                     "timeout",
-                    f"the check did not finish within {timeout_s:g} s and was stopped"
-                    " (a kernel loop that never ends, or a shape far too big for this device)",
+                    f"the check did not finish within {timeout_s:g} s and was stopped{where}: your kernel's launch"
+                    " did not return (a loop that never ends, or a shape far too big for this device)"
+                    if step and not step.startswith("loading") else
+                    f"the check did not finish within {timeout_s:g} s and was stopped{where}",
                 )
             if message == NoMessage("cancelled"):
                 return self._failed(job, "cancelled", "a newer save replaced this check")
             if isinstance(message, NoMessage):  # the channel ended
                 code = self.proc.wait(timeout=5)
+                where = f" while running {step}" if step else ""
                 return self._failed(
                     job,
                     "crash",
-                    f"the worker running your kernel died ({_signal_name(code)}): a segfault, "
+                    f"the worker running your kernel died ({_signal_name(code)}){where}: a segfault, "
                     "an os._exit, running out of memory or a fatal GPU error. The next check gets a fresh worker.",
                 )
             if "internal_error" in message:
@@ -163,14 +199,55 @@ class Worker:
                                     detail=message["internal_error"])
             result = CheckResult.from_dict(message["result"])
             result.output = self.output_tail()
-            if result.performance.status == "pending":
-                if on_verdict is not None:
-                    on_verdict(copy.deepcopy(result))  # the performance phase goes on filling ``result``
+            diagnosing = result.diagnosis_phase.status == "pending"
+            timing = result.performance.status == "pending"
+            if (diagnosing or timing) and on_phase is not None:
+                on_phase("verdict", copy.deepcopy(result))  # the later phases go on filling ``result``
+            if diagnosing:
+                verdict_s = time.monotonic() - started
+                budget = max(DIAGNOSIS_MIN_S, DIAGNOSIS_BUDGET_FACTOR * verdict_s)
+                if not self._diagnosis(result, budget, verdict_s, cancel):
+                    return result  # stopped: the worker is gone, and its performance phase with it
+                if timing and on_phase is not None:
+                    on_phase("diagnosis", copy.deepcopy(result))
+            if timing:
                 self._performance(result, timeout_s, cancel)
             return result  # the worker exits by itself; the caller reaps it
         except BaseException:
             self.kill()
             raise
+
+    def _diagnosis(self, result: CheckResult, budget_s: float, verdict_s: float,
+                   cancel: threading.Event | None) -> bool:
+        """Wait for the diagnosis and take it into ``result``; False when it did not
+        come (the worker is then killed, the verdict stands, the performance phase is
+        off).  Its budget is the tutor's own: running past it says so, and never
+        blames the student's kernel."""
+        message = self._next_message(time.monotonic() + budget_s, cancel)
+        if isinstance(message, dict) and "diagnosis" in message:
+            result.apply_diagnosis(message["diagnosis"])
+            result.output = self.output_tail()
+            return True
+        status: DiagnosisStatus
+        if message == NoMessage("cancelled"):
+            status, reason = "cancelled", "a newer save replaced this content while it was diagnosed"
+        elif message == NoMessage("timeout"):
+            status = "skipped"
+            reason = (f"diagnosis skipped: the tutor's read-outs did not finish within {budget_s:.0f} s"
+                      f" ({DIAGNOSIS_BUDGET_FACTOR:g}x the {verdict_s:.1f} s the verdict took, at least"
+                      f" {DIAGNOSIS_MIN_S:g} s): the machine was busy. The verdict stands; the next save tries again.")
+        elif message == NoMessage("ended"):
+            code = self.proc.wait(timeout=5)
+            status, reason = "failed", f"the worker died while the tutor read out your kernel ({_signal_name(code)})"
+        else:
+            status, reason = "failed", "the tutor itself failed while diagnosing; please report this"
+        self.kill()
+        result.diagnosis_phase = DiagnosisPhase(status, reason)
+        if result.performance.status == "pending":
+            result.performance = Performance("cancelled" if status == "cancelled" else "skipped",
+                                             "the worker was stopped during the diagnosis")
+        result.output = self.output_tail()
+        return False
 
     def _performance(self, result: CheckResult, timeout_s: float, cancel: threading.Event | None) -> None:
         """Wait for the performance phase and take it into ``result``; whatever
@@ -230,19 +307,26 @@ class Worker:
         self.log_path.unlink(missing_ok=True)
 
 
+def crash_explainable(job: dict[str, Any], result: CheckResult) -> bool:
+    """Whether :func:`explain_crash` would re-run this check: a crash on the check's
+    own shapes, of a problem that can run one shape alone."""
+    if result.error is None or result.error.kind != "crash" or job.get("shape") is not None or result.device is None:
+        return False
+    from tutor.catalog import get_drill
+    from tutor.harness.problems import SHAPE_ONLY_PROBLEMS
+
+    return get_drill(str(job["drill"])).problem in SHAPE_ONLY_PROBLEMS
+
+
 def explain_crash(job: dict[str, Any], result: CheckResult, device_choice: DeviceChoice, timeout_s: float,
                   cancel: threading.Event | None = None) -> CheckResult:
     """A worker that died on the check's shapes (all ragged: no length is a multiple
     of the block) gets one more run, in a fresh worker, of the default shape rounded
-    up to whole blocks and nothing else.  If that one survives, the crash comes
-    from the ragged tail, and the message says so."""
-    if result.error is None or result.error.kind != "crash" or job.get("shape") is not None or result.device is None:
+    up to whole blocks and nothing else: the crash's diagnosis.  If that one
+    survives, the crash comes from the ragged tail, and the message says so."""
+    if not crash_explainable(job, result):
         return result
-    from tutor.catalog import get_drill
-    from tutor.harness.problems import SHAPE_ONLY_PROBLEMS
-
-    if get_drill(str(job["drill"])).problem not in SHAPE_ONLY_PROBLEMS:
-        return result  # its problem cannot run one shape alone: no re-run that could only fail
+    assert result.device is not None and result.error is not None
     from tutor.harness.shapes import plan_for, whole_block_shape
 
     shape = whole_block_shape(result.device.interpreter)
@@ -300,10 +384,12 @@ class CheckRunner:
 
     def check(self, drill: str, file: str | Path, *, timing: bool = True, seed: int | None = None,
               cancel: threading.Event | None = None,
-              on_verdict: Callable[[CheckResult], None] | None = None) -> CheckResult:
-        """Check ``file`` in a worker: the result with both phases.  With
-        ``on_verdict``, the verdict is handed over as soon as it is known (only
-        when a performance phase follows; otherwise the returned result is all)."""
+              on_phase: Callable[[Phase, CheckResult], None] | None = None,
+              on_step: Callable[[str], None] | None = None) -> CheckResult:
+        """Check ``file`` in a worker: the result with every phase.  With
+        ``on_phase``, the verdict is handed over as soon as it is known when a later
+        phase follows, and the diagnosis when the performance phase follows
+        (otherwise the returned result is all); ``on_step`` hears the verdict's steps."""
 
         baseline = self._sdpa.get(drill)
         self._last_drill = drill
@@ -312,16 +398,23 @@ class CheckRunner:
         worker = self._take_worker()
         spare_early = self.keep_warm and SPARE_DURING_CHECK
 
-        def verdict_in(verdict: CheckResult) -> None:
-            if spare_early:  # cores to spare: a save during the performance phase finds the next worker starting
+        def phase_in(phase: Phase, partial: CheckResult) -> None:
+            if spare_early and phase == "verdict":  # cores to spare: the next save finds the next worker starting
                 self._ensure_spare()
-            if on_verdict is not None:
-                on_verdict(verdict)
+            if on_phase is not None:
+                on_phase(phase, partial)
 
         try:
-            result = worker.run(job, self.timeout_s, cancel, verdict_in)
+            result = worker.run(job, self.timeout_s, cancel, phase_in, on_step)
             self.device = worker.device or self.device
-            result = explain_crash(job, result, self.device_choice, self.timeout_s, cancel)
+            if crash_explainable(job, result):  # a crash's diagnosis: one re-run at whole blocks
+                if on_phase is not None:
+                    verdict = copy.deepcopy(result)
+                    verdict.diagnosis_phase = DiagnosisPhase("pending")
+                    on_phase("verdict", verdict)
+                started = time.monotonic()
+                result = explain_crash(job, result, self.device_choice, self.timeout_s, cancel)
+                result.diagnosis_phase = DiagnosisPhase("done", duration_s=time.monotonic() - started)
             self._reuse_sdpa_timing(drill, result, baseline)
             return result
         finally:

@@ -7,9 +7,19 @@ Protocol (one JSON object per line):
    ``{"ready": true, "device": {...}}`` — it is now *warm*;
 2. it reads one job (a :class:`~tutor.harness.job.CheckJob` as a dict) from
    stdin, runs its verdict phase and writes ``{"result": {...}}`` at once;
-3. when that result's ``performance.status`` is ``"pending"`` it runs the
-   performance phase (timed launches, SDPA, roofline) and writes
-   ``{"performance": {...}}`` (:meth:`CheckResult.performance_dict`); then it exits.
+   before each of the student's correctness launches it writes
+   ``{"step": "the default case, shape 1x2x200x64, causal"}``, so a launch that
+   never returns is named by the runner's timeout;
+3. when that result's ``diagnosis_phase.status`` is ``"pending"`` (it FAILED) it
+   runs the diagnosis (read-outs, probes) and writes ``{"diagnosis": {...}}``
+   (:meth:`CheckResult.diagnosis_dict`);
+4. when its ``performance.status`` is ``"pending"`` it runs the performance
+   phase (timed launches, SDPA, roofline) and writes ``{"performance": {...}}``
+   (:meth:`CheckResult.performance_dict`); then it exits.
+
+A spare worker (``--warm-compiler``) says it is ready first and warms up after,
+in a thread that gives way to the job the moment it arrives (at its next kernel
+launch): the student's first check never waits for the spare's warm-up.
 
 One check per worker: a crash, a hang or a sticky CUDA error dies with it.
 The protocol travels on a private copy of the original stdout; file
@@ -24,6 +34,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import traceback
 from typing import Any, TextIO
 
@@ -58,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
         device = select_device(args.device)  # imports torch (and probes the device)
         startup["device_s"] = time.perf_counter() - clock
-        from tutor.harness.check import run_performance, run_verdict
+        from tutor.harness.check import run_diagnosis, run_performance, run_verdict
 
         startup["harness_imports_s"] = time.perf_counter() - clock - startup["device_s"]
         if not device.interpreter:
@@ -69,46 +80,38 @@ def main(argv: list[str] | None = None) -> int:
             before = time.perf_counter()
             torch.zeros(1, device="cuda")
             startup["cuda_context_s"] = time.perf_counter() - before
-        if args.warm_compiler:
-            from tutor.harness.launch import torch_device_name
-            from tutor.harness.warmup import warm_compiler
-
-            # only a head start, each: a check does what failed here as it would anyway
-            try:  # a GPU compiles the warm-up kernel, the interpreter runs it once
-                startup["compiler_warm_s"] = warm_compiler(torch_device_name(device))
-            except Exception:  # noqa: BLE001
-                startup["compiler_warm_s"] = -1.0
-            if not device.interpreter and args.warm_drill:
-                from tutor.harness.warmup import warm_harness
-
-                before = time.perf_counter()
-                try:
-                    warm_harness(args.warm_drill, device)
-                    startup["harness_warm_s"] = time.perf_counter() - before
-                except Exception:  # noqa: BLE001
-                    startup["harness_warm_s"] = -1.0
-            if not device.interpreter:
-                from tutor.harness.peaks import device_peaks
-
-                try:  # the roofline's ceilings, measured once per device and cached
-                    device_peaks(device.name, device.torch)
-                except Exception:  # noqa: BLE001
-                    pass
         from tutor.harness.job import CheckJob
     except Exception as exc:  # noqa: BLE001 - tell the parent why this worker cannot start
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     from dataclasses import asdict
 
+    from tutor.harness import cost
+
+    cost.install()
     startup["total_s"] = time.perf_counter() - clock
     send({"ready": True, "device": asdict(device), "pid": os.getpid(), "startup": startup})
+    job_arrived = threading.Event()
+    warming = None
+    if args.warm_compiler:
+        warming = threading.Thread(target=_warm_up, args=(device, args.warm_drill, job_arrived, startup),
+                                   daemon=True, name="warm-up")
+        warming.start()
     line = sys.stdin.readline()
+    job_arrived.set()
     if not line:
         return 0  # the parent closed us without a job: a warm spare that was not needed
+    if warming is not None:
+        warming.join()  # at most until its next kernel launch (or the peaks' one measurement)
     try:
         job = CheckJob(**json.loads(line))
+        cost.listen_steps(lambda words: send({"step": words}))
         result, state = run_verdict(job, device)
+        cost.listen_steps(None)
         send({"result": result.to_dict()})
+        if result.diagnosis_phase.status == "pending":
+            run_diagnosis(job, device, result, state)
+            send({"diagnosis": result.diagnosis_dict()})
         if result.performance.status == "pending":
             run_performance(job, device, result, state)
             send({"performance": result.performance_dict()})
@@ -119,6 +122,40 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr.flush()
     # skip interpreter teardown: a student's CUDA context in a bad state can hang it
     os._exit(0)
+
+
+def _warm_up(device: Any, warm_drill: str | None, job_arrived: threading.Event, startup: dict[str, float]) -> None:
+    """A spare's head start, while it waits for its job: compile (GPU) or interpret
+    (CPU) a small kernel, on a GPU run the last drill's solution once (the harness's
+    first CUDA operations) and measure the roofline's peaks (once per device, cached).
+    Each step only if no job has arrived; a launch after one has raises
+    :class:`~tutor.harness.cost.LaunchAborted`, which ends the warm-up there.  Only a
+    head start, each: a check does what failed here as it would anyway."""
+    import time
+
+    from tutor.harness import cost
+    from tutor.harness.launch import torch_device_name
+    from tutor.harness.warmup import warm_compiler, warm_harness
+
+    with cost.abortable(job_arrived):
+        try:  # a GPU compiles the warm-up kernel, the interpreter runs it once
+            startup["compiler_warm_s"] = warm_compiler(torch_device_name(device))
+        except Exception:  # noqa: BLE001
+            startup["compiler_warm_s"] = -1.0
+        if not device.interpreter and warm_drill and not job_arrived.is_set():
+            before = time.perf_counter()
+            try:
+                warm_harness(warm_drill, device)
+                startup["harness_warm_s"] = time.perf_counter() - before
+            except Exception:  # noqa: BLE001
+                startup["harness_warm_s"] = -1.0
+    if not device.interpreter and not job_arrived.is_set():
+        from tutor.harness.peaks import device_peaks
+
+        try:  # the roofline's ceilings, measured once per device and cached
+            device_peaks(device.name, device.torch)
+        except Exception:  # noqa: BLE001
+            pass
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ from tutor.app.messages import (
     CheckAbandoned,
     CheckBegan,
     CheckDone,
+    CheckStepped,
     DeviceKnown,
+    DiagnosisDone,
     EngineNotice,
     PerformanceDone,
     ProgressLoaded,
@@ -45,11 +47,12 @@ from tutor.app.screens.help import HelpPage
 from tutor.app.screens.hints import HintsScreen
 from tutor.app.screens.quiz import QuizScreen
 from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
-from tutor.catalog import Drill, get_drill, next_drill
+from tutor.catalog import Drill, Hint, get_drill, next_drill
 from tutor.engine import EngineError, Event, TutorEngine
 from tutor.harness.device import DeviceChoice
 from tutor.harness.result import CheckResult, Device
 from tutor.hints import hint_states
+from tutor.progress import DrillProgress
 from tutor.quiz import QuizSession, build_questions, gpu_for_checks
 from tutor.runner import DEFAULT_TIMEOUT_S
 
@@ -179,6 +182,11 @@ class FlashTutorApp(DrillActions):
         for screen in self._drill_screens(drill):
             screen.show_running(True)
 
+    @on(CheckStepped)
+    def _check_stepped(self, message: CheckStepped) -> None:
+        for screen in self._drill_screens(message.event.drill):
+            screen.show_step(message.event.step)
+
     @on(CheckAbandoned)
     def _check_abandoned(self, message: CheckAbandoned) -> None:
         # a newer save replaced it; a CheckBegan for the newest content follows
@@ -197,18 +205,36 @@ class FlashTutorApp(DrillActions):
             screen.show_running(False)
             screen.show_result(result)
             screen.show_history(event.record.history_series())
+        self._hints_unlocked(event.drill, event.record, event.newly_unlocked)
         drill = get_drill(event.drill)
-        for hints_screen in self._screens(HintsScreen):
-            if hints_screen.drill.id == drill.id:  # the event carries the recorded unlocks: no re-read
-                hints_screen.update_states(hint_states(drill, event.record.unlocked_hints), event.record.attempts)
-        if event.newly_unlocked:
-            titles = "\n".join(f"{drill.hints.index(h) + 1}. {h.title}" for h in event.newly_unlocked)
-            plural = "s" if len(event.newly_unlocked) > 1 else ""
-            self.say(f"{titles}\npress h to read {'them' if plural else 'it'}",
-                     title=f"{drill.id}: hint{plural} unlocked", timeout=8)
         if result.solved and event.counted and event.record.attempts_to_pass == event.record.attempts:
             self.say(f"{drill.id} {drill.title} solved in {event.record.attempts} attempts. n: the next drill.",
                      title="solved", timeout=8)
+        self._refresh_list()
+
+    def _hints_unlocked(self, drill_id: str, record: DrillProgress, unlocked: list[Hint]) -> None:
+        """The hints screen follows the recorded unlocks (no re-read); new ones are announced."""
+        drill = get_drill(drill_id)
+        for hints_screen in self._screens(HintsScreen):
+            if hints_screen.drill.id == drill.id:
+                hints_screen.update_states(hint_states(drill, record.unlocked_hints), record.attempts)
+        if unlocked:
+            titles = "\n".join(f"{drill.hints.index(h) + 1}. {h.title}" for h in unlocked)
+            plural = "s" if len(unlocked) > 1 else ""
+            self.say(f"{titles}\npress h to read {'them' if plural else 'it'}",
+                     title=f"{drill.id}: hint{plural} unlocked", timeout=8)
+
+    @on(DiagnosisDone)
+    def _diagnosis_done(self, message: DiagnosisDone) -> None:
+        event = message.event
+        if event.result.diagnosis_phase.status == "cancelled":
+            return  # a newer save's check follows
+        self.latest[event.drill] = event.result
+        self.known.take_record(event.drill, event.record)
+        for screen in self._drill_screens(event.drill):
+            screen.show_result(event.result)
+            screen.show_history(event.record.history_series())
+        self._hints_unlocked(event.drill, event.record, event.newly_unlocked)
         self._refresh_list()
 
     @on(PerformanceDone)

@@ -27,6 +27,15 @@ class CheckBegan(EngineMessage):
     event: engine.CheckStarted
 
 
+class CheckStepped(EngineMessage):
+    """What a running check does now (``engine.CheckStep``)."""
+
+    event: engine.CheckStep
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, CheckStepped) and message.event.drill == self.event.drill
+
+
 class CheckAbandoned(EngineMessage):
     event: engine.CheckCancelled
 
@@ -43,6 +52,12 @@ class CheckDone(EngineMessage):
             and message.event.drill == self.event.drill
             and not self.event.newly_unlocked
         )
+
+
+class DiagnosisDone(EngineMessage):
+    """The diagnosis of a failing check whose verdict (CheckDone) came before."""
+
+    event: engine.DiagnosisFinished
 
 
 class PerformanceDone(EngineMessage):
@@ -67,8 +82,10 @@ class EngineNotice(EngineMessage):
 
 _MESSAGE_FOR = {
     engine.CheckStarted: CheckBegan,
+    engine.CheckStep: CheckStepped,
     engine.CheckCancelled: CheckAbandoned,
     engine.CheckFinished: CheckDone,
+    engine.DiagnosisFinished: DiagnosisDone,
     engine.PerformanceFinished: PerformanceDone,
     engine.WatcherStatus: WatcherChanged,
     engine.DeviceReady: DeviceKnown,

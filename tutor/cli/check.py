@@ -25,8 +25,8 @@ from tutor.progress import (
     not_saved_note,
     status_words,
 )
-from tutor.report import performance_lines, verdict_lines
-from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, WorkerStartError
+from tutor.report import LABEL_WIDTH, diagnosis_lines, performance_lines, verdict_lines
+from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, Phase, WorkerStartError
 from tutor.targets import Target, TargetError, resolve, workspace_file
 
 EXIT_CODES = {"solved": EXIT_OK, "passed-with-finding": EXIT_FAILED, "failed": EXIT_FAILED, "not-run": EXIT_NOT_RUN}
@@ -100,30 +100,17 @@ def run_check_command(args: argparse.Namespace) -> int:
                 codes.append(EXIT_NOT_RUN)
                 continue
             title = f"{target.drill.id} {target.drill.title} ({file_link(target.file, stream=sys.stdout)})"
-            shown: list[CheckResult] = []
-            store = _store_for(target)  # one progress store for both phases of this check
-
-            def on_verdict(verdict: CheckResult, target: Target = target, title: str = title,
-                           shown: list[CheckResult] = shown, store: ProgressStore | None = store) -> None:
-                """The verdict is printed (and recorded) as soon as it is known."""
-                shown.append(verdict)
-                _show_verdict(args, target, verdict, title, store)
-
+            store = _store_for(target)  # one progress store for every phase of this check
+            shown = _Shown(args, target, title, store)
             try:
                 result = runner.check(target.drill.id, target.file, timing=not args.no_timing, seed=args.seed,
-                                      on_verdict=on_verdict)
+                                      on_phase=shown.phase)
             except WorkerStartError as exc:
                 print(f"flashtutor: {exc}", file=sys.stderr)
                 return EXIT_NOT_RUN
-            if not shown:  # no performance phase: the result is the verdict
-                _show_verdict(args, target, result, title, store)
-            else:
-                if not args.json and sys.stderr.isatty():
-                    print("\033[K", end="", file=sys.stderr, flush=True)  # erase the indicator
-                if store is not None and result.performance.status == "done":
-                    store.record_performance(result, attempt_content_id(result))
+            shown.last(result)
             if args.json:
-                print(result.to_json())  # one object: both phases (or performance marked skipped)
+                print(result.to_json())  # one object: every phase (each with its status)
             else:
                 performance = performance_lines(result) if result.error is None else []
                 if performance:
@@ -133,18 +120,82 @@ def run_check_command(args: argparse.Namespace) -> int:
     return max(codes, default=EXIT_OK)
 
 
+class _Shown:
+    """One check's phases, printed (and recorded) in order as each arrives: the
+    verdict, the diagnosis, then (by the caller) the performance."""
+
+    def __init__(self, args: argparse.Namespace, target: Target, title: str, store: ProgressStore | None):
+        self.args, self.target, self.title, self.store = args, target, title, store
+        self.verdict: CheckResult | None = None
+        self.diagnosed = False
+
+    def phase(self, phase: Phase, partial: CheckResult) -> None:
+        if phase == "verdict":
+            self.verdict = partial
+            _show_verdict(self.args, self.target, partial, self.title, self.store)
+        else:
+            self._diagnosis(partial)
+
+    def _diagnosis(self, result: CheckResult) -> None:
+        self.diagnosed = True
+        assert self.verdict is not None
+        record = None
+        if self.store is not None:
+            record = self.store.record_diagnosis(result, self.target.drill, attempt_content_id(result))
+        if self.args.json:
+            return
+        _erase_indicator()
+        lines = diagnosis_lines(result)
+        before, after = self.verdict.error, result.error
+        if before is not None and after is not None and after.message != before.message:
+            lines += ["", f"{'diagnosis':<{LABEL_WIDTH}}: {after.message[len(before.message):].strip()}"]
+        print("\n".join(lines[1:] if lines[:1] == [""] else lines), flush=True)
+        unlocked = record.unlocked_hints(self.target.drill) if record is not None else []
+        print(_progress_lines(self.target, record, self.store, unlocked, counted_line=False), end="")
+        _indicate(self.target, result)
+
+    def last(self, result: CheckResult) -> None:
+        """The check's end: the verdict if it was not shown, the diagnosis if it was
+        not, and the performance's record."""
+        if self.verdict is None:  # no later phase: the result is the verdict (and its diagnosis)
+            _show_verdict(self.args, self.target, result, self.title, self.store)
+            return
+        if not self.diagnosed and self.verdict.diagnosis_phase.status == "pending":
+            self._diagnosis(result)
+        if not self.args.json:
+            _erase_indicator()
+        if self.store is not None and result.performance.status == "done":
+            self.store.record_performance(result, attempt_content_id(result))
+
+
+def _erase_indicator() -> None:
+    if sys.stderr.isatty():
+        print("\033[K", end="", file=sys.stderr, flush=True)
+
+
+def _indicate(target: Target, result: CheckResult) -> None:
+    """An indicator on the terminal while a later phase runs; erased when it is in."""
+    print()
+    if not sys.stderr.isatty():
+        return
+    if result.diagnosis_phase.status == "pending":
+        print(f"diagnosing {target.drill.id}… (the verdict above is in)", end="\r", file=sys.stderr, flush=True)
+    elif result.performance.status == "pending":
+        print(f"timing {target.drill.id}… (the verdict above is in)", end="\r", file=sys.stderr, flush=True)
+
+
 def _show_verdict(args: argparse.Namespace, target: Target, verdict: CheckResult, title: str,
                   store: ProgressStore | None) -> None:
     record = _record_progress(store, target, verdict)
     if args.json:
-        return  # --json prints one object per drill once both phases are in
-    print("\n".join(verdict_lines(verdict, title, links=True)), flush=True)
+        return  # --json prints one object per drill once every phase is in
+    # a pending diagnosis: the indicator says it runs, and what it finds follows
+    print("\n".join(verdict_lines(verdict, title, links=True, diagnosis=verdict.diagnosis_phase.status != "pending")),
+          flush=True)
     unlocked = record.unlocked_hints(target.drill) if record is not None else []
     print(_progress_lines(target, record, store, unlocked), end="")
-    if verdict.performance.status == "pending":
-        print()
-        if sys.stderr.isatty():  # an indicator while the timed launches run; erased when they are in
-            print(f"timing {target.drill.id}… (the verdict above is in)", end="\r", file=sys.stderr, flush=True)
+    if verdict.diagnosis_phase.status == "pending" or verdict.performance.status == "pending":
+        _indicate(target, verdict)
     sys.stdout.flush()
 
 
@@ -170,11 +221,11 @@ def _record_progress(store: ProgressStore | None, target: Target, result: CheckR
 
 
 def _progress_lines(target: Target, record: CheckRecord | None, store: ProgressStore | None,
-                    unlocked: list[Hint]) -> str:
+                    unlocked: list[Hint], counted_line: bool = True) -> str:
     if record is None or store is None:
         return ""
     lines = []
-    if not record.counted:
+    if counted_line and not record.counted:
         lines.append(f"not a new attempt ({record.not_counted}): attempts stay at {record.progress.attempts}")
     note = not_saved_note(store, "command")
     suffix = f" - {note}" if note else ""

@@ -26,25 +26,28 @@ from typing import Any
 from rich.console import Console
 from rich.status import Status
 
-from tutor.catalog import Drill, UnknownDrill, get_drill, kernel_drills, next_drill
+from tutor.catalog import Drill, Hint, UnknownDrill, get_drill, kernel_drills, next_drill
 from tutor.cli import EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
 from tutor.cli.check import add_runner_options
 from tutor.engine import (
     CheckCancelled,
     CheckFinished,
     CheckStarted,
+    CheckStep,
     DeviceReady,
+    DiagnosisFinished,
     EngineError,
     EngineWarning,
     PerformanceFinished,
     TutorEngine,
     WatcherStatus,
 )
+from tutor.harness.result import CheckResult
 from tutor.hints import hint_states
 from tutor.links import file_link
 from tutor.paths import NoWorkspace, require_workspace
 from tutor.progress import ProgressStore, not_saved_note
-from tutor.report import performance_lines, verdict, verdict_lines
+from tutor.report import diagnosis_lines, performance_lines, step_words, verdict, verdict_lines
 
 KEYS = "Enter or r: re-run · h: hints · n: next drill · q: quit"
 
@@ -186,17 +189,33 @@ class WatchSession:
         elif isinstance(event, CheckStarted):
             self.stop_spinner()  # a "timing" spinner of the previous content gives way
             self.start_spinner(event.drill)
+        elif isinstance(event, CheckStep):
+            if self.spinner is not None and event.drill == self.drill.id:
+                self.spinner.update(f"checking {event.drill}… {step_words(event.step)}")
         elif isinstance(event, CheckCancelled):
             pass  # the newer save's check follows at once
         elif isinstance(event, CheckFinished):
             self.stop_spinner()
             self.on_finished(event)
-            if event.result.performance.status == "pending" and event.drill == self.drill.id:
-                self.start_spinner(event.drill, "timing")
+            self.spin_for_later_phase(event.result, event.drill)
+        elif isinstance(event, DiagnosisFinished):
+            if event.result.diagnosis_phase.status != "cancelled":  # else a newer check's spinner runs
+                self.stop_spinner()
+            self.on_diagnosis(event)
+            self.spin_for_later_phase(event.result, event.drill)
         elif isinstance(event, PerformanceFinished):
             if event.result.performance.status != "cancelled":  # else a newer check's spinner runs
                 self.stop_spinner()
             self.on_performance(event)
+
+    def spin_for_later_phase(self, result: CheckResult, drill_id: str) -> None:
+        """While the diagnosis or the timing of the drill on screen runs, say so."""
+        if drill_id != self.drill.id:
+            return
+        if result.diagnosis_phase.status == "pending":
+            self.start_spinner(drill_id, "diagnosing")
+        elif result.performance.status == "pending":
+            self.start_spinner(drill_id, "timing")
 
     def start_spinner(self, drill_id: str, doing: str = "checking") -> None:
         message = f"{doing} {drill_id}…"
@@ -221,20 +240,37 @@ class WatchSession:
             self.console.clear()
         style = OUTCOME_STYLES[event.result.outcome]
         title = f"{drill.id} {drill.title} ({self.drill_link(drill, drill.file)})"
-        self.say("\n".join(verdict_lines(event.result, title=title, links=True)))
+        pending = event.result.diagnosis_phase.status == "pending"  # the spinner says so; its findings follow
+        self.say("\n".join(verdict_lines(event.result, title=title, links=True, diagnosis=not pending)))
         if event.counted:
             self.say(f"attempt {event.record.attempts}", style=style)
         else:
             self.say(f"not a new attempt ({event.not_counted}); attempts: {event.record.attempts}", style=style)
-        note = not_saved_note(self.engine.progress, "session") if event.newly_unlocked else ""
-        for hint in event.newly_unlocked:
+        self.announce_hints(drill, event.newly_unlocked)
+        if event.result.solved:
+            self.offer_next(drill)
+        elif event.result.diagnosis_phase.status != "pending":
+            self.say(f"\n{KEYS}")
+
+    def on_diagnosis(self, event: DiagnosisFinished) -> None:
+        """The diagnosis of the failing check whose verdict is on screen: printed below it."""
+        drill = get_drill(event.drill)
+        if drill.id != self.drill.id or event.result.diagnosis_phase.status == "cancelled":
+            return
+        if event.result.error is not None:  # a crash, re-run at whole blocks: its message says more now
+            self.say(f"diagnosis     : {event.result.error.message}")
+        else:
+            lines = diagnosis_lines(event.result)
+            self.say("\n".join(lines[1:] if lines[:1] == [""] else lines))
+        self.announce_hints(drill, event.newly_unlocked)
+        self.say(f"\n{KEYS}")
+
+    def announce_hints(self, drill: Drill, unlocked: list[Hint]) -> None:
+        note = not_saved_note(self.engine.progress, "session") if unlocked else ""
+        for hint in unlocked:
             number = drill.hints.index(hint) + 1
             heading = f"new hint unlocked - hint {number}: {hint.title}" + (f" ({note})" if note else "")
             self.say(f"\n{heading}\n{hint.text}", style="cyan")
-        if event.result.solved:
-            self.offer_next(drill)
-        else:
-            self.say(f"\n{KEYS}")
 
     def on_performance(self, event: PerformanceFinished) -> None:
         """The second phase of the check whose verdict is on screen: printed below it."""

@@ -1,14 +1,22 @@
-"""One check of one drill file, run inside a worker process, in two phases.
+"""One check of one drill file, run inside a worker process, in three phases.
 
 ``run_verdict`` loads the student's module, launches their kernel on fresh
 random inputs for every shape and mode the drill asks for, compares each
-output with a float64 reference, counts the K/V blocks each launch visited
-and diagnoses what went wrong: the verdict, published as soon as it is known.
+output with a float64 reference and counts the K/V blocks each launch
+visited: the verdict, published as soon as it is known.  A kernel that passed
+every case is diagnosed there too (its findings need no further launch).
 
-``run_performance`` then times full and causal launches (and torch's SDPA on
-a GPU) and puts the kernel on a roofline (:mod:`tutor.roofline`): the second
-result for the same content.  ``run_check`` runs both, for callers that want
-one result.  Everything either reports was measured from the student's kernel.
+``run_diagnosis`` then diagnoses a failing kernel: the read-outs, the probes
+that re-run a launch with other guard fills, the named mistakes (the problem's
+``Correctness.diagnose``).  Its launches reuse the variants the verdict
+compiled; the runner gives it its own time budget, not the student's.
+
+``run_performance`` last times full and causal launches (and torch's SDPA on
+a GPU) and puts the kernel on a roofline (:mod:`tutor.roofline`).
+``run_check`` runs them all, for callers that want one result.  Everything
+any phase reports was measured from the student's kernel.  Each phase's
+launches, compiles and seconds go into ``result.costs``
+(:mod:`tutor.harness.cost`).
 """
 
 from __future__ import annotations
@@ -25,14 +33,14 @@ from typing import Any
 import torch
 
 from tutor.catalog import Drill, get_drill
+from tutor.harness import cost, timing
 from tutor.harness import launch as launching
-from tutor.harness import timing
 from tutor.harness.errors import bad_output_error, from_exception
 from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
-from tutor.harness.problems import TimedLaunches, problem_module
+from tutor.harness.problems import Diagnosed, TimedLaunches, problem_module
 from tutor.harness.read_trace import tracing_reads
-from tutor.harness.result import CheckResult, Device, Performance, VisitMap
+from tutor.harness.result import CheckResult, Device, DiagnosisPhase, Performance, VisitMap
 from tutor.pristine import blob_id
 
 # "0": compile each phase's Triton variants one after another (GPU); by default they are
@@ -72,6 +80,7 @@ class VerdictState:
     problem: ModuleType | None
     generator: torch.Generator
     visits_by_mode: dict[str, VisitMap]  # the default shape's counted maps
+    diagnose: Callable[[], Diagnosed] | None = None  # the diagnosis still to run (a failing kernel's)
 
 
 def _read(path: Path) -> bytes | None:
@@ -84,10 +93,12 @@ def _read(path: Path) -> bytes | None:
 
 
 def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
-    """Phase 1: correctness on every shape, the visit maps, the diagnosis.  Never
-    raises for the student's mistakes: they come back in ``result.error`` /
-    ``result.diagnosis``.  ``result.performance`` says whether phase 2 follows."""
+    """Phase 1: correctness on every shape and the visit maps (and, for a kernel that
+    passed, its diagnosis).  Never raises for the student's mistakes: they come back
+    in ``result.error`` / ``result.diagnosis``.  ``result.diagnosis_phase`` and
+    ``result.performance`` say whether phases 2 and 3 follow."""
     started = time.perf_counter()
+    meter = cost.Meter(dev.interpreter)
     drill = get_drill(job.drill)
     result = CheckResult(drill=drill.id, file=job.file, device=dev, tolerance=drill.tolerance)
     seed = job.seed if job.seed is not None else int.from_bytes(os.urandom(4), "little")
@@ -96,6 +107,7 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
     try:
         data = _read(Path(job.file))
         result.content_id = None if data is None else blob_id(data)
+        cost.step("loading and compiling your kernel")
         state.module = load_student_module(Path(job.file), data)
         state.problem = problem_module(drill.problem)
         warmups = getattr(state.problem, "compile_warmups", None)
@@ -108,9 +120,7 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
                 drill, state.module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape,
                 **({"shape_only": True} if job.shape_only else {}),
             )
-        result.cases, result.shape, result.diagnosis = found.cases, found.shape, found.diagnosis
-        result.guard_findings = found.guard_findings
-        result.readout = found.readout
+        result.cases, result.shape = found.cases, found.shape
         result.visits = found.visits[0] if found.visits else None
         result.extra_visits = found.visits[1:]
         full_visits = found.full_visits
@@ -122,21 +132,57 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
         errors = [c.max_abs_err for c in result.cases]
         result.max_abs_err = None if None in errors else max(e for e in errors if e is not None)
         result.passed = all(c.passed for c in result.cases)
+        if result.passed:  # nothing to read out: the findings come from these launches
+            with tracing_reads(dev.interpreter):
+                _take_diagnosis(result, found.diagnose())
+        else:
+            state.diagnose = found.diagnose
+            result.diagnosis_phase = DiagnosisPhase("pending")
     except LoadFailed as failed:
         result.error = failed.error
     except launching.BadOutput as bad:
         result.error = bad_output_error(str(bad), job.file, getattr(state.module, LAUNCHER, None))
     except Exception as exc:  # noqa: BLE001 - the student's kernel raised: report it at their line
         result.error = from_exception(exc, job.file, state.module, during="runtime")
+    cost.step("")
     if result.error is not None:
         result.passed = False
+        state.diagnose = None
+        result.diagnosis_phase = DiagnosisPhase("skipped", "the check could not run to a verdict")
         result.performance = Performance("skipped", "the check could not run to a verdict")
     elif job.timing:
         result.performance = Performance("pending")
     else:
         result.performance = Performance("skipped", "timing was not asked for (--no-timing)")
     result.duration_s = time.perf_counter() - started
+    result.costs["verdict"] = meter.cost()
     return result, state
+
+
+def _take_diagnosis(result: CheckResult, found: Diagnosed) -> None:
+    result.diagnosis, result.guard_findings, result.readout = found.diagnosis, found.guard_findings, found.readout
+
+
+def run_diagnosis(job: CheckJob, dev: Device, result: CheckResult, state: VerdictState) -> CheckResult:
+    """Phase 2: the diagnosis of a failing kernel, into ``result``.  Whatever goes
+    wrong here (a read-out launch that raises) fails this phase only: the verdict
+    stands, and the report says the tutor could not diagnose it."""
+    if state.diagnose is None:
+        return result
+    started = time.perf_counter()
+    meter = cost.Meter(dev.interpreter)
+    try:
+        with tracing_reads(dev.interpreter):
+            _take_diagnosis(result, state.diagnose())
+        result.diagnosis_phase = DiagnosisPhase("done")
+    except Exception as exc:  # noqa: BLE001 - the verdict is already out; say why no diagnosis
+        error = from_exception(exc, job.file, state.module, during="runtime")
+        where = f" ({error.location()})" if error.location() else ""
+        result.diagnosis_phase = DiagnosisPhase("failed", f"a read-out launch raised: {error.message}{where}")
+    state.diagnose = None
+    result.diagnosis_phase.duration_s = time.perf_counter() - started
+    result.costs["diagnosis"] = meter.cost()
+    return result
 
 
 def _counted_modes(state: VerdictState) -> list[str]:
@@ -156,6 +202,7 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
     """Phase 2: the timed launches, torch's SDPA (GPU) and the roofline, into
     ``result``.  A launch that raises here fails this phase only: the verdict stands."""
     started = time.perf_counter()
+    meter = cost.Meter(dev.interpreter)
     try:
         problem, drill, module = state.problem, state.drill, state.module
         assert problem is not None and module is not None
@@ -180,6 +227,7 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
         where = f" ({error.location()})" if error.location() else ""
         result.performance = Performance("failed", f"the timed launches raised: {error.message}{where}")
     result.performance.duration_s = time.perf_counter() - started
+    result.costs["performance"] = meter.cost()
     return result
 
 
@@ -218,8 +266,9 @@ def _roofline(state: VerdictState, dev: Device, result: CheckResult, timed: Time
 
 
 def run_check(job: CheckJob, dev: Device) -> CheckResult:
-    """Both phases, one result (the performance phase only where it was asked for)."""
+    """Every phase, one result (the performance phase only where it was asked for)."""
     result, state = run_verdict(job, dev)
+    run_diagnosis(job, dev, result, state)
     if result.performance.status == "pending":
         run_performance(job, dev, result, state)
     return result

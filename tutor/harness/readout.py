@@ -50,9 +50,14 @@ def one_hot_values(shape: tuple[int, ...], group: int, device: torch.device | st
 def weights(module: ModuleType, q: torch.Tensor, k: torch.Tensor, causal: bool | None) -> tuple[torch.Tensor, int]:
     """The student's effective weights, (batch*heads, seq, seq) float64, and the launches it took.
 
-    Unwritten elements (still the poison pattern) read as NaN."""
+    Unwritten elements (still the poison pattern) read as NaN.  Each launch records its
+    visits, as the correctness launches do, so it runs the variant they compiled (a
+    kernel whose visit recording is a constexpr switch would otherwise compile again);
+    and each runs on the case's own shape: one launch a group of keys, not the groups
+    stacked in the batch, whose larger batch would read out a kernel that mishandles the
+    batch index as weights it never applies at the checked shape."""
     def launch(v: torch.Tensor) -> torch.Tensor:
-        return launching.run_launcher(module, (q, k, v), causal, record_visits=False).out
+        return launching.run_launcher(module, (q, k, v), causal, record_visits=True).out
 
     return weights_through(launch, tuple(q.shape), q.shape[0] * q.shape[1], q.device)
 
@@ -462,7 +467,7 @@ def dependence(module: ModuleType, q: torch.Tensor, k: torch.Tensor, causal: boo
     """Change head 0's q, k or v alone: does head 0's output move, and does any other head's?"""
     generator = generator or torch.Generator().manual_seed(1234)
     v = torch.randn(q.shape, generator=generator).to(q.device, torch.float16)
-    base = launching.run_launcher(module, (q, k, v), causal, record_visits=False).out.to("cpu", torch.float64)
+    base = launching.run_launcher(module, (q, k, v), causal, record_visits=True).out.to("cpu", torch.float64)
     moves: dict[str, bool] = {}
     cross: list[str] = []
     if not bool(torch.isfinite(base.reshape(-1, *base.shape[2:])[0]).any()):
@@ -474,7 +479,7 @@ def dependence(module: ModuleType, q: torch.Tensor, k: torch.Tensor, causal: boo
         fresh[0, 0] = torch.randn(fresh.shape[2:], generator=generator).to(q.device, torch.float16)
         changed[name] = fresh
         out = launching.run_launcher(module, (changed["q"], changed["k"], changed["v"]), causal,
-                                     record_visits=False).out.to("cpu", torch.float64)
+                                     record_visits=True).out.to("cpu", torch.float64)
         # moved: a finite value changed, or an element turned NaN or stopped being NaN
         both = torch.isfinite(out) & torch.isfinite(base)
         delta = torch.where(both, (out - base).abs(), (torch.isfinite(out) != torch.isfinite(base)).to(out.dtype))

@@ -31,6 +31,17 @@ Outcome = Literal["solved", "passed-with-finding", "failed", "not-run"]
 #   cancelled  a newer save replaced this content while it was timed
 PerformanceStatus = Literal["pending", "done", "skipped", "failed", "cancelled"]
 
+# The diagnosis of a check, between the verdict and the performance: the read-outs,
+# the probes that re-run a failing launch, the named mistakes.  A passing kernel's
+# diagnosis needs no further launch and comes with the verdict ("done" at once).
+#   pending    the verdict is out (FAILED); the read-outs are running
+#   done       ``diagnosis``, ``guard_findings`` and ``readout`` are filled
+#   skipped    the check could not run to a verdict, or the tutor's own budget ran out
+#              (``reason`` says which: never the student's kernel's fault)
+#   failed     the tutor's read-out itself failed (the verdict stands)
+#   cancelled  a newer save replaced this content while it was diagnosed
+DiagnosisStatus = Literal["pending", "done", "skipped", "failed", "cancelled"]
+
 # Error kinds: the check could not run the drill to a verdict.
 ErrorKind = Literal[
     "missing-file",  # the file does not exist
@@ -166,6 +177,27 @@ class Performance:
 
 
 @dataclass
+class DiagnosisPhase:
+    """Where the diagnosis phase of a check stands (its findings live on the result)."""
+
+    status: DiagnosisStatus = "done"
+    reason: str = ""  # why it was skipped, failed or cancelled, in words
+    duration_s: float = 0.0  # wall time of the phase inside the worker
+
+
+@dataclass
+class PhaseCost:
+    """What one phase of a check cost inside the worker: wall time, kernel launches
+    (every launch of a ``@triton.jit`` function, the student's and the tutor's read-out
+    launches of the student's kernel alike) and Triton compiles (None: not countable
+    here; the interpreter compiles nothing)."""
+
+    seconds: float = 0.0
+    launches: int = 0
+    compiles: int | None = None
+
+
+@dataclass
 class ReadOut:
     """The weights the student's kernel actually applied, read out in one mode.
 
@@ -261,6 +293,8 @@ class CheckResult:
     full_visited_blocks: int | None = None
     performance: Performance = field(default_factory=Performance)
     roofline: dict[str, Any] | None = None  # tutor.roofline.Roofline.to_dict(), when computed
+    diagnosis_phase: DiagnosisPhase = field(default_factory=DiagnosisPhase)
+    costs: dict[str, PhaseCost] = field(default_factory=dict)  # "verdict", "diagnosis", "performance"
 
     # -- derived figures ---------------------------------------------------------
     @property
@@ -318,11 +352,12 @@ class CheckResult:
     def codes(self) -> list[str]:
         return [d.code for d in self.diagnosis]
 
-    # -- the performance phase ----------------------------------------------------
+    # -- the later phases ---------------------------------------------------------
     def performance_dict(self) -> dict[str, Any]:
-        """The performance phase's own figures: what the worker sends after the verdict."""
+        """The performance phase's own figures: what the worker sends after the diagnosis."""
         data = {name: getattr(self, name) for name in PERFORMANCE_FIELDS}
         data["performance"] = asdict(self.performance)
+        data["cost"] = _cost_dict(self.costs.get("performance"))
         finite: dict[str, Any] = _finite(data)
         return finite
 
@@ -333,6 +368,27 @@ class CheckResult:
                 value = data[name]
                 setattr(self, name, list(value) if isinstance(value, list) else value)
         self.performance = Performance(**data.get("performance", {}))
+        _take_cost(self.costs, "performance", data.get("cost"))
+
+    def diagnosis_dict(self) -> dict[str, Any]:
+        """The diagnosis phase's findings: what the worker sends after the verdict."""
+        data: dict[str, Any] = {
+            "diagnosis": [asdict(d) for d in self.diagnosis],
+            "guard_findings": [asdict(g) for g in self.guard_findings],
+            "readout": {mode: asdict(r) for mode, r in self.readout.items()},
+            "diagnosis_phase": asdict(self.diagnosis_phase),
+            "cost": _cost_dict(self.costs.get("diagnosis")),
+        }
+        finite: dict[str, Any] = _finite(data)
+        return finite
+
+    def apply_diagnosis(self, data: dict[str, Any]) -> None:
+        """Take the findings of :meth:`diagnosis_dict` (from the worker) into this result."""
+        self.diagnosis = [Diagnosis(**d) for d in data.get("diagnosis", [])]
+        self.guard_findings = [GuardFinding(**g) for g in data.get("guard_findings", [])]
+        self.readout = {mode: ReadOut(**r) for mode, r in (data.get("readout") or {}).items()}
+        self.diagnosis_phase = DiagnosisPhase(**data.get("diagnosis_phase", {}))
+        _take_cost(self.costs, "diagnosis", data.get("cost"))
 
     # -- JSON ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -390,6 +446,8 @@ class CheckResult:
             full_visited_blocks=data.get("full_visited_blocks"),
             performance=Performance(**data.get("performance", {})),
             roofline=data.get("roofline"),
+            diagnosis_phase=DiagnosisPhase(**data.get("diagnosis_phase", {})),
+            costs={phase: PhaseCost(**cost) for phase, cost in (data.get("costs") or {}).items()},
         )
 
     @classmethod
@@ -402,6 +460,15 @@ PERFORMANCE_FIELDS = (
     "timing_shape", "timing_method", "full_ms", "causal_ms", "sdpa_full_ms", "sdpa_causal_ms",
     "sdpa_from_earlier_check", "roofline",
 )
+
+
+def _cost_dict(cost: PhaseCost | None) -> dict[str, Any] | None:
+    return None if cost is None else asdict(cost)
+
+
+def _take_cost(costs: dict[str, PhaseCost], phase: str, data: dict[str, Any] | None) -> None:
+    if data is not None:
+        costs[phase] = PhaseCost(**data)
 
 
 def _finite(value: Any) -> Any:

@@ -12,7 +12,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from tutor.app.widgets.check_indicator import CheckIndicator
-from tutor.app.widgets.result_view import Verdict, diagnosis_text, error_text, metrics_text
+from tutor.app.widgets.result_view import Verdict, diagnosis_text, error_text, has_diagnosis_text, metrics_text
 from tutor.app.widgets.roofline_view import RooflineView
 from tutor.app.widgets.sparkline import AttemptHistory
 from tutor.app.widgets.status_bar import StatusBar
@@ -21,6 +21,7 @@ from tutor.app.widgets.weight_map import WeightMapView
 from tutor.catalog import Drill
 from tutor.harness.result import CheckResult
 from tutor.progress import HistorySeries
+from tutor.report import step_words
 
 METRICS_WIDTH = 48  # the numbers column, its padding included
 MAP_FRAME = 8  # the map's border and padding, the body's padding and scroll bar
@@ -103,6 +104,11 @@ class DrillScreen(Screen[None]):
         if self.is_mounted:
             self._draw_running()
 
+    def show_step(self, step: str) -> None:
+        """What the running check does now ("compiling…", the launch it runs)."""
+        if self.is_mounted and self.running:
+            self.query_one(CheckIndicator).show_step(step_words(step))
+
     def show_result(self, result: CheckResult | None) -> None:
         self.result = result
         if self.is_mounted:
@@ -128,6 +134,8 @@ class DrillScreen(Screen[None]):
         indicator = self.query_one(CheckIndicator)
         if self.running:
             indicator.start(self.file_label)
+        elif self.result is not None and self.result.diagnosis_phase.status == "pending":
+            indicator.start(self.file_label, "diagnosing")  # the verdict is shown; its diagnosis follows
         elif self.result is not None and self.result.performance.status == "pending":
             indicator.start(self.file_label, "timing")  # the verdict is shown; its timing follows
         else:
@@ -163,6 +171,6 @@ class DrillScreen(Screen[None]):
             metrics.update(metrics_text(result))
             visit_map.show(result.visits)
             self._fit_numbers()
-        diagnosis.display = bool(result.diagnosis)
+        diagnosis.display = has_diagnosis_text(result)
         diagnosis.update(diagnosis_text(result))
         self.query_one(WeightMapView).show(None if could_not_run else result.readout)

@@ -26,19 +26,26 @@ class CheckIndicator(Static):
         # not `self.animate`: that name is Widget.animate(), which Textual calls
         self.spinning = animate
         self.file = ""
-        self.doing = "checking"  # or "timing": the verdict is shown, the timed launches run
+        self.doing = "checking"  # or "diagnosing"/"timing": the verdict is shown, a later phase runs
+        self.step = ""  # what the check does now ("compiling…")
         self._timer: Timer | None = None
 
     def on_mount(self) -> None:
         self.display = False
 
     def start(self, file: str, doing: str = "checking") -> None:
+        if doing != self.doing or not self.display:
+            self.step = ""
         self.file = file
         self.doing = doing
         self.frame = 0
         self.display = True
         if self.spinning and self._timer is None:
             self._timer = self.set_interval(0.1, self._advance)
+        self.refresh()
+
+    def show_step(self, step: str) -> None:
+        self.step = step
         self.refresh()
 
     def stop(self) -> None:
@@ -60,6 +67,10 @@ class CheckIndicator(Static):
         text.append(self.file)
         if self.doing == "timing":
             text.append(" … the verdict below is in; timed launches and roofline follow", style="dim")
+        elif self.doing == "diagnosing":
+            text.append(" … the verdict below is in; reading out your kernel", style="dim")
+        elif self.step:
+            text.append(f" … {self.step}; the last result stays below", style="dim")
         else:
             text.append(" … the last result stays below", style="dim")
         return text

@@ -147,7 +147,18 @@ def error_text(result: CheckResult, workspace: Path | None = None) -> Text:
 
 
 def diagnosis_text(result: CheckResult) -> Text:
+    """The named mistakes and findings, or where the diagnosis phase stands."""
     text = Text()
+    phase = result.diagnosis_phase
+    if phase.status == "pending":
+        text.append("why it failed: ", style="bold")
+        text.append("reading out your kernel…", style="dim")
+        return text
+    if phase.status in ("skipped", "failed") and result.error is None:
+        text.append(f"diagnosis {phase.status}: ", style="bold")
+        text.append(phase.reason, style="dim")
+        if result.diagnosis:
+            text.append("\n\n")
     for k, d in enumerate(result.diagnosis):
         if k:
             text.append("\n\n")
@@ -155,6 +166,12 @@ def diagnosis_text(result: CheckResult) -> Text:
         text.append(f"{label}: ", style="bold")
         text.append(d.message)
     return text
+
+
+def has_diagnosis_text(result: CheckResult) -> bool:
+    """Whether :func:`diagnosis_text` has anything to show."""
+    phase = result.diagnosis_phase.status
+    return bool(result.diagnosis) or phase == "pending" or (phase in ("skipped", "failed") and result.error is None)
 
 
 class Verdict(Static):

@@ -12,10 +12,15 @@ A problem module provides:
 
 ``check_correctness(drill, module, interpreter, device, generator, shape=None) -> Correctness``
     launch the student's kernel on every correctness case (fresh random
-    inputs, poisoned outputs), compare with the float64 reference, record the
-    visit maps and diagnose.  ``shape`` overrides the default case's shape
-    (problems that do not support it may ignore it).  Raises whatever the
-    student's launcher raises; the caller turns it into a report.
+    inputs, poisoned outputs), compare with the float64 reference and record
+    the visit maps: the *verdict*.  Its ``diagnose`` is the *diagnosis*, not yet
+    run: the read-outs, the probes that re-run a launch, the named mistakes.
+    The harness runs it at once when every case passed (no probe is needed
+    then) and as its own phase, after the verdict is out, when one failed.
+    Its probe launches reuse the variants the correctness launches compiled.
+    ``shape`` overrides the default case's shape (problems that do not support
+    it may ignore it).  Raises whatever the student's launcher raises; the
+    caller turns it into a report.
 
 ``timing_launches(drill, module, interpreter, device, generator) -> TimedLaunches``
     the zero-argument callables to time (keyed ``"full"``/``"causal"`` or the
@@ -61,18 +66,26 @@ PROBLEMS: dict[str, str] = {
 
 
 @dataclass
+class Diagnosed:
+    """What the diagnosis found: the named mistakes and findings, the guard bands a
+    launch reached, and the weights read out (per failing mode)."""
+
+    diagnosis: list[Diagnosis] = field(default_factory=list)
+    guard_findings: list[GuardFinding] = field(default_factory=list)
+    readout: dict[str, ReadOut] = field(default_factory=dict)
+
+
+@dataclass
 class Correctness:
-    """What the correctness launches measured."""
+    """What the correctness launches measured, and the diagnosis still to run."""
 
     cases: list[CaseResult]
     shape: list[int]  # the default case's shape, as reported
+    diagnose: Callable[[], Diagnosed]  # the diagnosis phase, over these launches
     visits: list[VisitMap] = field(default_factory=list)  # the first one is headlined
-    diagnosis: list[Diagnosis] = field(default_factory=list)
     # the default shape's full launch, where the drill also runs a causal one: its
     # visited blocks against the causal map's are the counted work ratio
     full_visits: VisitMap | None = None
-    guard_findings: list[GuardFinding] = field(default_factory=list)  # guard bands a launch reached
-    readout: dict[str, ReadOut] = field(default_factory=dict)  # failing mode -> the weights read out
 
 
 @dataclass

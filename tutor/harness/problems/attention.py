@@ -18,13 +18,14 @@ from types import ModuleType
 import torch
 
 from tutor.catalog import Drill
+from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import inputs as hostile
 from tutor.harness import launch as launching
 from tutor.harness import readout as reading
 from tutor.harness.diagnose import CheckedLaunch, diagnose, worded
-from tutor.harness.problems import Correctness, TimedLaunches
+from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
 from tutor.harness.reference import attention_reference
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, ReadOut, VisitMap
 from tutor.harness.shapes import plan_for
@@ -103,6 +104,7 @@ def check_correctness(
     for name, case_shape in (plan.cases()[:1] if shape_only else plan.cases()):
         q, k, v = launching.random_inputs(case_shape, device, generator)
         for causal in launch_modes(drill):
+            cost.step(f"the {name} case, shape {cost.shape_words(case_shape)}{_mode_words(drill, causal)}")
             run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
             expected = attention_reference(q, k, v, causal=bool(causal))
             case = evaluate(name, bool(causal), run, expected, drill.tolerance)
@@ -115,21 +117,32 @@ def check_correctness(
                 visits.append(visit_map(run, case_shape[2], block_m, block_n, bool(causal)))
             elif name == "default" and causal is False:
                 full_visits = visit_map(run, case_shape[2], block_m, block_n, False)
-    readouts = read_failing_modes(module, launches, modes, generator)
-    diagnosis = diagnose(drill, launches, visits[0] if visits else None, block_m, block_n, readouts)
-    findings, said = guard_report(drill, module, launches, runs, device, generator)
-    if any(d.code == "read-past-end" for d in said):  # the NaN is explained: not the kernel's own arithmetic
-        artifacts = {"nan-in-output", "nan-first-block"}
-        if any(r.nan_rows for r in readouts.values()):  # NaN weights read out: their row sums say nothing more
-            artifacts.add("rows-not-normalised")
-        diagnosis = [d for d in diagnosis if d.code not in artifacts]
-    diagnosis = said + diagnosis
-    if not shape_only:
-        found = hostile_case(drill, module, plan.hostile, device, generator, all(c.passed for c in cases), block_n,
-                             cases, findings)
-        diagnosis = found + diagnosis
-    return Correctness(cases=cases, shape=list(plan.default), visits=visits, diagnosis=diagnosis,
-                       guard_findings=findings, full_visits=full_visits, readout=readouts)
+    standard_passed = all(c.passed for c in cases)
+    hostile_runs = [] if shape_only else hostile_launches(drill, module, plan.hostile, device, generator, cases)
+
+    def diagnose_launches() -> Diagnosed:
+        readouts = read_failing_modes(module, launches, modes, generator)
+        diagnosis = diagnose(drill, launches, visits[0] if visits else None, block_m, block_n, readouts)
+        findings, said = guard_report(drill, module, launches, runs, device, generator)
+        if any(d.code == "read-past-end" for d in said):  # the NaN is explained: not the kernel's own arithmetic
+            artifacts = {"nan-in-output", "nan-first-block"}
+            if any(r.nan_rows for r in readouts.values()):  # NaN weights read out: their row sums say nothing more
+                artifacts.add("rows-not-normalised")
+            diagnosis = [d for d in diagnosis if d.code not in artifacts]
+        diagnosis = said + diagnosis
+        if hostile_runs:
+            found = hostile_diagnosis(drill, hostile_runs, standard_passed, block_n, findings)
+            diagnosis = found + diagnosis
+        return Diagnosed(diagnosis=diagnosis, guard_findings=findings, readout=readouts)
+
+    return Correctness(cases=cases, shape=list(plan.default), visits=visits, diagnose=diagnose_launches,
+                       full_visits=full_visits)
+
+
+def _mode_words(drill: Drill, causal: bool | None) -> str:
+    if "full" in drill.modes and "causal" in drill.modes:
+        return ", causal" if causal else ", full"
+    return ""
 
 
 READ_WHERE = {"Q": "The last query block's load of Q", "K": "The last K/V block's load of K",
@@ -175,26 +188,48 @@ def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch]
 
 
 def _mode(drill: Drill, case: CaseResult) -> str:
-    if "full" in drill.modes and "causal" in drill.modes:
-        return ", causal" if case.causal else ", full"
-    return ""
+    return _mode_words(drill, case.causal)
 
 
-def hostile_case(drill: Drill, module: ModuleType, shape: tuple[int, ...], device: str, generator: torch.Generator, standard_passed: bool,
-                 block_n: int, cases: list[CaseResult], findings: list[GuardFinding]) -> list[Diagnosis]:
-    """Run the hostile case in every mode (appending to ``cases``, and its stores
-    into a guard band to ``findings``); diagnose it only when the standard cases
-    all passed (otherwise their diagnosis stands)."""
+@dataclasses.dataclass
+class HostileRun:
+    """One launch of the hostile case, checked: what its diagnosis reads."""
+
+    case: CaseResult
+    causal: bool | None
+    q: torch.Tensor
+    k: torch.Tensor
+    out: torch.Tensor
+    expected: torch.Tensor
+    writes: list[tuple[str, str, int]]
+
+
+def hostile_launches(drill: Drill, module: ModuleType, shape: tuple[int, ...], device: str,
+                     generator: torch.Generator, cases: list[CaseResult]) -> list[HostileRun]:
+    """Run the hostile case in every mode (appending to ``cases``): part of the verdict."""
     q, k, v = hostile.hostile_inputs(shape, device, generator)
-    codes: dict[str, str] = {}
+    runs = []
     for causal in launch_modes(drill):
+        cost.step(f"the hostile case, shape {cost.shape_words(shape)}{_mode_words(drill, causal)}")
         run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
         expected = attention_reference(q, k, v, causal=bool(causal))
         case = evaluate("hostile", bool(causal), run, expected, drill.tolerance)
         cases.append(case)
-        findings += [GuardFinding(t, side, "write", case.name, case.causal, case.shape, n) for t, side, n in run.writes_past_the_end()]
+        runs.append(HostileRun(case, causal, q, k, run.out, expected, run.writes_past_the_end()))
+    return runs
+
+
+def hostile_diagnosis(drill: Drill, runs: list[HostileRun], standard_passed: bool, block_n: int,
+                      findings: list[GuardFinding]) -> list[Diagnosis]:
+    """The hostile launches' stores into a guard band (to ``findings``) and, only when
+    the standard cases all passed (otherwise their diagnosis stands), why they failed."""
+    codes: dict[str, str] = {}
+    for run in runs:
+        case = run.case
+        findings += [GuardFinding(t, side, "write", case.name, case.causal, case.shape, n) for t, side, n in run.writes]
         if standard_passed and not case.passed:
-            for code, detail in hostile.hostile_findings(run.out, expected, q, k, bool(causal), block_n, drill.tolerance):
+            for code, detail in hostile.hostile_findings(run.out, run.expected, run.q, run.k, bool(run.causal),
+                                                         block_n, drill.tolerance):
                 codes.setdefault(code, detail)
     return worded(drill, codes)
 

@@ -48,11 +48,12 @@ from types import ModuleType
 import torch
 
 from tutor.catalog import Drill
+from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.diagnose import matches, worded
-from tutor.harness.problems import Correctness, TimedLaunches
+from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
 from tutor.harness.problems.attention import block_visit_map, ideal_visits
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 from tutor.harness.shapes import plan_for
@@ -598,19 +599,20 @@ def check_correctness(
     for name, case_shape in plan.cases():
         q, k, v, do = random_case(case_shape, device, generator)
         for causal in modes:
+            cost.step(f"the {name} case, shape {cost.shape_words(case_shape)}, {'causal' if causal else 'full'}"
+                      " (forward, then backward)")
             launch = launch_case(name, causal, module, q, k, v, do, drill.tolerance, block_m, block_n)
             launches.append(launch)
             # the maps come from the default shape's causal launch (or its only launch)
             if name == "default" and (causal or len(modes) == 1):
                 maps = visit_maps(launch, case_shape[2], block_m, block_n, causal)
-    findings, said = guard_report(module, launches, block_m, block_n)
-    return Correctness(
-        cases=[x.case for x in launches],
-        shape=list(plan.default),
-        visits=maps,
-        diagnosis=diagnose(drill, launches, maps, block_m, block_n, said),
-        guard_findings=findings,
-    )
+
+    def diagnose_launches() -> Diagnosed:
+        findings, said = guard_report(module, launches, block_m, block_n)
+        return Diagnosed(diagnosis=diagnose(drill, launches, maps, block_m, block_n, said), guard_findings=findings)
+
+    return Correctness(cases=[x.case for x in launches], shape=list(plan.default), visits=maps,
+                       diagnose=diagnose_launches)
 
 
 def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,

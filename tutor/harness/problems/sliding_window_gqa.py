@@ -42,13 +42,14 @@ from types import ModuleType
 import torch
 
 from tutor.catalog import Drill
+from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness import readout as reading
 from tutor.harness.diagnose import index_runs, worded
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.problems import Correctness, TimedLaunches
+from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
 from tutor.harness.problems.attention import block_visit_map, evaluate
 from tutor.harness.reference import masked_attention
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
@@ -598,6 +599,8 @@ def check_correctness(
     cases = cases_for(interpreter, shape)
     for case in cases:
         q, k, v = random_inputs(case, device, generator)
+        cost.step(f"the {case.name} case, shape {cost.shape_words((case.batch, case.heads, case.seq, case.head_dim))},"
+                  f" {case.heads_kv} K/V heads, window {case.window}")
         launched = run(module, q, k, v, case.window)
         expected = window_reference(q, k, v, case.window)
         result = evaluate(case.name, True, launched, expected, drill.tolerance)
@@ -605,15 +608,15 @@ def check_correctness(
         if case.name == "default":
             assert launched.visits is not None  # run() always records them
             maps.append(visit_map(launched.visits, case, block_m, block_n))
-    findings: list[GuardFinding] = []
-    diagnosis = diagnose(drill, module, checked, maps[0] if maps else None, device, generator, findings)
-    return Correctness(
-        cases=[c.result for c in checked],
-        shape=[cases[0].batch, cases[0].heads, cases[0].seq, cases[0].head_dim],
-        visits=maps,
-        diagnosis=diagnosis,
-        guard_findings=findings,
-    )
+
+    def diagnose_launches() -> Diagnosed:
+        findings: list[GuardFinding] = []
+        diagnosis = diagnose(drill, module, checked, maps[0] if maps else None, device, generator, findings)
+        return Diagnosed(diagnosis=diagnosis, guard_findings=findings)
+
+    return Correctness(cases=[c.result for c in checked],
+                       shape=[cases[0].batch, cases[0].heads, cases[0].seq, cases[0].head_dim],
+                       visits=maps, diagnose=diagnose_launches)
 
 
 def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,

@@ -32,12 +32,13 @@ from types import ModuleType
 import torch
 
 from tutor.catalog import Drill
+from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.diagnose import matches, worded
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.problems import Correctness, TimedLaunches
+from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 GARBAGE_K_SCALE = 3.0  # stale keys past a length: larger than real ones, so they would win the softmax
@@ -523,18 +524,19 @@ def check_correctness(
     block_n = int(module.BLOCK_N)
     launches = []
     for case in cases:
+        cost.step(f"the {case.name} case, shape {cost.shape_words(case.shape)} (split kernel, then merge)")
         launch = run(module, case, device, generator)
         launch.result = evaluate(launch, drill.tolerance)
         launches.append(launch)
     visits = [visit_map(launches[0], block_n)]
-    findings, said = guard_report(module, launches)
-    return Correctness(
-        cases=[_result(x) for x in launches],
-        shape=list(cases[0].shape),
-        visits=visits,
-        diagnosis=diagnose(drill, launches, module, drill.tolerance, visits[0], said),
-        guard_findings=findings,
-    )
+
+    def diagnose_launches() -> Diagnosed:
+        findings, said = guard_report(module, launches)
+        return Diagnosed(diagnosis=diagnose(drill, launches, module, drill.tolerance, visits[0], said),
+                         guard_findings=findings)
+
+    return Correctness(cases=[_result(x) for x in launches], shape=list(cases[0].shape), visits=visits,
+                       diagnose=diagnose_launches)
 
 
 def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,

@@ -1,0 +1,141 @@
+"""What each phase of a check costs: kernel launches and Triton compiles, counted.
+
+The read-out of a failing kernel must cost launches, not compiles (a compile of
+the student's kernel is ~1 s on an H200, a launch microseconds): every probe
+reuses a variant the correctness launches compiled.  This module counts both,
+process-wide, so a check can say what each phase did (``CheckResult.costs``)
+and a test can hold the diagnosis to zero compiles.
+
+* launches: every ``run`` of a ``@triton.jit`` function, compiled or interpreted
+  (``kernel[grid](...)`` goes through it; an autotuner's trial runs count too);
+* compiles: Triton's ``jit_post_compile_hook`` (Triton 3.4 and later); None where
+  this Triton has no such hook, and 0 on the interpreter, which compiles nothing.
+
+It also keeps the *step* a check is at ("default case, seq=200, causal"), which
+the worker reports before each of the student's correctness launches, so a
+launch that never returns is named by the runner's timeout message.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from tutor.harness.result import PhaseCost
+
+
+@dataclass
+class _Counts:
+    launches: int = 0
+    compiles: int = 0
+
+
+_counts = _Counts()
+_lock = threading.Lock()
+_installed = False
+_compiles_counted = False
+_step_listener: Callable[[str], None] | None = None
+_stop_thread: dict[int, threading.Event] = {}  # thread id -> an event that aborts its next launch
+
+
+class LaunchAborted(RuntimeError):
+    """Raised in a background warm-up thread at its next launch once a job arrived."""
+
+
+def install() -> None:
+    """Count every launch and compile from now on (idempotent; the worker calls it)."""
+    global _installed, _compiles_counted
+    if _installed:
+        return
+    _installed = True
+    try:
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return
+    _wrap_run(JITFunction)
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        _wrap_run(InterpretedFunction)
+    except ImportError:
+        pass
+    try:
+        from triton import knobs
+
+        previous = knobs.runtime.jit_post_compile_hook
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            with _lock:
+                _counts.compiles += 1
+            return previous(*args, **kwargs) if previous is not None else None
+
+        knobs.runtime.jit_post_compile_hook = counted
+        _compiles_counted = True
+    except (ImportError, AttributeError):
+        _compiles_counted = False
+
+
+def _wrap_run(cls: type) -> None:
+    original = cls.run  # type: ignore[attr-defined]
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stop = _stop_thread.get(threading.get_ident())
+        if stop is not None and stop.is_set():
+            raise LaunchAborted("a job arrived: the warm-up stops here")
+        with _lock:
+            _counts.launches += 1
+        return original(self, *args, **kwargs)
+
+    cls.run = run  # type: ignore[attr-defined]
+
+
+@contextmanager
+def abortable(stop: threading.Event) -> Iterator[None]:
+    """Launches from this thread raise :class:`LaunchAborted` once ``stop`` is set
+    (a spare worker's warm-up gives way to the job that arrived)."""
+    ident = threading.get_ident()
+    _stop_thread[ident] = stop
+    try:
+        yield
+    finally:
+        _stop_thread.pop(ident, None)
+
+
+class Meter:
+    """The cost of one phase, from the meter's making to :meth:`cost`."""
+
+    def __init__(self, interpreter: bool) -> None:
+        self.interpreter = interpreter
+        self._start = (time.perf_counter(), _counts.launches, _counts.compiles)
+
+    def cost(self) -> PhaseCost:
+        """Seconds, launches and compiles since the meter was made."""
+        seconds = time.perf_counter() - self._start[0]
+        compiles: int | None = _counts.compiles - self._start[2]
+        if self.interpreter:
+            compiles = 0
+        elif not _compiles_counted:
+            compiles = None
+        return PhaseCost(seconds=seconds, launches=_counts.launches - self._start[1], compiles=compiles)
+
+
+def listen_steps(listener: Callable[[str], None] | None) -> None:
+    """Where :func:`step` reports to (the worker's channel), or None."""
+    global _step_listener
+    _step_listener = listener
+
+
+def step(words: str) -> None:
+    """The check is about to launch the student's kernel for ``words``
+    ("default case, shape 1x2x200x64, causal"): told to the runner, which names
+    it if the launch never returns."""
+    if _step_listener is not None:
+        _step_listener(words)
+
+
+def shape_words(shape: tuple[int, ...] | list[int]) -> str:
+    return "x".join(str(n) for n in shape)
