@@ -60,14 +60,17 @@ def test_the_shipped_drill_is_no_attempt_and_opens_no_hint(tmp_path: Path) -> No
     assert store.unlocked_hints("01") == []
 
 
-def test_hints_open_by_distinct_attempts_and_new_broken_content_is_one(tmp_path: Path) -> None:
+def test_hints_open_by_distinct_attempts_and_broken_content_is_none(tmp_path: Path) -> None:
     store = ProgressStore(tmp_path)
     broken = blob_id(b"def attention(:\n")
     one = store.record_check(recorded_result("01_syntax_error", tmp_path), DRILL_01, broken)
     same = store.record_check(recorded_result("01_syntax_error", tmp_path), DRILL_01, broken)
-    assert one.counted and not same.counted and store.drill("01").attempts == 1
-    assert 1 not in store.unlocked_hints("01")  # hint 2 opens after 2 attempts, not 2 checks
-    two = store.record_check(recorded_result("01_failing", tmp_path), DRILL_01, blob_id(b"# fixed the colon\n"))
+    assert not one.counted and one.not_counted == NOT_COUNTED_NOT_RUN  # issue 23: it never ran
+    assert not same.counted and same.not_counted == NOT_COUNTED_SAME and store.drill("01").attempts == 0
+    assert len(store.drill("01").history) == 1  # kept, once
+    one = store.record_check(recorded_result("01_failing", tmp_path), DRILL_01, blob_id(b"# fixed the colon\n"))
+    assert one.counted and one.progress.attempts == 1 and 1 not in one.newly_unlocked  # after 2 attempts
+    two = store.record_check(recorded_result("01_failing", tmp_path), DRILL_01, blob_id(b"# another try\n"))
     assert two.counted and two.progress.attempts == 2 and 1 in two.newly_unlocked
 
 
