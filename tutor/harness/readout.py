@@ -70,10 +70,10 @@ def weights_through(launch: Callable[[torch.Tensor], torch.Tensor], v_shape: tup
     one, head_dim keys a launch (V made on ``device``).  Returns (rows, seq, seq) float64 (unwritten
     elements as NaN) and the launches it took."""
     seq, dim = v_shape[2], v_shape[3]
-    w = torch.empty((rows, seq, seq), dtype=torch.float64)
+    w = torch.empty((rows, seq, seq), dtype=torch.float64, device=device)  # measured where the kernel ran
     groups = -(-seq // dim)
     for group in range(groups):
-        out = launch(one_hot_values(v_shape, group, device)).detach().to("cpu")
+        out = launch(one_hot_values(v_shape, group, device)).detach()
         poisoned = out.view(torch.int16) == launching.POISON_BITS
         block = out.to(torch.float64).masked_fill(poisoned, float("nan")).reshape(rows, out.shape[-2], dim)
         width = min(dim, seq - group * dim)
@@ -82,18 +82,18 @@ def weights_through(launch: Callable[[torch.Tensor], torch.Tensor], v_shape: tup
 
 
 def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """The true scaled scores q·k / sqrt(d), float64, (batch*heads, seq, seq)."""
+    """The true scaled scores q·k / sqrt(d), float64, (batch*heads, seq, seq), on q's device."""
     batch, heads, seq, dim = q.shape
-    qf = q.to("cpu", torch.float64).reshape(batch * heads, seq, dim)
-    kf = k.to("cpu", torch.float64).reshape(batch * heads, seq, dim)
+    qf = q.to(torch.float64).reshape(batch * heads, seq, dim)
+    kf = k.to(torch.float64).reshape(batch * heads, seq, dim)
     s: torch.Tensor = (qf @ kf.transpose(-1, -2)) * dim**-0.5
     return s
 
 
-def allowed_keys(seq: int, causal: bool) -> torch.Tensor:
-    rows = torch.arange(seq)[:, None]
-    cols = torch.arange(seq)[None, :]
-    return (cols <= rows) if causal else torch.ones(seq, seq, dtype=torch.bool)
+def allowed_keys(seq: int, causal: bool, device: torch.device | str = "cpu") -> torch.Tensor:
+    rows = torch.arange(seq, device=device)[:, None]
+    cols = torch.arange(seq, device=device)[None, :]
+    return (cols <= rows) if causal else torch.ones(seq, seq, dtype=torch.bool, device=device)
 
 
 def softmax_on(s: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
@@ -210,7 +210,7 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
     """Every measurement of :class:`ReadOut` from the weights ``w`` and true scores ``s``
     (both (heads, seq, seq) float64).  Pure tensor work: the tests feed it made-up weights."""
     heads, seq, _ = w.shape
-    allowed = allowed_keys(seq, causal).expand(heads, seq, seq)
+    allowed = allowed_keys(seq, causal, w.device).expand(heads, seq, seq)
     p = softmax_on(s, allowed)
     rows_ok = torch.isfinite(w).all(dim=-1)  # (heads, seq)
     wz = torch.where(rows_ok[..., None], w, torch.zeros_like(w))
@@ -218,8 +218,8 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
                      launches=0)
     result.nan_rows = (~rows_ok).any(dim=0).nonzero().flatten().tolist()
     result.nan_whole_rows = bool(result.nan_rows) and bool((~torch.isfinite(w)).all(dim=-1)[~rows_ok].all())
-    rows = torch.arange(seq)[:, None]
-    cols = torch.arange(seq)[None, :]
+    rows = torch.arange(seq, device=w.device)[:, None]
+    cols = torch.arange(seq, device=w.device)[None, :]
     row_block_end = torch.clamp((rows // block_m + 1) * block_m, max=seq)
     bound_done = -(-row_block_end // block_n) * block_n  # the keys a correct causal loop visits: c < this
 
@@ -402,8 +402,8 @@ def _phantoms(result: ReadOut, w: torch.Tensor, s: torch.Tensor, allowed: torch.
         return
     # the future keys' own weights: those of the diagonal block (the loop bound done), or all
     seq = w.shape[-1]
-    r = torch.arange(seq)[:, None]
-    c = torch.arange(seq)[None, :]
+    r = torch.arange(seq, device=w.device)[:, None]
+    c = torch.arange(seq, device=w.device)[None, :]
     in_diagonal = c < -(-torch.clamp((r // block_m + 1) * block_m, max=seq) // block_n) * block_n
     exp_scores = torch.exp(s * slope - top[..., None])
     for keys in (~allowed & in_diagonal, ~allowed):
@@ -432,33 +432,27 @@ def _maps(result: ReadOut, w: torch.Tensor, p: torch.Tensor, allowed: torch.Tens
 
     wh = torch.where(rows_ok[head][:, None], w[head], torch.zeros_like(w[head]))
     ph, ah = p[head], allowed[head].to(torch.float64)
-    area = pool(torch.ones(seq, seq, dtype=torch.float64)).clamp(min=1)
+    area = pool(torch.ones(seq, seq, dtype=torch.float64, device=w.device)).clamp(min=1)
     student, reference = pool(wh) / area, pool(ph) / area
     forbidden = pool(torch.where(allowed[head], torch.zeros_like(wh), wh.abs())) > READ
     missing = pool(missing_keys[head].to(torch.float64)) > 0
     nan_rows = pool((~rows_ok[head])[:, None].expand(seq, seq).to(torch.float64)) > 0
     wrong = (student - reference).abs() > 0.02 * reference.clamp(min=1e-3) + 1e-4
+    seen = (pool(ah) > 0) | (student > 0)
+    # the cells, at most MAP_CELLS a side, marked on the CPU: one copy, not a device read per cell
+    cells = [x.cpu().tolist() for x in (nan_rows, forbidden, missing, wrong, seen)]
     marks = []
     for i in range(n):
         line = ""
         for j in range(n):
-            if bool(nan_rows[i, j]):
-                line += "!"
-            elif bool(forbidden[i, j]):
-                line += "+"
-            elif bool(missing[i, j]):
-                line += "-"
-            elif bool(wrong[i, j]):
-                line += "~"
-            elif float(pool(ah)[i, j]) > 0 or float(student[i, j]) > 0:
-                line += "."
-            else:
-                line += " "
+            nan_cell, forbidden_cell, missing_cell, wrong_cell, seen_cell = (c[i][j] for c in cells)
+            line += ("!" if nan_cell else "+" if forbidden_cell else "-" if missing_cell else "~" if wrong_cell
+                     else "." if seen_cell else " ")
         marks.append(line)
     result.head = head
     result.map_cell = cell
-    result.map_student = [[round(float(x), 5) for x in row] for row in student]
-    result.map_reference = [[round(float(x), 5) for x in row] for row in reference]
+    result.map_student = [[round(x, 5) for x in row] for row in student.cpu().tolist()]
+    result.map_reference = [[round(x, 5) for x in row] for row in reference.cpu().tolist()]
     result.map_marks = marks
 
 
