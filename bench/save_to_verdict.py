@@ -13,7 +13,7 @@ the failing ones are the drill's student-like mistakes that FAIL
 (``solutions/NN_slug.mistakes.toml`` on the solution, taken in turn: several
 kinds), so the failing saves pay the diagnosis phase's read-outs and probes
 (``--passing-only``: the solution every time).  With ``--edit source`` (the default) each save also edits the
-kernel's own source (a new comment line inside the ``@triton.jit`` function,
+kernels' own source (a new comment line inside every ``@triton.jit`` function,
 part of the source Triton hashes), so on a GPU every save compiles the kernel
 again, as a real edit does; ``--edit marker`` changes only the marker line.
 
@@ -143,24 +143,26 @@ class Verdicts:
 
 
 def content(solution: str, version: int | str, edit_source: bool = False, nonce: str = "") -> str:
-    """The solution with a marker line; with ``edit_source`` also a new comment
-    inside the first ``@triton.jit`` function's body (Triton hashes that source);
+    """The text with a marker line; with ``edit_source`` also a new comment inside
+    every ``@triton.jit`` function's body (Triton hashes that source): every kernel
+    of the file compiles again, for a passing save as for a failing one;
     ``nonce`` keeps one measurement's edits apart from another's (Triton's on-disk
     cache would otherwise hold them from an earlier run)."""
     text = solution
     if edit_source:
         lines = text.splitlines(keepends=True)
-        jit = next(i for i, line in enumerate(lines) if line.strip().startswith("@triton.jit"))
-        body = next(i for i in range(jit, len(lines)) if lines[i].rstrip().endswith(":")) + 1
-        while lines[body].lstrip().startswith(('"""', "#")) or not lines[body].strip():
-            if lines[body].lstrip().startswith('"""'):  # skip a docstring, its closing line included
-                end = body if lines[body].count('"""') >= 2 else next(
-                    i for i in range(body + 1, len(lines)) if '"""' in lines[i])
-                body = end + 1
-            else:
-                body += 1
-        indent = lines[body][: len(lines[body]) - len(lines[body].lstrip())]
-        lines.insert(body, f"{indent}# bench edit {version} ({nonce}): the kernel's source changed\n")
+        jits = [i for i, line in enumerate(lines) if line.strip().startswith("@triton.jit")]
+        for jit in reversed(jits):  # from the last, so the earlier indices stay right
+            body = next(i for i in range(jit, len(lines)) if lines[i].rstrip().endswith(":")) + 1
+            while lines[body].lstrip().startswith(('"""', "#")) or not lines[body].strip():
+                if lines[body].lstrip().startswith('"""'):  # skip a docstring, its closing line included
+                    end = body if lines[body].count('"""') >= 2 else next(
+                        i for i in range(body + 1, len(lines)) if '"""' in lines[i])
+                    body = end + 1
+                else:
+                    body += 1
+            indent = lines[body][: len(lines[body]) - len(lines[body].lstrip())]
+            lines.insert(body, f"{indent}# bench edit {version} ({nonce}): the kernel's source changed\n")
         text = "".join(lines)
     return f"print('{MARKER} {version}')\n{text}"
 

@@ -132,7 +132,11 @@ def listen_steps(listener: Callable[[str], None] | None) -> None:
 def step(words: str) -> None:
     """The check is about to launch the student's kernel for ``words``
     ("default case, shape 1x2x200x64, causal"): told to the runner, which names
-    it if the launch never returns."""
+    it if the launch never returns.  In a warm-up thread whose job arrived, a step
+    is where the warm-up stops (as at a launch)."""
+    stop = _stop_thread.get(threading.get_ident())
+    if stop is not None and stop.is_set():
+        raise LaunchAborted("a job arrived: the warm-up stops here")
     if _step_listener is not None:
         _step_listener(words)
 

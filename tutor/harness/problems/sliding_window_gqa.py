@@ -36,6 +36,8 @@ The diagnosis is measured, never guessed:
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -584,6 +586,17 @@ READ_AFTER = {"Q": "The load of the last query block has no row mask (offs_m < N
 
 
 # -- the problem interface ---------------------------------------------------------------------
+
+def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Callable[[], object]]:
+    """One launch of every case (windows and lengths are specialised apart): the variants
+    the verdict compiles, launched from threads at once on a GPU so their compiles
+    overlap.  Own seed: the check's random stream stays the same with or without them."""
+    def one(case: Case) -> object:
+        q, k, v = random_inputs(case, device, torch.Generator().manual_seed(0))
+        return run(module, q, k, v, case.window)
+
+    return [functools.partial(one, case) for case in cases_for(interpreter=False)]
+
 
 def check_correctness(
     drill: Drill,

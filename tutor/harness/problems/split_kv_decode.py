@@ -26,6 +26,8 @@ several slices, which have empty ones) rather than assuming the solution's.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -131,18 +133,19 @@ def random_inputs(
 
 # -- the reference, and what each known mistake computes (float64) ------------------------
 def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """(batch, heads, max_len) natural-log-domain scores q.k / sqrt(d), float64."""
-    q64, k64 = q.double().cpu(), k.double().cpu()
-    s: torch.Tensor = torch.einsum("bhd,bhnd->bhn", q64, k64) / q.shape[-1] ** 0.5
+    """(batch, heads, max_len) natural-log-domain scores q.k / sqrt(d), float64, on q's device
+    (the cache's float64 copy is the large part: it stays where the cache is)."""
+    s: torch.Tensor = torch.einsum("bhd,bhnd->bhn", q.double(), k.double()) / q.shape[-1] ** 0.5
     return s
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """softmax over each sequence's first lengths[b] positions, float64 (batch, heads, head_dim)."""
+    """softmax over each sequence's first lengths[b] positions, float64 (batch, heads, head_dim),
+    computed on q's device and returned on the CPU."""
     s = _scores(q, k)
-    keep = torch.arange(s.shape[-1])[None, :] < lengths.cpu().long()[:, None]
+    keep = torch.arange(s.shape[-1], device=s.device)[None, :] < lengths.to(s.device).long()[:, None]
     s = s.masked_fill(~keep[:, None, :], float("-inf"))
-    return torch.einsum("bhn,bhnd->bhd", torch.softmax(s, dim=-1), v.double().cpu())
+    return torch.einsum("bhn,bhnd->bhd", torch.softmax(s, dim=-1), v.double()).cpu()
 
 
 def slice_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, slices: torch.Tensor,
@@ -152,7 +155,7 @@ def slice_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: t
     ``slices`` is (batch*heads, n_blocks): the slice (from 0) that read each cache
     block, -1 where none did.  Returns {} when some needed block was read by no
     slice (the partition is then unknown)."""
-    s, v64 = _scores(q, k), v.double().cpu()
+    s, v64 = _scores(q, k).cpu(), v.double().cpu()
     batch, heads, _ = s.shape
     averaged = torch.empty(batch, heads, q.shape[-1], dtype=torch.float64)
     unscaled = torch.empty_like(averaged)
@@ -177,14 +180,14 @@ def slice_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: t
 def whole_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
                    block_n: int) -> dict[str, torch.Tensor]:
     """Mistakes whose output does not depend on how the cache was sliced."""
-    s, v64 = _scores(q, k), v.double().cpu()
+    s = _scores(q, k)  # on the cache's device; the variants come back to the CPU
     n_max = s.shape[-1]
-    keep = torch.arange(n_max)[None, :] < lengths.cpu().long()[:, None]
+    keep = torch.arange(n_max, device=s.device)[None, :] < lengths.to(s.device).long()[:, None]
     masked = s.masked_fill(~keep[:, None, :], float("-inf"))
-    undivided = torch.einsum("bhn,bhnd->bhd", torch.exp(masked - masked.amax(-1, keepdim=True)), v64)
+    undivided = torch.einsum("bhn,bhnd->bhd", torch.exp(masked - masked.amax(-1, keepdim=True)), v.double())
     to_block = torch.clamp((lengths.cpu().long() + block_n - 1) // block_n * block_n, max=n_max)
     return {
-        "no-final-division": undivided,
+        "no-final-division": undivided.cpu(),
         "reads-past-length/block": attend(q, k, v, to_block),
         "reads-past-length/cache": attend(q, k, v, torch.full_like(lengths.cpu(), n_max)),
     }
@@ -508,6 +511,15 @@ def diagnose(
 
 
 # -- the problem interface ---------------------------------------------------------------------
+def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Callable[[], object]]:
+    """One launch of every case (their lengths and head sizes are specialised apart):
+    the split and merge variants the verdict compiles, launched from threads at once
+    on a GPU so their compiles overlap.  Own seeds: the check's random stream stays
+    the same with or without them."""
+    return [functools.partial(run, module, case, device, torch.Generator().manual_seed(n))
+            for n, case in enumerate(plan_for(interpreter=False).cases)]
+
+
 def check_correctness(
     drill: Drill,
     module: ModuleType,
