@@ -50,13 +50,17 @@ def main() -> int:
                 path.write_text(mistake.text(drill), encoding="utf-8")
                 job = CheckJob(drill=drill_id, file=str(path), timing=False, seed=0)
                 profile = cProfile.Profile()
+                first_s = 0.0
                 for attempt in range(2):
                     result, state = run_verdict(job, dev)
                     if attempt == 1:
                         profile.enable()
                     run_diagnosis(job, dev, result, state)
                     profile.disable()
+                    if attempt == 0:
+                        first_s = result.costs["diagnosis"].seconds if "diagnosis" in result.costs else 0.0
                 diag = result.costs.get("diagnosis")
+                print(f"   first diagnosis of this mistake in the process: {first_s:.3f} s", flush=True)
                 rows.append((drill_id, mistake.name, result.costs["verdict"], diag, result.codes))
                 print(f"\n== {drill_id} {mistake.name}: verdict {result.costs['verdict']}, diagnosis {diag}, "
                       f"codes {result.codes}", flush=True)

@@ -101,8 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     job_arrived.set()
     if not line:
         return 0  # the parent closed us without a job: a warm spare that was not needed
-    if warming is not None:
-        warming.join()  # at most until its next kernel launch (or the peaks' one measurement)
+    if warming is not None and device.interpreter:
+        # the interpreter swaps Triton's language modules process-wide: one kernel at a time;
+        # the warm-up stops at its next launch (one small kernel on the CPU)
+        warming.join()
+    # on a GPU the job starts at once: the warm-up stops at its next launch or step (a
+    # compile under way finishes beside the job's own, which overlap as they do anyway)
     try:
         job = CheckJob(**json.loads(line))
         cost.listen_steps(lambda words: send({"step": words}))
