@@ -60,6 +60,9 @@ OUTPUT_TAIL_CHARS = 4000
 SPARE_DURING_CHECK = (os.cpu_count() or 1) > 4
 
 
+PACKAGE_PARENT = Path(__file__).resolve().parent.parent  # the folder holding the tutor package
+
+
 class WorkerStartError(RuntimeError):
     """A worker could not start (no GPU when one was demanded, a broken install)."""
 
@@ -93,6 +96,9 @@ class Worker:
         self.log_path = Path(tempfile.mkstemp(prefix="flashtutor-worker-", suffix=".log")[1])
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "wb") as log:
+            # started in the folder that holds the package, which exists while the tutor
+            # runs: the caller's own folder may be a workspace deleted under it (a Python
+            # started in a deleted folder cannot load torch's libraries)
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tutor.worker", "--device", device_choice,
                  *(["--warm-compiler"] if spare else []),
@@ -101,6 +107,7 @@ class Worker:
                 stdout=subprocess.PIPE,
                 stderr=log,
                 env=env,
+                cwd=PACKAGE_PARENT,
                 start_new_session=True,  # its own process group: kill() reaches anything it spawned
             )
         self._lines: queue.Queue[str | None] = queue.Queue()

@@ -313,10 +313,19 @@ class DrillWatcher:
             return False
 
     def _supervise(self) -> None:
+        gone = False  # said once that the directory is gone, until it is back
         while not self._stopped.wait(SUPERVISE_INTERVAL_S):
             with self._lock:
-                if self._stopped.is_set() or self._healthy() or not self.directory.is_dir():
+                if self._stopped.is_set() or self._healthy():
                     continue
+                if not self.directory.is_dir():
+                    if not gone:
+                        gone = True
+                        self._stop_observer()
+                        self._announce(self.mode or POLLING, f"{self.directory} is gone (the workspace was deleted"
+                                                             " or moved): waiting for it to come back")
+                    continue
+                gone = False
                 self._stop_observer()
                 try:
                     self._start_observer(first=False, why="restarted: the drills directory was replaced "
