@@ -39,8 +39,8 @@ def test_hostile_inputs_are_finite_fp16_with_the_documented_row_groups():
     for t in (q, k, v):
         assert t.dtype == torch.float16 and torch.isfinite(t).all()
     s = _scores(q, k)
-    rows = torch.arange(200)
-    large, late, negative, normal = (rows[rows % 4 == i] for i in (1, 2, 3, 0))
+    groups = inputs.row_groups(200)
+    large, late, negative, normal = (groups[name] for name in ("large", "late-max", "negative", "normal"))
     # large: every score (so every causal row, even one that sees a single key) far above
     # what exp of a raw score survives in fp16, and past fp32's exp2 limit at the top
     assert s[..., large, :].min() > 90 and s[..., large, :].amax(-1).min() > 100
@@ -51,6 +51,16 @@ def test_hostile_inputs_are_finite_fp16_with_the_documented_row_groups():
     # negative: every score below 0 but not so low that a kernel whose m_i starts at 0 underflows
     assert s[..., negative, :].max() < 0 and s[..., negative, :].min() > -20
     assert s[..., normal, :].abs().max() < 8
+    # early-max: the largest score is among the first keys; the last key lies RAMP_SCORE below them
+    early = groups["early-max"]
+    assert (s[..., early, :].argmax(-1) < 8).all()  # noise of ~1 against a fall of 0.75 a key
+    assert (s[..., early, :1] - s[..., early, -1:]).min() > 140
+    # mid-max: the largest score is in the middle, far above the first block's
+    mid = s[..., groups["mid-max"], :]
+    assert ((mid.argmax(-1) - 100).abs() <= 8).all() and (mid.amax(-1) - mid[..., :64].amax(-1)).min() > 40
+    # drop: the first eighth of the keys score more than fp32's exp2 range (~87 natural) above the rest
+    drop = s[..., groups["drop"], :]
+    assert (drop[..., :25].amin(-1) - drop[..., 25:].amax(-1)).min() > 100
 
 
 def _check(drill: str, path) -> object:

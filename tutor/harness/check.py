@@ -222,6 +222,11 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
                 result.sdpa_causal_ms = timing.time_ms(timed.baseline["causal"], interpreter=False)
         result.roofline = _roofline(state, dev, result, timed, maps)
         result.performance = Performance("done")
+        wrong = timed.verify() if timed.verify is not None and not dev.interpreter else None
+        if wrong is not None:  # the verdict checked another configuration than the one timed
+            result.full_ms = result.causal_ms = None
+            result.roofline = None
+            result.performance = Performance("failed", wrong)
     except Exception as exc:  # noqa: BLE001 - the verdict is already out; say why no timing
         error = from_exception(exc, job.file, state.module, during="runtime")
         where = f" ({error.location()})" if error.location() else ""

@@ -16,7 +16,20 @@ hostile case gives every fourth query row one of these properties (dims 0 and
   whose padded or masked keys score 0 instead of -inf hands them nearly all
   the weight.  The shift is kept small enough that a correct kernel whose m_i
   starts at 0 (so p = exp2(score) is cast to fp16 unshifted) stays within the
-  tolerance: below ~-10 such a kernel's p underflows fp16.
+  tolerance: below ~-10 such a kernel's p underflows fp16;
+* ``early-max`` -- the late-max ramp reversed: the row's maximum (+``RAMP_SCORE``
+  above the last key) is its *first* key's, and every later block's scores fall;
+* ``mid-max``  -- a tent over the keys: the maximum (+``RAMP_SCORE``) arrives in
+  the middle of the sequence, after blocks whose maxima were far lower, and
+  later blocks fall again;
+* ``drop``     -- the first eighth of the keys score +``DROP_SCORE`` above the
+  rest: from the block after it on, each block's maximum lies further below the
+  running one than fp32's exp2 range (2**-126, ~87 natural units), so a
+  correction computed as exp of the *rise* (exp2(m_new - m_old), then divided)
+  or of a raw score overflows, where exp2(m_old - m_new) is simply 0.
+
+The maximum thus arrives first, in the middle and last, and falls by more than
+fp32 can scale, in rows of one launch.
 
 q is scaled, never the scores, so every input stays finite in fp16.  All
 numbers are natural units (score = q.k / sqrt(head_dim)).
@@ -26,17 +39,20 @@ from __future__ import annotations
 
 import torch
 
-GROUPS = ("normal", "large", "late-max", "negative")
+GROUPS = ("normal", "large", "late-max", "negative", "early-max", "mid-max", "drop")
 LARGE_SHIFT = 120.0  # added to every score of a "large" row
 LARGE_SPREAD = 4.0  # the standard deviation of a "large" row's scores around it
 RAMP_SCORE = 150.0  # a "late-max" row's extra score at the last key (0 at key 0)
 NEGATIVE_SHIFT = 8.0  # subtracted from every score of a "negative" row
 _RAMP_K = 8.0  # k[..., 0] runs 0.._RAMP_K over the keys; q[late rows, 0] sets the height
 _SHIFT_K = 8.0  # k[..., 1] is this for every key; q[negative rows, 1] sets the shift
+DROP_SCORE = 150.0  # a "drop" row's extra score on the first eighth of the keys
+_TENT_K = 8.0  # k[..., 2] rises 0.._TENT_K to the middle key and falls back; q[mid rows, 2] sets the height
+_STEP_K = 8.0  # k[..., 3] is this on the first eighth of the keys, 0 after; q[drop rows, 3] sets the step
 
 
 def row_groups(seq: int) -> dict[str, torch.Tensor]:
-    """Query rows of each group (row r is in group r % 4)."""
+    """Query rows of each group (row r is in group r % len(GROUPS))."""
     rows = torch.arange(seq)
     return {name: rows[rows % len(GROUPS) == i] for i, name in enumerate(GROUPS)}
 
@@ -47,14 +63,19 @@ def hostile_inputs(shape: tuple[int, ...], device: str, generator: torch.Generat
     q, k, v = (torch.randn(shape, generator=generator, dtype=torch.float32) for _ in range(3))
     root = head_dim**0.5
     groups = row_groups(seq)
-    q[..., :2] = 0.0
+    q[..., :4] = 0.0
     k[..., 0] = torch.linspace(0.0, _RAMP_K, seq)  # the ramp: later keys score higher for late-max rows
     k[..., 1] = _SHIFT_K
+    k[..., 2] = _TENT_K - torch.linspace(-_TENT_K, _TENT_K, seq).abs()  # the tent: highest at the middle key
+    k[..., 3] = torch.where(torch.arange(seq) < max(1, seq // 8), _STEP_K, 0.0)  # the step: the first eighth
     # large: shifted up through dim 1, the rest of q scaled (q[2:].k[2:]/sqrt(d) has std ~1)
     q[..., groups["large"], 1] = LARGE_SHIFT * root / _SHIFT_K
     q[..., groups["large"], 2:] *= LARGE_SPREAD
     q[..., groups["late-max"], 0] = RAMP_SCORE * root / _RAMP_K
     q[..., groups["negative"], 1] = -NEGATIVE_SHIFT * root / _SHIFT_K
+    q[..., groups["early-max"], 0] = -RAMP_SCORE * root / _RAMP_K  # highest at key 0, falling to -RAMP_SCORE
+    q[..., groups["mid-max"], 2] = RAMP_SCORE * root / _TENT_K
+    q[..., groups["drop"], 3] = DROP_SCORE * root / _STEP_K
     return tuple(t.to(device, torch.float16) for t in (q, k, v))
 
 

@@ -1,7 +1,10 @@
 """The shapes a check runs, per device.
 
 Correctness runs three shapes: the default one, one whose length leaves a
-ragged last block of a single row, and one shorter than a block; the hostile
+ragged last block of a single row, and one shorter than a block; the forward
+drills also run a fourth, ``whole``, whose length is a multiple of every block
+size up to 128 (no ragged block at all; on a GPU with head_dim 128, so a kernel
+that assumes 64 fails there); the hostile
 case (:mod:`tutor.harness.inputs`) runs its own, on the interpreter a smaller
 one (three K/V blocks of 64, the last one ragged: enough for a maximum that
 arrives late) so that it adds little to a check.  Timing runs
@@ -25,6 +28,7 @@ class ShapePlan:
     short: Shape
     timing: Shape
     hostile: Shape
+    whole: Shape  # a block-multiple length (head_dim 128 on a GPU): the forward drills' fourth case
 
     def cases(self) -> list[tuple[str, Shape]]:
         return [("default", self.default), ("ragged", self.ragged), ("short", self.short)]
@@ -36,6 +40,7 @@ GPU_PLAN = ShapePlan(
     short=(1, 1, 37, 64),
     timing=(4, 16, 4096, 64),
     hostile=(2, 8, 1000, 64),
+    whole=(1, 2, 1024, 128),
 )
 
 CPU_PLAN = ShapePlan(
@@ -44,6 +49,7 @@ CPU_PLAN = ShapePlan(
     short=(1, 1, 37, 64),
     timing=(1, 2, 200, 64),
     hostile=(1, 1, 136, 64),
+    whole=(1, 1, 128, 64),  # two blocks of 64: a few launches' worth of interpreter time
 )
 
 

@@ -94,6 +94,11 @@ class TimedLaunches:
     student: Mapping[str, Callable[[], object]]  # mode -> one launch of the student's kernel
     baseline: Mapping[str, Callable[[], object]] = field(default_factory=dict)  # mode -> torch's own (GPU)
     inputs: tuple[torch.Tensor, ...] = ()  # what the student's launches read (the roofline's counting reuses them)
+    # on a GPU, once after the timing: run each timed launch again and compare a part of
+    # its output with the float64 reference; a message where they differ, else None.  The
+    # timed launches record no visits, so a kernel may run another configuration there
+    # (an autotuned one) than the one the verdict checked.
+    verify: Callable[[], str | None] | None = None
 
 
 class UnknownProblem(LookupError):

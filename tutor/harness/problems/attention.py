@@ -72,13 +72,16 @@ def launch_modes(drill: Drill) -> list[bool | None]:
 def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Callable[[], object]]:
     """One launch of each variant the verdict compiles: every mode, visits
     recorded, at the default shape (the ragged and short lengths share its
-    specialisation).  Run concurrently before the verdict on a GPU, so the
+    specialisation) and at the whole case's (its length and head_dim are specialised apart).  Run concurrently before the verdict on a GPU, so the
     compiles overlap; their outputs are not looked at.  Own seed: the check's
     random stream stays the same with or without them."""
-    shape = plan_for(interpreter=False).default
-    q, k, v = launching.random_inputs(shape, device, torch.Generator().manual_seed(0))
-    return [functools.partial(launching.run_launcher, module, (q, k, v), causal, record_visits=True)
-            for causal in launch_modes(drill)]
+    plan = plan_for(interpreter=False)
+    warmups: list[Callable[[], object]] = []
+    for shape in (plan.default, plan.whole):  # the whole case's head_dim 128 is a variant of its own
+        q, k, v = launching.random_inputs(shape, device, torch.Generator().manual_seed(0))
+        warmups += [functools.partial(launching.run_launcher, module, (q, k, v), causal, record_visits=True)
+                    for causal in launch_modes(drill)]
+    return warmups
 
 
 def check_correctness(
@@ -101,7 +104,7 @@ def check_correctness(
     visits: list[VisitMap] = []
     full_visits: VisitMap | None = None
     runs: list[tuple[bool | None, launching.Launch]] = []
-    for name, case_shape in (plan.cases()[:1] if shape_only else plan.cases()):
+    for name, case_shape in (plan.cases()[:1] if shape_only else [*plan.cases(), ("whole", plan.whole)]):
         q, k, v = launching.random_inputs(case_shape, device, generator)
         for causal in launch_modes(drill):
             cost.step(f"the {name} case, shape {cost.shape_words(case_shape)}{_mode_words(drill, causal)}")
@@ -276,6 +279,7 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
     out = torch.empty_like(q)
     launch = module.attention
     sdpa = torch.nn.functional.scaled_dot_product_attention
+    student: dict[str, Callable[[], object]]
     if "causal" in drill.modes:
         student = {
             "full": lambda: launch(q, k, v, causal=False, out=out),
@@ -288,4 +292,19 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
     else:
         student = {"full": lambda: launch(q, k, v, out=out)}
         baseline = {"full": lambda: sdpa(q, k, v, is_causal=False)}
-    return TimedLaunches(shape=list(shape), student=student, baseline=baseline, inputs=(q, k, v))
+
+    def verify() -> str | None:
+        """Each timed launch once more, its first and last head against float64."""
+        for mode, run in student.items():
+            run()
+            for b, h in ((0, 0), (shape[0] - 1, shape[1] - 1)):
+                one = (slice(b, b + 1), slice(h, h + 1))
+                expected = attention_reference(q[one], k[one], v[one], causal=mode == "causal")
+                err = float((out[one].to(torch.float64) - expected).abs().nan_to_num(nan=float("inf")).max())
+                if not err <= drill.tolerance:
+                    return (f"the timed {mode} launch (no visit map passed: the kernel's own configuration, e.g."
+                            f" an autotuned one) is wrong at shape {cost.shape_words(shape)}: batch {b}, head {h}"
+                            f" is off by up to {err:.3g} (tolerance {drill.tolerance:g}); its times are not shown")
+        return None
+
+    return TimedLaunches(shape=list(shape), student=student, baseline=baseline, inputs=(q, k, v), verify=verify)
