@@ -41,6 +41,7 @@ from tutor.harness import launch as launching
 from tutor.harness.diagnose import matches, worded
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
+from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 GARBAGE_K_SCALE = 3.0  # stale keys past a length: larger than real ones, so they would win the softmax
@@ -55,6 +56,11 @@ class Case:
     max_len: int
     head_dim: int
     score_std: float  # q is scaled so that q.k / sqrt(d) has about this standard deviation
+    # "orders": fixed lengths (a whole cache of whole blocks, one position, three quarters, a
+    # whole cache) and scores in four levels by quarter of each length, 120 apart (173 in the
+    # exp2 domain: past fp32's range), the top one at +100 (2^144 overflows fp32): the maximum
+    # in the first, (none: one position), last and a middle quarter of the sequence
+    layout: str = "random"
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -73,6 +79,7 @@ CPU_PLAN = Plan(
         Case("ragged", 3, 1, 161, 64, 1.0),
         Case("short", 2, 1, 37, 64, 1.0),
         Case("hostile", 2, 1, 200, 64, 100.0),
+        Case("orders", 4, 1, 128, 64, 1.0, "orders"),  # 16 slices of at most one block: ~0.2 s
     ),
     timing=(2, 2, 250, 64),
 )
@@ -83,6 +90,7 @@ GPU_PLAN = Plan(
         Case("ragged", 3, 4, 1001, 64, 1.0),
         Case("short", 2, 2, 37, 64, 1.0),
         Case("hostile", 4, 4, 1500, 128, 100.0),
+        Case("orders", 4, 2, 1024, 128, 1.0, "orders"),
     ),
     timing=(16, 32, 4096, 128),
 )
@@ -111,16 +119,47 @@ def ragged_lengths(batch: int, max_len: int, generator: torch.Generator) -> torc
     return torch.tensor([pool[i] for i in order[:batch]] if batch >= 3 else pool[:batch][::-1], dtype=torch.int32)
 
 
+ORDER_LEVELS = {"first": (100.0, -20.0, -140.0, -260.0), "last": (-260.0, -140.0, -20.0, 100.0),
+                "middle": (-20.0, 100.0, -140.0, -260.0)}
+ORDER_OF_SEQUENCE = ("first", "first", "last", "middle")  # sequence 1 holds one position
+
+
+def order_lengths(batch: int, max_len: int) -> torch.Tensor:
+    """The whole cache, one position, three quarters of it, the whole cache (and so on):
+    with a cache of whole blocks each full length is a multiple of the block."""
+    pool = [max_len, 1, max_len * 3 // 4, max_len]
+    return torch.tensor([pool[i % 4] for i in range(batch)], dtype=torch.int32)
+
+
+def ordered_scores(q: torch.Tensor, k: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """q[..., 0] = 16 and k[..., 0] = level / 2 (q.k / sqrt(d) gains 16 * k0 / sqrt(64) = 2 k0 at
+    head_dim 64; scaled to head_dim), so the score of a position is its quarter's level plus the
+    other dimensions' noise (standard deviation about 1): each level exactly representable in fp16."""
+    b, h, n, d = k.shape
+    q = q.clone()
+    k = k.clone()
+    q[..., 0] = 16.0
+    per = d**0.5 / 16.0  # score = 16 * k0 / sqrt(d): k0 = level * sqrt(d) / 16
+    for i in range(b):
+        length = int(lengths[i])
+        levels = ORDER_LEVELS[ORDER_OF_SEQUENCE[i % 4]]
+        quarter = (torch.arange(length) * 4) // max(length, 1)
+        k[i, :, :length, 0] = torch.tensor([levels[int(j)] for j in quarter]) * per
+    return q, k
+
+
 def random_inputs(
     case: Case, device: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """q, k_cache, v_cache (fp16) and lengths (int32) for one case."""
     b, h, n, d = case.shape
-    lengths = ragged_lengths(b, n, generator)
+    lengths = ragged_lengths(b, n, generator) if case.layout == "random" else order_lengths(b, n)
     # q.k / sqrt(d) has standard deviation score_std when q ~ N(0, score_std^2) and k ~ N(0, 1)
     q = torch.randn((b, h, d), generator=generator) * case.score_std
     k = torch.randn((b, h, n, d), generator=generator)
     v = torch.randn((b, h, n, d), generator=generator)
+    if case.layout == "orders":
+        q, k = ordered_scores(q, k, lengths)
     past = torch.arange(n)[None, :] >= lengths[:, None].long()  # (batch, max_len): stale cache
     k = torch.where(past[:, None, :, None], k * GARBAGE_K_SCALE, k)
     v = torch.where(past[:, None, :, None], v + GARBAGE_V_SHIFT, v)
@@ -206,6 +245,8 @@ class Launch:
     visits: torch.Tensor  # (batch*heads, n_blocks): slice number (from 1) that read the block, 0: none
     expected: torch.Tensor
     result: CaseResult | None = None
+    calls: list[apart.KernelCall] = dataclasses.field(default_factory=list)  # the launcher's kernel launches
+    k_view: torch.Tensor | None = None  # the K cache as the launcher got it (inside its guard band)
 
 
 def _result(launch: Launch) -> CaseResult:
@@ -232,10 +273,14 @@ def launch_on(module: ModuleType, case: Case, q: torch.Tensor, k: torch.Tensor, 
     out = guarded.output("output", (b, h, d), device=str(q.device), margin=margin)
     grid = (b * h, -(-n // block_n))
     visits = guarded.visits("visit map", grid, str(q.device), guarding.margin_elements(grid, 2 * grid[1]))
-    returned = getattr(module, LAUNCHER)(*views, lengths, out=out, visits=visits)
+    calls: list[apart.KernelCall] = []
+    with apart.recording(module, calls):  # notes each kernel launch, for testing the two kernels apart
+        returned = getattr(module, LAUNCHER)(*views, lengths, out=out, visits=visits)
     shared.synchronize(q)
     out = shared.returned_tensor(f"{LAUNCHER}() returned", returned, out, (b, h, d))
-    return Launch(case, q, k, v, lengths, out, guarded, visits, attend(q, k, v, lengths))
+    launch = Launch(case, q, k, v, lengths, out, guarded, visits, attend(q, k, v, lengths))
+    launch.calls, launch.k_view = calls, views[1]
+    return launch
 
 
 def evaluate(run_: Launch, tolerance: float) -> CaseResult:
@@ -420,6 +465,70 @@ def nan_structure(run_: Launch, sl: Slicing) -> str | None:
     return None
 
 
+MERGE_CODES = ("partials-averaged", "no-max-rescale", "no-final-division", "merge-leaves-out-l")
+
+
+@dataclass
+class Apart:
+    """The two kernels tested apart (:mod:`split_kv_readout`)."""
+
+    merge: apart.MergeReadout | None = None
+    convention: apart.Convention | None = None
+    split: dict[str, tuple[bool | None, str]] = dataclasses.field(default_factory=dict)  # case -> (right?, words)
+
+
+def _partition_plausible(run_: Launch, block_n: int, slots: int) -> bool:
+    """The visits say which slot read each block: every block a sequence holds was read,
+    by a slot in 1..slots, each slot's blocks one run, in order."""
+    b, h, _, _ = run_.case.shape
+    visits = run_.visits.cpu().reshape(b * h, -1)
+    needed = blocks_needed(run_.lengths.cpu(), block_n)
+    for r in range(b * h):
+        row = visits[r, : needed[r // h]].tolist()
+        if not row or min(row) < 1 or max(row) > slots or row != sorted(row):
+            return False
+    return True
+
+
+def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
+    """Each launch's split states against the reference, per slice; the merge alone on the
+    tutor's states (one probe, re-launching the first launch's merge)."""
+    block_n = int(module.BLOCK_N)
+    found = Apart()
+    first = None
+    rights: list[bool | None] = []
+    conventions: list[apart.Convention] = []
+    for x in launches:
+        b, h, _, d = x.case.shape
+        if x.k_view is None:
+            continue
+        roles = apart.find_roles(x.calls, x.k_view, x.out, b * h, d)
+        if roles is None or not _partition_plausible(x, block_n, roles.slots):
+            continue
+        ref = apart.reference_states(x.q, x.k, x.v, x.lengths, x.visits.reshape(b * h, -1) - 1, block_n, roles.slots)
+        right, words, conv = apart.split_report(roles, ref, x.lengths.cpu().tolist(), h, block_n)
+        found.split[x.case.name] = (right, words)
+        rights.append(right)
+        conventions.append(conv)
+        if first is None:
+            first = (x, roles, conv, ref)
+    if first is not None:
+        x, roles, conv, ref = first
+        agreed = conv.known and all(r is True for r in rights) and all(c == conv for c in conventions)
+        if not agreed:
+            # the split is wrong somewhere (or its convention changes from case to case): the merge
+            # is fed states in the drill's convention, (m_s in the exp2 domain, l_s, unnormalised o_s)
+            if len(roles.scalars) != 2:
+                return found
+            conv = apart.Convention({roles.scalars[0]: "m2", roles.scalars[1]: "l"}, "o")
+        b, h, _, d = x.case.shape
+        scal, vec = apart.stored(roles)
+        found.convention = conv
+        found.merge = apart.merge_probe(module, roles, conv, x.out, b * h, d,
+                                        apart.empty_values(conv, scal, vec, ref))
+    return found
+
+
 def diagnose(
     drill: Drill, launches: list[Launch], module: ModuleType, tolerance: float, visits: VisitMap | None,
     guard_said: dict[str, str] | None = None,
@@ -433,6 +542,12 @@ def diagnose(
         codes.setdefault(code, detail)
 
     failing = [x for x in launches if not _result(x).passed]
+    tested = test_apart(launches, module) if failing else Apart()
+    probe = tested.merge
+    splits = [tested.split.get(_result(x).name, (None, ""))[0] for x in failing]
+    split_right = bool(splits) and all(r is True for r in splits)
+    # the merge measured alone names its mistake: that holds on every case whose split is right
+    named = probe.code if probe is not None and probe.code and split_right else None
     per_case: list[list[str]] = []
     measured: list[Slicing] = []
     for launch in failing:
@@ -444,6 +559,10 @@ def diagnose(
         elif case.nonfinite:
             code = nan_structure(launch, sl)
             per_case.append([code] if code else [])
+        elif named:
+            per_case.append([named])
+        elif probe is not None:  # the merge measured alone is exact, or wrong in no named way
+            per_case.append([c for c in fingerprint(launch, block_n, tolerance) if c not in MERGE_CODES])
         else:
             per_case.append(fingerprint(launch, block_n, tolerance))
     # NaN in the pattern of the empty slices is said only if every case with NaN shows
@@ -486,9 +605,38 @@ def diagnose(
             say("wrong-output", describe_wrong(launch, sl, tolerance, block_n) + where[:-1] + ").")
 
     nan_names = {_result(x).name for x in failing if _result(x).nonfinite}
-    if "nan-in-output" in codes and nan_names == {"hostile"}:
-        codes["nan-in-output"] += (" Only the hostile case (scores of standard deviation 100) has them: an"
-                                   " exp overflowed fp32 there. Subtract a maximum before every exp/exp2.")
+    if "nan-in-output" in codes and nan_names and nan_names <= {"hostile", "orders"}:
+        codes["nan-in-output"] += (" Only the cases of large scores have them (hostile: scores of standard deviation"
+                                   " 100; orders: a top score of 100, 144 in the exp2 domain): an exp overflowed"
+                                   " fp32 there. Subtract a maximum before every exp/exp2.")
+
+    # the two kernels tested apart: said beside the first error, as measured
+    apart_words = ""
+    if any(_result(x).unwritten or _result(x).wrote_out_of_bounds for x in failing):
+        probe, tested = None, Apart()  # an output not (all) written: the rest is not worth guessing at
+    if probe is not None and not probe.exact:
+        conv = tested.convention
+        if conv is not None and (conv.vector != "o" or any(k not in ("m2", "l") for k in conv.scalars.values())):
+            apart_words += (" (Your split kernel stores " + ", ".join(apart.SCALAR_KINDS[k] for k in
+                            conv.scalars.values() if k) + f" and {apart.VECTOR_KINDS[conv.vector]}: the tutor's"
+                            " states were written that way.)")
+        apart_words += probe.words
+    elif probe is not None and failing and not split_right:
+        apart_words += probe.words
+    for launch in failing:
+        right, words = tested.split.get(_result(launch).name, (None, ""))
+        if right is False and words:
+            apart_words += f" On the {_result(launch).name} case:" + words
+            break
+    if apart_words:
+        preferred = [*MERGE_CODES, "wrong-output", "nan-in-output", "reads-past-length", "empty-slice-nan"]
+        target = next((c for c in preferred if c in codes), None) or next(
+            (c for c in codes if drill.diagnosis_text(c).severity == "error"), None)
+        if target is None and failing:
+            say("wrong-output", "")
+            target = "wrong-output"
+        if target is not None:
+            codes[target] += apart_words
 
     if visits is not None and visits.visited_blocks == 0:
         say("no-visits-recorded")
