@@ -222,7 +222,8 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
                 result.sdpa_causal_ms = timing.time_ms(timed.baseline["causal"], interpreter=False)
         result.roofline = _roofline(state, dev, result, timed, maps)
         result.performance = Performance("done")
-        wrong = timed.verify() if timed.verify is not None and not dev.interpreter else None
+        # a kernel that passed: its timed configuration must pass too (a failing one is known wrong)
+        wrong = timed.verify() if timed.verify is not None and result.passed and not dev.interpreter else None
         if wrong is not None:  # the verdict checked another configuration than the one timed
             result.full_ms = result.causal_ms = None
             result.roofline = None
