@@ -20,12 +20,13 @@ from tutor import mistakes
 from tutor.catalog import get_drill
 from tutor.harness.problems import PROBLEMS, problem_module
 from tutor.harness.problems import split_kv_decode as decode
+from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.result import CheckResult
 from tutor.report import render
 
 DRILL = get_drill("05")
 ENTRIES = mistakes.load(DRILL)
-CASES = {"default", "ragged", "short", "hostile"}
+CASES = {"default", "ragged", "short", "hostile", "orders"}
 SHIPPED_CODES = ["partials-averaged"]
 VISIT_SHAPE = (3, 2, 200, 64)  # the default case's (batch, heads, max_len, head_dim) in the visit-map checks
 VISIT_SEED = 5
@@ -123,6 +124,78 @@ def test_the_missing_division_is_the_answer_times_the_merged_sum():
         sb = s[b, :, : int(lengths[b])]
         total = torch.exp(sb - sb.amax(-1, keepdim=True)).sum(-1)
         assert torch.allclose(undivided[b], decode.attend(q, k, v, lengths)[b] * total[:, None], atol=1e-9)
+
+
+def test_the_orders_case_puts_the_maximum_first_last_and_in_the_middle_with_drops_past_exp2_range():
+    case = next(c for c in decode.CPU_PLAN.cases if c.name == "orders")
+    q, k, v, lengths = decode.random_inputs(case, "cpu", torch.Generator().manual_seed(3))
+    assert lengths.tolist() == [128, 1, 96, 128] and 128 % 32 == 0 and 96 % 32 == 0  # whole blocks, and one position
+    s = decode._scores(q, k)[:, 0]
+    for b, where in enumerate(["first", None, "last", "middle"]):
+        n = int(lengths[b])
+        quarters = s[b, :n].reshape(4, -1).amax(-1) if n > 1 else s[b, :1]
+        if where is None:
+            assert float(s[b, 0]) > 90  # 2^(100 log2 e) overflows fp32 without a maximum subtracted
+            continue
+        top = {"first": 0, "last": 3, "middle": 1}[where]
+        assert int(quarters.argmax()) == top
+        # the next level is 120 lower: 173 in the exp2 domain, past fp32's exp2 range (2^-149)
+        assert float(quarters.max() - quarters.sort(descending=True).values[1]) * 1.4427 > 150
+    assert torch.isfinite(decode.attend(q, k, v, lengths)).all()
+
+
+def _states(m2: list[list[float]], sums: list[list[float]]) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tensor(m2, dtype=torch.float64), torch.tensor(sums, dtype=torch.float64)
+
+
+def test_the_merge_read_out_names_a_merge_by_the_weights_it_gives_each_slice():
+    """float64, no kernel: a merge's output on one-hot slice answers is its weights.  The
+    exact merge weighs slice s by its share of the mass l_s 2^(m_s - M) / sum; the old
+    advice (2^(m_s - M) alone) leaves l_s out; averaging gives each non-empty slice 1/n."""
+    inf = float("-inf")
+    m2, sums = _states([[0.0, 3.0, -2.0, inf], [0.0, 0.0, 0.0, 0.0]], [[40.0, 1.2, 12.0, 0.0], [1.5, 24.0, 3.0, 60.0]])
+    labels = ["mixed", "one maximum"]
+    truth = apart.true_shares(m2, sums)
+    assert torch.allclose(truth[0], torch.tensor([40, 1.2 * 8, 12 / 4, 0]).double() / (40 + 9.6 + 3), atol=1e-12)
+    pad = torch.zeros(2, 4, dtype=torch.float64)
+
+    def read(weights: torch.Tensor) -> apart.MergeReadout:
+        return apart.read_weights(torch.cat([weights, pad], 1), m2, sums, labels, 4)
+
+    assert read(truth).exact and read(truth).code is None
+    base = torch.exp2(m2 - m2.amax(-1, keepdim=True))
+    leaves_out = read(base / base.sum(-1, keepdim=True))
+    assert leaves_out.code == "merge-leaves-out-l" and not leaves_out.exact
+    assert "your merge weights slice" in leaves_out.words and "where its share of the mass" in leaves_out.words
+    nonempty = (sums > 0).double()
+    assert read(nonempty / nonempty.sum(-1, keepdim=True)).code == "partials-averaged"
+    assert read(sums / sums.sum(-1, keepdim=True)).code == "no-max-rescale"
+    odd = truth.clone()
+    odd[0] = torch.tensor([0.2, 0.5, 0.3, 0.0])  # no named mistake: the weights are said, no code
+    assert read(odd).code is None and "slice" in read(odd).words
+    broken = truth.clone()
+    broken[0, 0] = float("nan")
+    said = read(broken)
+    assert said.nan_rows == ["mixed"] and "NaN or inf on the rows with mixed" in said.words
+
+
+def test_the_reference_slice_states_follow_the_measured_partition():
+    q, k, v, lengths = _inputs(batch=3, heads=1, max_len=64, head_dim=16)
+    owner = torch.tensor([[0, 0, 1, 1, 2, 2, 3, 3]] * 3)  # blocks of 8, two per slice
+    ref = apart.reference_states(q, k, v, lengths, owner, 8, 4)
+    s = torch.einsum("bhd,bhnd->bhn", q.double(), k.double())[:, 0] / 4.0
+    for b in range(3):
+        n = int(lengths[b])
+        for slot in range(4):
+            lo, hi = 16 * slot, min(16 * slot + 16, n)
+            if lo >= n:
+                assert float(ref.sums[b, slot]) == 0 and float(ref.m[b, slot]) == float("-inf")
+                continue
+            sb = s[b, lo:hi]
+            p = torch.exp(sb - sb.max())
+            assert math.isclose(float(ref.m[b, slot]), float(sb.max()), abs_tol=1e-12)
+            assert math.isclose(float(ref.sums[b, slot]), float(p.sum()), rel_tol=1e-12)
+            assert torch.allclose(ref.o[b, slot], p @ v[b, 0, lo:hi].double(), atol=1e-10)
 
 
 def _read_map(per_sequence: list[list[int]], heads: int = 2):
@@ -241,8 +314,9 @@ def test_the_diagnoses_carry_what_was_measured(checked):
     division is measured as one factor per (sequence, head); the shipped averaging
     names the sequences it got wrong, with the slices each spans."""
     overflow = checked["merge_without_max"]
-    assert [c.name for c in overflow.cases if c.nonfinite] == ["hostile"]
-    assert "Only the hostile case (scores of standard deviation 100) has them" in overflow.diagnosis[0].message
+    assert [c.name for c in overflow.cases if c.nonfinite] == ["hostile", "orders"]
+    assert "Only the cases of large scores have them" in overflow.diagnosis[0].message
+    assert "Your merge alone gives NaN or inf on the rows with maxima near 300" in overflow.diagnosis[0].message
     undivided = checked["no_final_division"].diagnosis[0].message
     assert "On each (sequence, head) the output is the reference times one factor, from " in undivided
     averaged = checked["shipped"].diagnosis[0].message
@@ -259,6 +333,13 @@ def test_the_diagnoses_carry_what_was_measured(checked):
     assert {("visit map", "after", "write", case) for case in ("short", "hostile")} <= writes, writes
     assert all(w[:3] == ("visit map", "after", "write") for w in writes) and "default" not in {w[3] for w in writes}
     assert checked["solution"].guard_findings == []
+    # the two kernels apart: the old advice's merge is named from its weights, on every case
+    leaves = checked["merge_leaves_out_l"].diagnosis[0].message
+    assert "your merge weights slice" in leaves and "where its share of the mass" in leaves
+    assert "without bringing them to one maximum" not in leaves
+    split = checked["split_l_not_rescaled"].diagnosis[0].message
+    assert "Your merge kernel alone is exact" in split and "Your split kernel's slice states differ" in split
+    assert "l_s is off by a factor" in split and "each spans more than one block" in split
     empty = checked["empty_slice_nan"]
     assert "NaN in every head of sequence" in empty.diagnosis[0].message
     assert all(c.nonfinite < c.shape[0] * c.shape[1] * c.shape[3] for c in empty.cases if c.name == "default")

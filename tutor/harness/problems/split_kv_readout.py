@@ -254,7 +254,7 @@ def split_report(roles: Roles, ref: SliceStates, lengths: list[int], heads: int,
                  block_n: int) -> tuple[bool | None, str, Convention]:
     """(split right?, words, convention).  None: nothing could be compared."""
     conv, scal, vec = convention(roles, ref)
-    nonempty = ref.sums > 0
+    nonempty = (ref.sums > 0).cpu()  # the masks are gathered on the CPU (bh x slots booleans: small)
     bad = torch.zeros_like(nonempty)
     fields: dict[str, str] = {}
     has_lse = any(k in ("lse", "lse2") for k in conv.scalars.values())
@@ -264,17 +264,17 @@ def split_report(roles: Roles, ref: SliceStates, lengths: list[int], heads: int,
             continue  # an extra field beside an lse and a normalised o (an unused l): not compared
         kind = conv.scalars[i] or ("l" if has_m else "m2" if i == min(scal) else "l")
         r = ref.kind(kind).to(t.device)
-        wrong = ~_close(t, r, kind, torch.ones_like(r)) & nonempty.to(t.device)
+        wrong = (~_close(t, r, kind, torch.ones_like(r))).cpu() & nonempty
         if bool(wrong.any()):
             bad |= wrong.cpu()
-            fields[kind] = _factor_words(t[wrong], r[wrong], kind)
+            fields[kind] = _factor_words(t.cpu()[wrong], r.cpu()[wrong], kind)
     vkind = conv.vector or "o"
     r = ref.kind(vkind).to(vec.device)
     scale = torch.maximum(ref.o.abs().amax(-1), ref.sums) if vkind == "o" else torch.ones_like(ref.sums)
-    vwrong = ~_close(vec, r, vkind, scale.to(vec.device)) & nonempty.to(vec.device)
+    vwrong = (~_close(vec, r, vkind, scale.to(vec.device))).cpu() & nonempty
     if bool(vwrong.any()):
         bad |= vwrong.cpu()
-        fields[vkind] = _factor_words(vec[vwrong].flatten(), r[vwrong].flatten(), vkind)
+        fields[vkind] = _factor_words(vec.cpu()[vwrong].flatten(), r.cpu()[vwrong].flatten(), vkind)
     # empty slots: what the split stored there
     empty_nan = []
     for i, t in scal.items():
@@ -353,8 +353,8 @@ def _where(bad: torch.Tensor, ref: SliceStates, lengths: list[int], heads: int, 
                        ("each is a sequence's first slice", first_slot),
                        ("each holds one position", single),
                        (f"each spans more than one block of {block_n} positions", ref.positions.cpu() > block_n)):
-        if bool((mask[bad]).all()) and not bool((mask & nonempty & ~bad).any()):
-            common.append(what)
+        if bool((mask[bad]).all()):  # every wrong slice has it; "only they" when no right one does
+            common.append(what + ("" if bool((mask & nonempty & ~bad).any()) else ", and no right slice does"))
     if not common and bool((~bad & nonempty).any()):
         right = int((~bad & nonempty).sum())
         common.append(f"the other {right} non-empty slices are right")
