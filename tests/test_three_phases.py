@@ -19,9 +19,10 @@ from helpers_loop import (
 
 from tutor import runner as running
 from tutor.catalog import get_drill
-from tutor.engine import CheckFinished, DiagnosisFinished, PerformanceFinished
+from tutor.engine import CheckFinished, CheckStep, DiagnosisFinished, PerformanceFinished
 from tutor.harness.result import CheckResult
 from tutor.hints import code_unlocks
+from tutor.report import step_words
 from tutor.runner import CheckRunner
 
 pytestmark = pytest.mark.slow  # real workers
@@ -144,3 +145,36 @@ def test_engine_events_of_a_failing_save_arrive_in_phase_order(tmp_path: Path) -
         kinds = [type(e).__name__ for e in log.events[mark:]
                  if isinstance(e, (CheckFinished, DiagnosisFinished, PerformanceFinished))]
         assert kinds == ["CheckFinished", "DiagnosisFinished", "PerformanceFinished"]
+        # while the verdict runs, its steps: loading and compiling first, then each case's launch
+        steps = [e.step for e in log.events[mark:] if isinstance(e, CheckStep)]
+        assert steps[0].startswith("loading and compiling") and step_words(steps[0]) == "compiling…"
+        assert any(step.startswith("the ragged case, shape 1x2x129x64") for step in steps)
+        finished = next(i for i, e in enumerate(log.events[mark:]) if isinstance(e, CheckFinished))
+        assert all(i < finished for i, e in enumerate(log.events[mark:]) if isinstance(e, CheckStep))
+
+
+def test_a_warm_up_thread_stops_at_its_next_step_once_a_job_arrived() -> None:
+    """A spare's warm-up gives way to the job (tutor.worker): cost.abortable."""
+    import threading
+
+    from tutor.harness import cost
+
+    arrived = threading.Event()
+    seen: list[str] = []
+
+    def warm_up() -> None:
+        with cost.abortable(arrived):
+            cost.step("a step before the job")
+            seen.append("ran")
+            arrived.wait(5)
+            try:
+                cost.step("a step after it")
+            except cost.LaunchAborted:
+                seen.append("stopped")
+
+    thread = threading.Thread(target=warm_up)
+    thread.start()
+    arrived.set()
+    thread.join(10)
+    assert seen == ["ran", "stopped"]
+    cost.step("the job's own step")  # the job's thread is never stopped
