@@ -75,11 +75,17 @@ class Case:
 
 # Any wrong head mapping shows on some case: 4 query heads on 2 K/V heads
 # (h % 2 differs from h // 2 there), 6 on 3 (h // 3, h % 3 and h // 2 all
-# differ), and one K/V head for all (anything but 0 is past the last head).
-# Window 48 on 64-blocks: the last query block can skip a whole K/V block
-# before its window, and its first visited block is a boundary block with keys
-# too old for some of its rows.  Some case has two sequences: a K/V offset that
-# leaves out the batch index reads sequence 0's K/V for both.  CPU shapes are
+# differ), 8 on 2 and 4 on 1 (other ratios than the default's), and one K/V
+# head for all (anything but 0 is past the last head).  Window 48 on
+# 64-blocks: the last query block can skip a whole K/V block before its
+# window, and its first visited block is a boundary block with keys too old for
+# some of its rows.  Some case has two sequences: a K/V offset that leaves out
+# the batch index reads sequence 0's K/V for both.  The block-edge case has a
+# window of BLOCK_N + 1 keys on a length that is a multiple of both blocks (set
+# from the student's blocks by :func:`cases_for`): a query block's first window
+# key then falls exactly on a K/V block boundary, so a lower bound one key too
+# early visits one block more and a lower bound rounded the wrong way misses
+# one.  The one-key case (WINDOW = 1) sees only the diagonal.  CPU shapes are
 # small: the interpreter is slow.
 CPU_CASES = (
     Case("default", 1, 4, 2, 140, 64, 48),
@@ -87,6 +93,8 @@ CPU_CASES = (
     Case("short", 2, 6, 3, 37, 64, 16),  # shorter than one block; two sequences, so the batch index counts
     Case("wide-window", 1, 2, 2, 100, 64, 128),  # window >= seq: plain causal attention
     Case("hostile", 1, 2, 1, 150, 64, 80, q_scale=40.0),  # scores ~ +-100: exp overflows fp32 unless max is subtracted
+    Case("block-edge", 1, 8, 2, 192, 64, 65),  # WINDOW = BLOCK_N + 1, a block-multiple length, 8 heads on 2
+    Case("one-key", 1, 4, 1, 70, 64, 1),  # WINDOW = 1: each row sees itself only; 4 heads on 1
 )
 GPU_CASES = (
     Case("default", 2, 8, 2, 1000, 64, 300),
@@ -94,13 +102,22 @@ GPU_CASES = (
     Case("short", 1, 6, 3, 37, 64, 16),
     Case("wide-window", 1, 2, 2, 100, 64, 128),
     Case("hostile", 1, 4, 2, 300, 64, 100, q_scale=40.0),
+    Case("block-edge", 1, 8, 2, 256, 64, 65),
+    Case("one-key", 1, 4, 1, 70, 64, 1),
 )
 # timed: the window is a quarter of the sequence, 8 query heads per K/V head
 GPU_TIMING = Case("timing", 4, 32, 4, 4096, 64, 1024)
 
 
-def cases_for(interpreter: bool, shape: tuple[int, int, int, int] | None = None) -> tuple[Case, ...]:
-    cases = CPU_CASES if interpreter else GPU_CASES
+def cases_for(interpreter: bool, shape: tuple[int, int, int, int] | None = None,
+              block_m: int = 64, block_n: int = 64) -> tuple[Case, ...]:
+    """The correctness cases; the block-edge case's window is the student's BLOCK_N + 1
+    and its length a multiple of both blocks, at least three query blocks."""
+    cases = tuple(
+        dataclasses.replace(c, window=block_n + 1, seq=max(c.seq, 3 * max(block_m, block_n)) // max(block_m, block_n)
+                            * max(block_m, block_n))
+        if c.name == "block-edge" else c
+        for c in (CPU_CASES if interpreter else GPU_CASES))
     if shape is None:
         return cases
     batch, heads, seq, head_dim = shape
@@ -240,11 +257,14 @@ def kv_heads_read(module: ModuleType, checked: Checked, generator: torch.Generat
 def weight_readout(
     module: ModuleType, case: Case, device: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel's attention weights, (1, seq, seq) in float64, read out through
-    one-hot values on fresh standard-normal q, k of one head (the window is the
-    same in every head; one head keeps the read-out cheap); and the visits
-    (1, n_m, n_n) of the last read-out launch."""
-    case = plain = dataclasses.replace(case, q_scale=1.0, batch=1, heads=1, heads_kv=1)
+    """The kernel's attention weights, (batch*H, seq, seq) in float64 on ``device``,
+    read out through one-hot values (every K/V head carries the same one-hot V, so
+    each query head's output is its own weight matrix whichever K/V head it reads),
+    on fresh small q, k at the case's own shape, dtypes and window: the launches
+    reuse the variant the case's correctness launch compiled (a GPU specialises
+    on the length, the window and the pointers' alignment).  And the visits
+    (batch*H, n_m, n_n) of the last read-out launch."""
+    plain = dataclasses.replace(case, q_scale=1.0)
     q, k, _ = random_inputs(plain, device, generator)
     # small scores (std ~0.1): every key the kernel lets in gets a weight far
     # from fp16's underflow, even under a wrong softmax temperature
@@ -281,6 +301,9 @@ def _span(indices: list[int], noun: str = "key") -> str:
 class WindowFinding:
     code: str
     detail: str
+    # other codes the same measurement fits (no far-side mask: on a case whose loop
+    # bound never cuts a window, far-block-unmasked and window-unmasked look alike)
+    fits: tuple[str, ...] = ()
 
 
 def read_window(
@@ -295,6 +318,16 @@ def read_window(
     allowed = window_mask(seq, window, weights.device)
     findings: list[WindowFinding] = []
 
+    # a one-hot read-out of attention is a weight matrix: no weight below 0.  One
+    # that is negative means the output is not a weighted average of the V rows
+    # (values from elsewhere): nothing below can be read from it
+    negative = (weights < -1e-2) & finite[..., None]
+    if negative.any():
+        h, r, c = map(int, negative.nonzero()[0])
+        return [WindowFinding("wrong-output", f" Read out through one-hot values (key c's value is a unit vector),"
+                              f" row {r} gets {float(weights[h, r, c]):.2f} from key {c}: a negative weight, so the "
+                              f"output is not a weighted average of the rows of V.")]
+
     future = seen & (cols > rows)
     if future.any():
         h, r = map(int, future.any(dim=-1).nonzero()[0])
@@ -307,6 +340,36 @@ def read_window(
     # would give with the kernel's own first visited block as a floor
     floor = first_visited_key(visits, block_m, block_n, seq)  # (heads, seq)
     first_seen = torch.where(seen & (cols <= rows), cols.expand_as(seen), seq).min(dim=-1).values
+
+    # the near side: does every row that sees a key see up to row - k, for one k >= 1,
+    # and the WINDOW keys before that (the whole window shifted back k keys)?
+    arange = torch.arange(seq, device=weights.device)
+    last_seen = torch.where(seen, cols.expand_as(seen), -1).max(dim=-1).values
+    has = seen.any(dim=-1) & finite
+    if bool(has.any()) and not future.any():
+        gaps = torch.unique((arange - last_seen)[has]).tolist()
+        counted = seen.sum(dim=-1)
+        if len(gaps) == 1 and gaps[0] >= 1:
+            k = int(gaps[0])
+            shifted_first = torch.maximum((arange - k - window + 1).clamp(min=0), floor)
+            contiguous = counted == last_seen - first_seen + 1
+            if bool((first_seen == shifted_first)[has].all()) and bool(contiguous[has].all()):
+                full = has & (last_seen - first_seen + 1 == window)  # a row whose shifted window is whole
+                h, r = map(int, (full if bool(full.any()) else has).nonzero()[-1])
+                blind = (~has & finite).any(dim=0) | (~finite).any(dim=0)
+                none = blind.nonzero().flatten().tolist()
+                also = f"; {_span(none, 'row')} see{'s' if len(none) == 1 else ''} no key" if none else ""
+                # where no row's far side is seen to move (it is cut at key 0 or the loop's
+                # first block), the same read-out is a near side that leaves out the row's own key
+                # (the general facts, too: its own key is missed; keys before its window seen, where some are)
+                fits = ("window-keys-missed",) + (
+                    ("weight-outside-window",) if bool((first_seen < arange - window + 1)[has].any()) else ())
+                findings.append(WindowFinding("window-shifted", f" Row {r} sees keys {int(first_seen[h, r])}.."
+                                              f"{int(last_seen[h, r])}, not {max(r - window + 1, 0)}..{r}: the near "
+                                              f"side stops {k} key{'s' if k > 1 else ''} before the row (its own key "
+                                              f"is not seen) and the far side starts {k} key{'s' if k > 1 else ''} too "
+                                              f"early; the width is WINDOW{also}.", fits))
+                return findings
     holes = (~seen & allowed & (cols >= first_seen[..., None])).any(dim=-1) & finite
 
     def predicted(width: int) -> torch.Tensor:
@@ -318,17 +381,32 @@ def read_window(
     if too_old.any() or missed.any():
         # hypotheses: no far-side mask at all, or the window the rows measure
         candidates = [seq + window] if too_old.any() else []
-        arange = torch.arange(seq, device=weights.device)
         measurable = usable & (first_seen > floor) & (first_seen > 0)
         widths = torch.unique((arange - first_seen + 1)[measurable]).tolist()  # sorted, as Tensor.unique()
         if len(widths) == 1 and widths[0] != window:
             candidates.append(int(widths[0]))
+        # every width the measurement fits (the loop's first block can hide the far side):
+        # a code found on one case is said when every other case's read-out fits it too
+        consistent: set[str] = set()
+        if not bool(holes.any()):
+            # no far side at all: the loop's first block cuts some row's view (far-block-unmasked)
+            # or none does (then it also looks like window-unmasked)
+            cut = bool((usable & (floor > 0) & (floor < (torch.arange(seq, device=weights.device) - window + 1))).any())
+            for width in [*range(1, seq + 1), seq + window]:
+                if width != window and bool((first_seen == predicted(width))[usable].all()):
+                    consistent.add(("far-block-unmasked" if cut else "window-unmasked") if width == seq + window else
+                                   "window-off-by-one" if abs(width - window) == 1 else "window-size-wrong")
+            if "window-unmasked" in consistent:
+                consistent.add("far-block-unmasked")
+            if "window-off-by-one" in consistent:
+                consistent.add("window-size-wrong")
         for width in candidates:
             if bool(holes.any()) or not bool((first_seen == predicted(width))[usable].all()):
                 continue
             if width == seq + window:  # no far-side mask at all
                 binds = usable & (floor > 0) & (floor < (arange - window + 1))
                 code = "far-block-unmasked" if binds.any() else "window-unmasked"
+                fits = () if binds.any() else ("far-block-unmasked",)
                 # the row that puts the most weight before its window is the example
                 outside = torch.where(too_old, weights, 0.0).sum(dim=-1)
                 outside = torch.where(binds if binds.any() else usable, outside, -1.0)
@@ -336,14 +414,19 @@ def read_window(
                 findings.append(WindowFinding(code, f" Row {r} sees keys {int(first_seen[h, r])}..{r} and puts "
                                               f"{float(outside[h, r]):.2f} of its weight on keys "
                                               f"{int(first_seen[h, r])}..{r - window}, before its window "
-                                              f"(keys {r - window + 1}..{r})."))
+                                              f"(keys {r - window + 1}..{r}).",
+                                              tuple(sorted((set(fits) | consistent) - {code}))))
             else:
                 h, r = map(int, (measurable & (first_seen == arange - width + 1)).nonzero()[-1])
                 code = "window-off-by-one" if abs(width - window) == 1 else "window-size-wrong"
                 what = f"one {'wider' if width > window else 'narrower'} than" if code == "window-off-by-one" else "not"
+                off = abs(width - window)
+                side = (f"its far side starts {off} key{'s' if off > 1 else ''} "
+                        f"{'too early' if width > window else 'too late'}; the near side (the row itself) is right")
                 findings.append(WindowFinding(code, f" The measured window is {width} keys, {what} WINDOW = "
                                               f"{window}: row {r} sees keys {int(first_seen[h, r])}..{r}, not "
-                                              f"{r - window + 1}..{r}."))
+                                              f"{r - window + 1}..{r} - {side}.",
+                                              tuple(sorted(consistent - {code}))))
             break
         else:
             if too_old.any():
@@ -362,11 +445,97 @@ def read_window(
                 own = " - its own key among them" if r in keys else ""
                 findings.append(WindowFinding("window-keys-missed", f" Row {r} gives no weight to "
                                               f"{_span(keys)} of its window{own}{why}."))
+    # the general facts any window finding here also states: weight before the window, keys missed
+    general = (("weight-outside-window",) if bool(too_old.any()) else ()) + (
+        ("window-keys-missed",) if bool(missed.any()) else ())
+    for f in findings:
+        if f.code != "future-keys-seen":
+            f.fits = tuple(sorted(set(f.fits) | (set(general) - {f.code})))
     nan_rows = (~finite).any(dim=0).nonzero().flatten().tolist()
     if findings and nan_rows:
         findings[0].detail = (findings[0].detail[:-1] + f"; {_span(nan_rows, 'row')} "
                               f"{'comes' if len(nan_rows) == 1 else 'come'} out NaN.")
     return findings
+
+
+def bound_visits(checked: list[Checked], block_m: int, block_n: int) -> dict[str, tuple[int, str]]:
+    """Visits, over every case's visit map, to K/V blocks wholly before a query block's
+    window ("before") or wholly after its last row ("after"): how many, and the first
+    in words."""
+    out: dict[str, tuple[int, str]] = {}
+    for side in ("before", "after"):
+        count, example = 0, ""
+        for one in checked:
+            visits, case = one.launch.visits, one.case
+            if visits is None:
+                continue
+            spans = needed_blocks(case.seq, case.window, block_m, block_n)
+            n_n = visits.shape[-1]
+            per_pair = (visits != 0).sum(dim=0).cpu().tolist()  # (n_m, n_n): heads that visited each pair
+            for i, (lo, hi) in enumerate(spans):
+                for j in range(n_n):
+                    if per_pair[i][j] and (j < lo if side == "before" else j > hi):
+                        count += per_pair[i][j]
+                        if not example:
+                            first = i * block_m
+                            last = min(first + block_m, case.seq) - 1
+                            keys = f"keys {j * block_n}..{min((j + 1) * block_n, case.seq) - 1}"
+                            why = (f"its rows' windows start at key {max(first - case.window + 1, 0)} or later"
+                                   if side == "before" else f"its last row is {last}")
+                            example = (f"on the {case.name} case (seq={case.seq}, window={case.window}), query block "
+                                       f"{i} (rows {first}..{last}) visited K/V block {j} ({keys}), but {why}.")
+        out[side] = (count, example)
+    return out
+
+
+def uncounted_blocks(checked: list[Checked], block_m: int, block_n: int) -> str:
+    """On a check whose every case passed: the (query block, K/V block) pairs the
+    window needs that the visit map records as unvisited, in words ("" when none).
+    The output is right, so the keys of those blocks were read: by tiles recorded
+    at another block (a loop whose tiles start between block boundaries records each
+    tile at the block of its first key, start_n // BLOCK_N) or not recorded at all.
+    The tutor cannot count such a loop's work: said as a finding, never "solved"."""
+    total, example = 0, ""
+    for one in checked:
+        visits, case = one.launch.visits, one.case
+        if visits is None:
+            continue
+        ideal = ideal_visits(case.seq, case.window, block_m, block_n)
+        per_pair = (visits != 0).sum(dim=0).cpu().tolist()
+        heads = visits.shape[0]
+        for i, row in enumerate(ideal):
+            for j, want in enumerate(row):
+                if want and per_pair[i][j] < heads:
+                    total += heads - per_pair[i][j]
+                    if not example:
+                        example = (f"on the {case.name} case (seq={case.seq}, window={case.window}), query block {i} "
+                                   f"needs K/V block {j} and {heads - per_pair[i][j]} of its {heads} heads recorded "
+                                   f"no visit to it")
+    if not total:
+        return ""
+    return (f" The output is right on every case, yet {total} needed (query block, K/V block) visits were not "
+            f"recorded over all cases: {example}.")
+
+
+def agreed_findings(readouts: dict[str, list[WindowFinding]]) -> list[WindowFinding]:
+    """The read-out findings every case read out supports: a code is kept when each
+    case found it, or a finding its measurement also fits (:attr:`WindowFinding.fits`).
+    The detail is that of the first case that found the code itself."""
+    if not readouts:
+        return []
+    common: set[str] | None = None
+    for found in readouts.values():
+        codes = {c for f in found for c in (f.code, *f.fits)}
+        common = codes if common is None else common & codes
+    assert common is not None
+    kept: dict[str, WindowFinding] = {}
+    for found in readouts.values():
+        for f in found:
+            # one code per fact: a code another kept finding also fits (or that fits it) says it twice
+            twice = any(f.code in k.fits or c in f.fits for c, k in kept.items())
+            if f.code in common and not twice:
+                kept.setdefault(f.code, f)
+    return list(kept.values())
 
 
 def window_hits(visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -489,20 +658,27 @@ def diagnose(
         rest = [one] if wrong else written
         rest = [x for x in rest if not (x is one and bad_heads <= set(wrong))]
 
-        # 3. which keys does each row weigh?  Read out once, on the first case left
-        # unexplained: what it finds is a property of the kernel, said once
-        readout: list[WindowFinding] | None = None
+        # 3. which keys does each row weigh?  Read out on every failing case left
+        # unexplained, each at its own shape; a code is said only when the read-out
+        # of every one of them supports it (the cases agree, or less is said)
+        readouts: dict[str, list[WindowFinding]] = {}
         readout_nan: set[int] = set()
+        mute: set[str] = set()
+        unread: list[Checked] = []  # failing cases read out whose weights show nothing wrong
 
         def read_out(one: Checked) -> list[WindowFinding]:
-            nonlocal readout, readout_nan
-            if readout is None:
+            nonlocal readout_nan
+            if one.result.name not in readouts:
                 weights, read_visits = weight_readout(module, one.case, device, generator)
-                readout = read_window(weights, read_visits, one.case, block_m, block_n)
-                readout_nan = set((~torch.isfinite(weights).all(dim=-1)).any(dim=0).nonzero().flatten().tolist())
-                for found in readout:
-                    say(found.code, found.detail[:-1] + _where(one) + ".")
-            return readout
+                found = read_window(weights, read_visits, one.case, block_m, block_n)
+                for f in found:
+                    f.detail = f.detail[:-1] + _where(one) + "."
+                nonfinite = ~torch.isfinite(weights).all(dim=-1)
+                readout_nan |= set(nonfinite.any(dim=0).nonzero().flatten().tolist())
+                if bool(nonfinite.all()) and not found:
+                    mute.add(one.result.name)  # no row the read-out can speak for: it neither agrees nor disagrees
+                readouts[one.result.name] = found
+            return readouts[one.result.name]
 
         # 2. NaN rows: the rows that see no key of their first visited block, or none at all?
         unexplained_nan: list[tuple[Checked, torch.Tensor]] = []
@@ -533,11 +709,30 @@ def diagnose(
                     continue
                 unexplained_nan.append((one, nan_rows))
             if not read_out(one) and not wrong and not bool(nan_rows.any()):
-                worst = "" if res.worst_row is None else f" The largest error is at row {res.worst_row}"
-                say("wrong-output", f"{worst}{_where(one)}.")
+                unread.append(one)
+        said_window = agreed_findings({name: found for name, found in readouts.items() if name not in mute})
+        for found in said_window:
+            say(found.code, found.detail)
+        if unread and not wrong:
+            one = unread[0]
+            worst = "" if one.result.worst_row is None else f" The largest error is at row {one.result.worst_row}"
+            if len(readouts) - len(mute) <= len(unread):
+                detail = (f" The measured weights show no key a row should not see and none it misses: look at "
+                          f"what happens to the values or the scale.{worst}{_where(one)}.")
+            else:
+                odd = [name for name, found in readouts.items() if found]
+                detail = (f" The failing cases disagree: on the {', '.join(x.result.name for x in unread)} "
+                          f"case{'s' if len(unread) > 1 else ''} the measured weights show no key a row should not "
+                          f"see and none it misses, on the {', '.join(odd)} case{'s' if len(odd) > 1 else ''} they "
+                          f"do{'' if said_window else ' (nothing that all of them share)'}.{worst}{_where(one)}.")
+            say("wrong-output", detail)
+        elif any(found for name, found in readouts.items() if name not in mute) and not said_window and not wrong:
+            parts = [f"on the {name} case: {found[0].detail.strip()}" for name, found in readouts.items() if found]
+            say("wrong-output", " The measured weights differ between the failing cases, and no one cause fits "
+                f"all of them - {'; '.join(parts)}")
         for one, nan_rows in unexplained_nan:
             rows = nan_rows.any(dim=0).nonzero().flatten().tolist()
-            if readout and set(rows) <= readout_nan:
+            if said_window and set(rows) <= readout_nan:
                 continue  # the read-out's finding leaves these rows no key: said there
             say("nan-in-output", f" {int(nan_rows.sum())} rows, between rows {rows[0]} and {rows[-1]}{_where(one)}.")
             nan_source = nan_source or one
@@ -546,18 +741,18 @@ def diagnose(
     if visits is not None and visits.visited_blocks == 0:
         findings["no-visits-recorded"] = ""
     elif visits is not None:
-        before = after = 0
-        for counts, ideal in zip(visits.counts, visits.ideal, strict=True):
-            needed = [j for j, want in enumerate(ideal) if want]
-            lo, hi = (needed[0], needed[-1]) if needed else (len(ideal), -1)
-            before += sum(n for j, n in enumerate(counts) if j < lo)
-            after += sum(n for j, n in enumerate(counts) if j > hi)
-        summary = (f" ({visits.visited_blocks}/{visits.total_blocks} blocks visited; the window needs "
-                   f"{visits.ideal_blocks}, a fraction of {visits.ideal_blocks / visits.total_blocks:.3f}.)")
-        if before:
-            findings["lower-bound-open"] = f" {before} visits were to blocks wholly before the window.{summary}"
-        if after:
-            findings["upper-bound-open"] = f" {after} visits were to blocks wholly after the query block.{summary}"
+        summary = (f" ({visits.visited_blocks}/{visits.total_blocks} blocks visited on the default case; the window "
+                   f"needs {visits.ideal_blocks}, a fraction of {visits.ideal_blocks / visits.total_blocks:.3f}.)")
+        bounds = bound_visits(checked, block_m, block_n)
+        for code, side in (("lower-bound-open", "before"), ("upper-bound-open", "after")):
+            count, example = bounds[side]
+            if count:
+                what = "before the window" if side == "before" else "after the query block"
+                findings[code] = f" {count} visits were to blocks wholly {what}, over all cases: {example}{summary}"
+        if all(c.result.passed for c in checked):
+            uncounted = uncounted_blocks(checked, block_m, block_n)
+            if uncounted:
+                findings["visits-uncounted"] = uncounted
     for code, detail in findings.items():
         say(code, detail)
 
@@ -595,7 +790,8 @@ def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Calla
         q, k, v = random_inputs(case, device, torch.Generator().manual_seed(0))
         return run(module, q, k, v, case.window)
 
-    return [functools.partial(one, case) for case in cases_for(interpreter=False)]
+    blocks = int(module.BLOCK_M), int(module.BLOCK_N)
+    return [functools.partial(one, case) for case in cases_for(False, None, *blocks)]
 
 
 def check_correctness(
@@ -609,7 +805,7 @@ def check_correctness(
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
     checked: list[Checked] = []
     maps: list[VisitMap] = []
-    cases = cases_for(interpreter, shape)
+    cases = cases_for(interpreter, shape, block_m, block_n)
     for case in cases:
         q, k, v = random_inputs(case, device, generator)
         cost.step(f"the {case.name} case, shape {cost.shape_words((case.batch, case.heads, case.seq, case.head_dim))},"
