@@ -514,8 +514,10 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
             first = (x, roles, conv, ref)
     if first is not None:
         x, roles, conv, ref = first
-        agreed = conv.known and all(r is True for r in rights) and all(c == conv for c in conventions)
-        if not agreed:
+        common = apart.agreed(conventions) if all(r is True for r in rights) else None
+        if common is not None:
+            conv = common
+        else:
             # the split is wrong somewhere (or its convention changes from case to case): the merge
             # is fed states in the drill's convention, (m_s in the exp2 domain, l_s, unnormalised o_s)
             # -- only where nothing the split stores says it uses another convention (a merge

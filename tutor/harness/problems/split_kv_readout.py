@@ -213,6 +213,9 @@ def _close(measured: torch.Tensor, ref: torch.Tensor, kind: str, scale: torch.Te
 class Convention:
     scalars: dict[int, str]  # merge arg position -> scalar kind ("" where no kind fits)
     vector: str  # "" where none fits
+    # every kind that fits (a case of one dominant key per slice, l_s = 1, cannot tell m from lse)
+    scalar_fits: dict[int, set[str]] = field(default_factory=dict, compare=False)
+    vector_fits: set[str] = field(default_factory=set, compare=False)
 
     @property
     def known(self) -> bool:
@@ -241,12 +244,29 @@ def convention(roles: Roles, ref: SliceStates) -> tuple[Convention, dict[int, to
 
     total = int(nonempty.sum())
     kinds: dict[int, str] = {}
+    fits: dict[int, set[str]] = {}
     for i, t in scal.items():
         scores = {kk: score(t, kk) for kk in SCALAR_KINDS}
         best = max(scores, key=lambda kk: scores[kk])
         kinds[i] = best if scores[best] > total // 2 else ""
-    vbest = max(VECTOR_KINDS, key=lambda kk: score(vec, kk))
-    return Convention(kinds, vbest if score(vec, vbest) > total // 2 else ""), scal, vec
+        fits[i] = {kk for kk, n in scores.items() if n > total // 2}
+    vscores = {kk: score(vec, kk) for kk in VECTOR_KINDS}
+    vbest = max(vscores, key=lambda kk: vscores[kk])
+    return (Convention(kinds, vbest if vscores[vbest] > total // 2 else "", fits,
+                       {kk for kk, n in vscores.items() if n > total // 2}), scal, vec)
+
+
+def agreed(conventions: list[Convention]) -> Convention | None:
+    """The one convention every case fits (kinds in the order of SCALAR_KINDS/VECTOR_KINDS), or None."""
+    if not conventions:
+        return None
+    scalars: dict[int, str] = {}
+    for i in conventions[0].scalar_fits:
+        common = set.intersection(*(c.scalar_fits.get(i, set()) for c in conventions))
+        scalars[i] = next((kk for kk in SCALAR_KINDS if kk in common), "")
+    vcommon = set.intersection(*(c.vector_fits for c in conventions))
+    conv = Convention(scalars, next((kk for kk in VECTOR_KINDS if kk in vcommon), ""))
+    return conv if conv.known else None
 
 
 # -- the split kernel against the reference, slice by slice -------------------------------------
