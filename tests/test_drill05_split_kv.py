@@ -343,3 +343,22 @@ def test_the_diagnoses_carry_what_was_measured(checked):
     empty = checked["empty_slice_nan"]
     assert "NaN in every head of sequence" in empty.diagnosis[0].message
     assert all(c.nonfinite < c.shape[0] * c.shape[1] * c.shape[3] for c in empty.cases if c.name == "default")
+
+
+def test_the_split_and_merge_launches_are_told_apart_by_the_tensors_they_share():
+    """No kernel: the split reads the K cache and writes the states, the merge reads the states
+    and writes the output; a launcher with one fused kernel has no pair to test apart."""
+    bh, slots, d = 4, 3, 16
+    q, k, out = torch.zeros(bh, d), torch.zeros(bh, 40, d, dtype=torch.float16), torch.zeros(bh, d)
+    mid_m, mid_l, mid_o = torch.zeros(bh, slots), torch.zeros(bh, slots), torch.zeros(bh, slots, d)
+    split_args = (q, k, mid_m, mid_l, mid_o, 0.25, 40)
+    split = apart.KernelCall("split", (bh, slots), split_args, {"HEAD_DIM": d},
+                             {i: a.clone() for i, a in enumerate(split_args) if isinstance(a, torch.Tensor)
+                              and a.dtype == torch.float32})
+    merge = apart.KernelCall("merge", (bh,), (mid_m, mid_l, mid_o, out), {"HEAD_DIM": d})
+    roles = apart.find_roles([split, merge], k, out, bh, d)
+    assert roles is not None and roles.split is split and roles.merge is merge
+    assert (roles.scalars, roles.vector, roles.slots) == ([0, 1], 2, slots)
+    assert roles.split_pos == {0: 2, 1: 3, 2: 4}
+    fused = apart.KernelCall("fused", (bh,), (q, k, out), {})
+    assert apart.find_roles([fused], k, out, bh, d) is None

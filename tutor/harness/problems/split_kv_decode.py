@@ -6,13 +6,24 @@ cache (batch, heads, max_len, head_dim) of which sequence b uses its first
 (stale keys and values, larger than the real ones), as a real cache does, so
 a kernel that reads past a length gives a visibly wrong answer.
 
-Correctness runs four cases on fresh random inputs into a poisoned output,
+Correctness runs five cases on fresh random inputs into a poisoned output,
 against a float64 reference: ``default`` (lengths from the whole cache down
 to fewer positions than a block, scores of standard deviation 2), ``ragged``
 (a cache of 161 or 1001 positions: every full sequence ends in a ragged
 block), ``short`` (a 37-position cache, shorter than most slices: the later
 slices of every sequence are empty) and ``hostile`` (scores of standard
-deviation 100: exp overflows fp32 unless the kernel subtracts a maximum).
+deviation 100: exp overflows fp32 unless the kernel subtracts a maximum) and
+``orders`` (lengths of one position and of whole blocks; scores in four levels
+by quarter of each sequence, the top one 144 in the exp2 domain and each next
+one 173 lower, past fp32's exp2 range: the maximum in the first, the last and a
+middle slice).
+
+A failing kernel's diagnosis tests the two kernels apart
+(:mod:`split_kv_readout`): the launcher's kernel launches are recorded during
+the correctness launches (the launcher contract gives no other way in), the
+split kernel's slice states are compared with the reference's slice by slice,
+and the merge kernel is re-launched alone, with the recorded arguments, on
+slice states the tutor chooses, to read the weight it gives each slice.
 
 The visit map is the default case's: rows are sequences, columns cache blocks
 of ``BLOCK_N`` positions; a cell counts the heads whose programs read that
@@ -650,6 +661,10 @@ def diagnose(
         if right is False and words:
             apart_words += f" On the {_result(launch).name} case:" + words
             break
+    if probe is not None and probe.exact:  # measured: the merge is not where to look
+        for code in codes:
+            codes[code] = codes[code].replace(" more than one slice are wrong: look at the merge.",
+                                              " more than one slice are wrong.")
     if apart_words:
         preferred = [*MERGE_CODES, "wrong-output", "nan-in-output", "reads-past-length", "empty-slice-nan"]
         target = next((c for c in preferred if c in codes), None) or next(
