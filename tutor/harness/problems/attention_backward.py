@@ -55,6 +55,7 @@ from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.diagnose import matches, worded
 from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
+from tutor.harness.problems import backward_readout as readout
 from tutor.harness.problems.attention import block_visit_map, ideal_visits
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 from tutor.harness.shapes import plan_for
@@ -182,10 +183,14 @@ def run_backward(
 
 def launch_case(
     name: str, causal: bool, module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor,
-    tolerance: float, block_m: int, block_n: int,
+    tolerance: float, block_m: int, block_n: int, relative: bool = False,
 ) -> BackwardLaunch:
+    """One case: the student's forward, then their backward, checked.  ``relative``
+    (the hostile case): each gradient element is held to its own allowance
+    (:func:`allowances`) and its error is reported in the tolerance's units."""
     o, lse = run_forward(module, q, k, v, causal)
     ref = reference(q, k, v, do, causal)
+    allowed = allowances(ref, q, k, v, do, tolerance) if relative else None
     # O is checked; lse passes from the student's forward to their backward as it is (its
     # convention is theirs: a consistent log2 lse is right too)
     o_err = float((o.to(torch.float64) - ref.o).abs().nan_to_num(nan=float("inf")).max())
@@ -198,6 +203,10 @@ def launch_case(
     for g in GRADS:
         out = grads[g]
         measured[g] = one = shared.measure_output(out, ref.grads[g])
+        if allowed is not None:  # in the tolerance's units: <= tolerance iff within every allowance
+            error = one.error * (tolerance / allowed[g])
+            one = measured[g] = shared.Measured(one.unwritten, one.nonfinite, error,
+                                                None if one.max_err is None else float(error.max()))
         unwritten[g], nonfinite[g], per_err[g] = one.unwritten, one.nonfinite, one.max_err
         oob[g] = bool(guarded.band(GRAD_BANDS[g]).changed())
         top = float(one.error.max())
@@ -217,6 +226,70 @@ def launch_case(
         unwritten=unwritten, nonfinite=nonfinite, out_of_bounds=oob,
         dkdv_visits=dkdv_visits, dq_visits=dq_visits, guarded=guarded,
     )
+
+
+# ------------------------------------------------------------------------------------
+# the hostile case: large scores (issue 21)
+# ------------------------------------------------------------------------------------
+HOSTILE_SHAPE = (1, 1, 128, 64)  # one head, a length that is a whole number of blocks of 16..128
+LARGE_SHIFT = 120.0  # a "large" row's scores sit around +120: exp/exp2 of a raw score overflow fp32 (~88.7)
+RAMP_SCORE = 150.0  # a "late"/"early" row's scores ramp 0..150 over the keys (maximum last / first)
+FP32_EXP_LIMIT = math.log(torch.finfo(torch.float32).max)  # 88.72: exp of more is inf in fp32
+# u: fp16's unit roundoff.  A gradient's terms pass through at most four fp16 roundings the
+# float64 reference does not make: P (or dS) rounded for its matmul, the fp16 O that D is
+# summed from, the fp16 store of the gradient itself, and dP's fp16 operands; each moves a
+# term by at most u relative (fp32 accumulation and the fp32 lse, ~1e-5 relative at
+# scores of 150, are far below it).
+FP16_U = 2.0**-11
+ROUNDINGS = 4
+
+
+def hostile_case(device: str, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """fp16 q, k, v, dO of :data:`HOSTILE_SHAPE` whose rows, by r % 4, score: as usual
+    (a control), all around +LARGE_SHIFT, a ramp rising to +RAMP_SCORE at the last key,
+    the same ramp falling from the first key.  Dims 0 and 1 of q and k build them; q is
+    scaled, never k, so every input stays finite in fp16."""
+    shape = HOSTILE_SHAPE
+    seq, head_dim = shape[2], shape[3]
+    q, k, v, do = (torch.randn(shape, generator=generator, dtype=torch.float32) for _ in range(4))
+    root = head_dim**0.5
+    rows = torch.arange(seq)
+    q[..., :2] = 0.0
+    k[..., 0] = torch.linspace(0.0, 8.0, seq)
+    k[..., 1] = 8.0
+    q[..., rows % 4 == 1, 1] = LARGE_SHIFT * root / 8.0
+    q[..., rows % 4 == 2, 0] = RAMP_SCORE * root / 8.0
+    q[..., rows % 4 == 3, 0] = -RAMP_SCORE * root / 8.0
+    q[..., rows % 4 == 3, 1] = RAMP_SCORE * root / 8.0  # early rows: +150 at key 0, falling to 0
+    return tuple(t.to(device, torch.float16) for t in (q, k, v, do))
+
+
+def allowances(ref: Reference, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor,
+               tolerance: float) -> dict[str, torch.Tensor]:
+    """Each gradient element's allowed error on the hostile case: the drill's absolute
+    tolerance plus ROUNDINGS * u times the sum of the absolute values of the terms that
+    make the element up (float64, on the tensors' device).
+
+    Derivation: dV_j = sum_i P_ij dO_i, dQ_i = sum_j dS_ij K_j / sqrt(d), dK_j = sum_i
+    dS_ij Q_i / sqrt(d) with dS = P * (dP - D).  A kernel's P_ij differs from the true one
+    by at most ~u relative, and its dS_ij by at most u (|dP_ij| + sum|dO_i * O_i|) P_ij
+    per rounding; so each sum's error is bounded by u times the same sum over |terms|,
+    per rounding.  On standard-normal inputs that bound is below the tolerance; with
+    scores of 120-150, |Q| reaches ~19 sqrt(d) in one dim and dK's terms grow with it,
+    so an absolute tolerance would fail a correct kernel (or, loosened, pass a wrong
+    one): here the allowance grows exactly with the terms' size and no more."""
+    do64, q64, k64 = (t.to(torch.float64) for t in (do, q, k))
+    scale = q.shape[-1] ** -0.5
+    p = ref.p
+    dp_abs = do64.abs() @ v.to(torch.float64).abs().transpose(-1, -2)
+    d_abs = (do64.abs() * ref.o.abs()).sum(-1, keepdim=True)
+    ds_abs = p * (dp_abs + d_abs)
+    slack = ROUNDINGS * FP16_U
+    return {
+        "dv": tolerance + slack * (p.transpose(-1, -2) @ do64.abs()),
+        "dq": tolerance + slack * (ds_abs @ k64.abs()) * scale,
+        "dk": tolerance + slack * (ds_abs.transpose(-1, -2) @ q64.abs()) * scale,
+    }
 
 
 READ_AFTER = {name: f"A load of {name} for the last block has no mask (or one that lets rows past N_CTX through)."
@@ -410,7 +483,66 @@ def _fitted_d(launch: BackwardLaunch, tolerance: float) -> torch.Tensor | None:
     return d_student
 
 
-def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int) -> tuple[str, str] | None:
+Probe = Callable[["BackwardLaunch"], "readout.PReadout | None"]
+
+
+def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n: int) -> tuple[str, str] | None:
+    """(code, detail) from the P the dK/dV loop uses, read out through dV (one probe
+    launch, :mod:`backward_readout`); None when the read-out says nothing sure."""
+    read = probe(launch)
+    if read is None:
+        return None
+    ref = launch.ref
+    shape = readout.describe(read, ref.s, ref.lse, ref.allowed, block_n, launch.lse)
+    rows = f"rows {read.rows[0]}-{read.rows[-1]}"
+    how = f" (read out through dV with one-hot dO on {rows}:"
+    if shape.right:
+        return "dv-wrong", (f"{how} the P of the dK/dV loop is exp(s - lse) there, mask included: P is right,"
+                            " so the dV accumulation (dv += P^T dO, its store) is what is wrong.)")
+    if shape.missing_pairs or shape.extra_pairs:  # the mask, measured pair by pair
+        said = []
+        if shape.missing_pairs:
+            kinds = ", ".join(f"{n} on {k}" for k, n in shape.missing_kinds.items())
+            said.append(f"is 0 on {shape.missing_pairs} (row, key) pairs the row must see ({kinds})")
+        if shape.extra_pairs:
+            kinds = ", ".join(f"{n} on {k}" for k, n in shape.extra_kinds.items())
+            said.append(f"gives weight to {shape.extra_pairs} pairs the row may not see ({kinds})")
+        return "dv-wrong", f"{how} the dK/dV loop's P {' and '.join(said)}: look at its mask.)"
+    if shape.slope is not None and abs(shape.slope - 1) > 0.05:
+        return "dv-wrong", (f"{how} the dK/dV loop's P grows as exp({shape.slope:.3g} s) in the scores s,"
+                            " where exp(s - lse) grows as exp(s): its scale or base is off by that factor.)")
+    wrong = readout_spans(shape.wrong_rows)
+    if shape.per_row and shape.wrong_rows:
+        lo, hi = shape.factors
+        said = (f"{how} on rows {wrong} the dK/dV loop's P has the right shape along each row but is"
+                f" {lo:.3g}-{hi:.3g} times the true one, one factor per row: the lse it subtracts is not"
+                " the row's own")
+        pairs = sorted(shape.lse_from.items())
+        if pairs and len(pairs) >= len(shape.wrong_rows) // 2:
+            shifts = {r - m for r, m in pairs}
+            if len(shifts) == 1:
+                said += f"; each of them subtracts the lse of the row {shifts.pop()} rows before it"
+            elif sum(m == r % block_m for r, m in pairs) >= 0.9 * len(shape.wrong_rows):
+                hits = sum(m == r % block_m for r, m in pairs)
+                said += (f"; {hits} of the {len(shape.wrong_rows)} subtract the lse of row (their row mod {block_m}):"
+                         " the first query block's row at the same position, as if lse were loaded at offsets"
+                         " within the block")
+            else:
+                said += "; e.g. " + ", ".join(f"row {r} subtracts row {m}'s" for r, m in pairs[:3])
+        return "p-rows-wrong", said + ".)"
+    if shape.per_block:
+        return "p-rows-wrong", (f"{how} on rows {wrong} the dK/dV loop's P is off by a factor that is constant"
+                                " within each key block but changes from one key block to the next: the lse"
+                                " it subtracts depends on the key block, not on the row alone.)")
+    return None
+
+
+def readout_spans(rows: list[int]) -> str:
+    return spans(rows)
+
+
+def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int,
+            probe: Probe | None = None) -> tuple[str, str] | None:
     """(code, detail) for a launch whose gradients are finite and written but wrong;
     None when nothing specific is measured."""
     ref, seq = launch.ref, launch.q.shape[-2]
@@ -447,10 +579,18 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
             if bool((visited & ~ref.allowed).any()):
                 p = torch.where(visited, torch.exp(ref.s - ref.lse[..., None]), torch.zeros((), dtype=torch.float64))
                 if _fits(launch.grads["dv"], p.transpose(-1, -2) @ launch.do.to(torch.float64), tolerance):
+                    if not bad["dq"] and not bad["dk"]:  # dS's P is masked: only dV's is not
+                        return "causal-mask-missing", (" (dV includes the keys after each row in the blocks the"
+                                                       " loop visited; dQ and dK are right, so only the P that"
+                                                       " dV accumulates is unmasked.)")
                     return "causal-mask-missing", (" (dV includes the keys after each row in the blocks the loop"
                                                    " visited.)")
         if not bad["dq"] and not bad["dk"]:
             return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.)"
+        if probe is not None:
+            found = p_readout_detail(launch, probe, block_m, block_n)
+            if found is not None:
+                return found[0], f" ({errs}){found[1]}"
         return "dv-wrong", f" ({errs}.)"
 
     # dV is right, so P is: what remains is dS, D and the scales
@@ -501,8 +641,79 @@ def _own_ds(launch: BackwardLaunch, grad: str, tolerance: float) -> str:
 GENERIC = {"dv-wrong", "dq-wrong", "dk-wrong", "ds-wrong"}
 
 
+def spans(indices: list[int]) -> str:
+    """"0-63, 65, 70-71": sorted indices as runs."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    words = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
+    return ", ".join(words[:6]) + (f" and {len(words) - 6} more runs" if len(words) > 6 else "")
+
+
+def _bad_positions(t: torch.Tensor) -> torch.Tensor:
+    """(N,) bool: sequence positions where any head's row of ``t`` is NaN/Inf."""
+    return (~torch.isfinite(t.to(torch.float64))).reshape(-1, *t.shape[-2:]).any(-1).any(0)
+
+
+def nonfinite_detail(launch: BackwardLaunch) -> str:
+    """Where the NaN/Inf of a launch's gradients are, measured: which gradients, which
+    query rows (dQ) and keys (dK, dV), so which loop; and, when it holds exactly, that
+    the rows holding them are the rows whose largest score passes exp's fp32 range."""
+    seq = launch.q.shape[-2]
+    bad = {g: _bad_positions(launch.grads[g]) for g in GRADS}
+    parts = []
+    for g in GRADS:
+        if bool(bad[g].any()):
+            what = "query rows" if g == "dq" else "keys"
+            rows = bad[g].nonzero().flatten().tolist()
+            parts.append(f"{g[0]}{g[1].upper()}: {launch.nonfinite[g]} elements, {what} {spans(rows)} of {seq}")
+    kv, q_ = bool(bad["dk"].any() or bad["dv"].any()), bool(bad["dq"].any())
+    if kv and not q_:
+        loop = "only the dK/dV loop's gradients hold them (dQ is finite), so the cause is in `_bwd_dkdv`"
+    elif q_ and not kv:
+        loop = "only dQ holds them (dK and dV are finite), so the cause is in `_bwd_dq`"
+    elif bool(bad["dv"].any()):
+        loop = "both loops' gradients hold them, dV too (dV = P^T dO): the P both loops rebuild is NaN/Inf there"
+    else:
+        loop = "dQ and dK hold them but dV is finite, so P is finite: dS (D or dP) is not"
+    detail = "; ".join(parts) + "; " + loop
+    # the rows' largest true scores against exp's fp32 range
+    s = launch.ref.s.masked_fill(~launch.ref.allowed, float("-inf"))
+    row_max = s.reshape(-1, seq, seq).amax(-1).amax(0)  # (N,) over heads
+    col_max = s.reshape(-1, seq, seq).amax(-2).amax(0)
+    over_rows, over_cols = row_max > FP32_EXP_LIMIT, col_max > FP32_EXP_LIMIT
+    if q_ and bool(torch.equal(bad["dq"], over_rows)):
+        detail += (f"; the dQ rows holding them are exactly the rows with a score above {FP32_EXP_LIMIT:.1f}"
+                   " (the largest finite exp in fp32): an exp of a score not reduced by lse first overflows")
+    elif kv and bool(torch.equal(bad["dk"] | bad["dv"], over_cols)):
+        detail += (f"; the keys holding them are exactly the keys some row scores above {FP32_EXP_LIMIT:.1f}"
+                   " (the largest finite exp in fp32): an exp of a score not reduced by lse first overflows")
+    return f" ({detail})"
+
+
+def hostile_detail(launch: BackwardLaunch, tolerance: float) -> str:
+    """Which gradients the hostile case got wrong (finite), and for a wrong dQ which
+    kinds of rows hold its largest relative errors."""
+    seq = launch.q.shape[-2]
+    kinds = {1: f"rows scoring ~{LARGE_SHIFT:g}", 2: f"rows whose scores rise to {RAMP_SCORE:g} at the last key",
+             3: f"rows whose scores fall from {RAMP_SCORE:g} at the first key", 0: "the control rows (usual scores)"}
+    wrong = [g for g in GRADS if (launch.per_grad_err[g] or 0.0) > tolerance]
+    names = ", ".join(f"{g[0]}{g[1].upper()}" for g in wrong)
+    if "dq" not in wrong:
+        return f" ({names} past the allowance for its size)"
+    err = _bh(launch.grads["dq"].to(torch.float64)) - _bh(launch.ref.grads["dq"])
+    scale = _bh(launch.ref.grads["dq"]).abs().amax(-1).clamp(min=1e-9)
+    rel = (err.abs().amax(-1) / scale).amax(0)  # (N,) dQ's error relative to the row's size
+    worst = {r % 4 for r in rel.topk(min(8, seq)).indices.tolist()}
+    rows = "; ".join(kinds[w] for w in sorted(worst))
+    return f" ({names} past the allowance for its size; dQ's largest relative errors are in {rows})"
+
+
 def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int,
-             block_n: int, guard_said: dict[str, str] | None = None) -> list[Diagnosis]:
+             block_n: int, guard_said: dict[str, str] | None = None, probe: Probe | None = None) -> list[Diagnosis]:
     """``guard_said``: what the guard bands measured (:func:`guard_report`); NaN that a
     read past the end explains is not said again."""
     codes: dict[str, str] = dict(guard_said or {})
@@ -513,11 +724,26 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
 
     tolerance = drill.tolerance
     passed_modes = {(x.case.name, x.case.causal) for x in launches if x.case.passed}
+    standard_failed = any(not x.case.passed for x in launches if x.case.name != "hostile")
+    explained: list[str] = []  # what each failing launch with finite, written gradients was explained as
     for launch in launches:
         case = launch.case
         if case.passed:
             continue
         where = _where(case)
+        if case.name == "hostile":
+            if standard_failed:
+                continue  # the standard cases' diagnosis explains the kernel; this case adds nothing sure
+            if not launch.forward_ok:
+                say("forward-changed", launch.forward_detail + where + ".")
+            elif case.unwritten or case.wrote_out_of_bounds:
+                pass  # the guard bands and the unwritten count say it below, like any case
+            elif case.nonfinite:
+                say("large-scores-overflow", nonfinite_detail(launch) + where + ".")
+                continue
+            else:
+                say("large-scores-wrong", hostile_detail(launch, tolerance) + where + ".")
+                continue
         if not launch.forward_ok:
             say("forward-changed", launch.forward_detail + where + ".")
             continue
@@ -528,11 +754,11 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
             which = ", ".join(g for g, o in launch.out_of_bounds.items() if o)
             say("store-out-of-bounds", f" ({which}){where}.")
         if case.nonfinite:
-            which = ", ".join(f"{g}: {n}" for g, n in launch.nonfinite.items() if n)
-            say("nan-in-output", f" ({which} elements){where}.")
+            say("nan-in-output", nonfinite_detail(launch) + where + ".")
         if case.unwritten or case.nonfinite or case.wrote_out_of_bounds:
             continue
-        found = explain(launch, tolerance, block_m, block_n)
+        found = explain(launch, tolerance, block_m, block_n, probe)
+        explained.append(found[0] if found is not None else "")
         if found is None:
             continue
         code, detail = found
@@ -543,6 +769,11 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
             elif not case.causal and other_mode in passed_modes:
                 code = "full-broken"
         say(code, detail + where)
+    if "p-rows-wrong" in codes and any(code != "p-rows-wrong" for code in explained):
+        # cases disagree: say only what they have in common (dV wrong)
+        codes.pop("p-rows-wrong")
+        generic.setdefault("dv-wrong", " (dV is wrong on every failing case; the P read out through it is not"
+                                       " off in the same way on each.)")
     if not codes:
         codes.update(generic)
 
@@ -622,10 +853,29 @@ def check_correctness(
             # the maps come from the default shape's causal launch (or its only launch)
             if name == "default" and (causal or len(modes) == 1):
                 maps = visit_maps(launch, case_shape[2], block_m, block_n, causal)
+    # the hostile case: large scores, a whole number of blocks (issue 21); on every check
+    q, k, v, do = hostile_case(device, generator)
+    for causal in modes:
+        cost.step(f"the hostile case, shape {cost.shape_words(HOSTILE_SHAPE)}, {'causal' if causal else 'full'}"
+                  " (scores up to 150; forward, then backward)")
+        launches.append(launch_case("hostile", causal, module, q, k, v, do, drill.tolerance, block_m, block_n,
+                                    relative=True))
+
+    def probe(launch: BackwardLaunch) -> readout.PReadout | None:
+        """The P read-out's probe: one backward launch at the case's own shape, dtypes,
+        ints and visit arguments (the variant the case compiled), dO one-hot."""
+        cost.step(f"reading out P through dV on the {launch.case.name} case")
+
+        def backward(do: torch.Tensor) -> torch.Tensor:
+            return run_backward(module, launch.q, launch.k, launch.v, launch.o, launch.lse, do, launch.case.causal,
+                                block_m, block_n)[0]["dv"]
+
+        return readout.read_p(backward, launch.do)
 
     def diagnose_launches() -> Diagnosed:
         findings, said = guard_report(module, launches, block_m, block_n)
-        return Diagnosed(diagnosis=diagnose(drill, launches, maps, block_m, block_n, said), guard_findings=findings)
+        return Diagnosed(diagnosis=diagnose(drill, launches, maps, block_m, block_n, said, probe),
+                         guard_findings=findings)
 
     return Correctness(cases=[x.case for x in launches], shape=list(plan.default), visits=maps,
                        diagnose=diagnose_launches)

@@ -1,0 +1,147 @@
+"""Reading out the P a student's backward uses (drill 04, the diagnosis phase).
+
+The backward is linear in dO, and dV = Pᵀ dO depends on nothing but the P the
+dK/dV loop rebuilds.  One probe launch, at a failing case's own shape with its
+own q, k, v, O and lse (the same dtypes, ints and visit-recording arguments, so
+it reuses the variant the case compiled), gets a one-hot dO: ``dO[r0 + c, c] = 1``
+for the ``head_dim`` rows r0 .. r0 + head_dim - 1 and 0 elsewhere.  Then
+
+    dV[j, c] = sum_i P[i, j] dO[i, c] = P[r0 + c, j]
+
+so column c of dV is row r0 + c of that loop's P, every key, every head: one
+launch reads ``head_dim`` rows of P (all of them when seq <= head_dim).  The rows
+read are the last ``head_dim`` of the sequence: in a causal launch they see every
+key block, and they hold the ragged last query block.
+
+:func:`describe` compares the read-out P with the float64 one, exp(s - lse), on
+the pairs where both are large enough to be measured (P > 1e-3; fp16's dV holds
+P to ~5e-4 relative): log P_read - log P_true is fitted as (a - 1) s + c_row.
+a != 1 is a wrong scale or base; a = 1 with a per-row c that is not 0 is a row
+whose subtracted lse is not its own (which row's it is, when it equals one);
+a = 1 with a c that changes between key blocks of one row is an lse indexed by
+the key (block).  Pairs a row may not see that carry weight are counted apart.
+Everything is float64 on the tensors' device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+MEASURABLE = 1e-3  # P below this is not compared (fp16 dV quantises it)
+FIT_SLACK = 0.02  # |log ratio| residual allowed: ~4 fp16 roundings of P, and then some
+
+
+@dataclass
+class PReadout:
+    rows: list[int]  # the sequence rows read (the same for every head)
+    p: torch.Tensor  # (bh, len(rows), N) float64: the dK/dV loop's P on those rows
+
+
+def one_hot_do(do: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+    """dO of ``do``'s shape and dtype with dO[r0 + c, c] = 1 for the last head_dim rows."""
+    seq, head_dim = do.shape[-2], do.shape[-1]
+    count = min(seq, head_dim)
+    r0 = seq - count
+    probe = torch.zeros_like(do)
+    cols = torch.arange(count, device=do.device)
+    probe[..., r0 + cols, cols] = 1.0
+    return probe, list(range(r0, seq))
+
+
+def read_p(backward: Callable[[torch.Tensor], torch.Tensor], do: torch.Tensor) -> PReadout | None:
+    """One probe launch: ``backward(dO)`` returns the student's dV for that dO (the
+    caller's closure launches at the case's shape).  None when dV is not finite."""
+    probe, rows = one_hot_do(do)
+    dv = backward(probe).to(torch.float64)
+    dv = dv.reshape(-1, *dv.shape[-2:])  # (bh, N, d)
+    p = dv[..., : len(rows)].transpose(-1, -2)  # (bh, rows, N): P[r0 + c, j] = dV[j, c]
+    if not bool(torch.isfinite(p).all()):
+        return None
+    return PReadout(rows=rows, p=p)
+
+
+@dataclass
+class PShape:
+    """What a read-out P measurably is, against the true one."""
+
+    right: bool  # every read row matches exp(s - lse) within FIT_SLACK (and the mask)
+    slope: float | None  # a in exp(a s - ...): 1 when the scale and base are right
+    per_row: bool  # with a = 1: one factor per row explains every wrong row
+    per_block: bool  # with a = 1: one factor per (row, key block) does, and no per-row one
+    wrong_rows: list[int]
+    factors: tuple[float, float]  # the smallest and largest per-row factor P_read / P_true
+    lse_from: dict[int, int]  # wrong row -> the row whose lse it subtracted (where one matches)
+    extra_pairs: int  # (row, key) pairs a row may not see that carry weight > MEASURABLE
+    missing_pairs: int  # pairs a row must see whose weight is ~0 where it should not be
+    missing_kinds: dict[str, int]  # of those: "the diagonal (key = row)", "keys before the row", "keys after"
+    extra_kinds: dict[str, int]  # the same split of the pairs a row may not see that carry weight
+
+
+def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.Tensor,
+             block_n: int, lse_given: torch.Tensor) -> PShape:
+    """``s``: true scaled scores (..., N, N) float64; ``lse``: the true lse (..., N);
+    ``allowed``: (N, N) bool; ``lse_given``: the lse the backward was handed (..., N)."""
+    seq = s.shape[-1]
+    rows = torch.tensor(read.rows, device=s.device)
+    s_r = s.reshape(-1, seq, seq)[:, rows]  # (bh, R, N)
+    lse_r = lse.reshape(-1, seq)[:, rows]
+    ok = allowed[rows][None].expand_as(s_r)
+    true = torch.where(ok, torch.exp(s_r - lse_r[..., None]), torch.zeros((), dtype=s.dtype, device=s.device))
+    got = read.p
+    extra_at = (got.abs() > MEASURABLE) & ~ok
+    missing_at = (got.abs() < MEASURABLE * 0.1) & (true > 10 * MEASURABLE)
+    extra, missing = int(extra_at.sum()), int(missing_at.sum())
+    offset = torch.arange(seq, device=s.device)[None, :] - rows[:, None]  # key - row
+    where = {"the diagonal (key = row)": offset == 0, "keys before the row": offset < 0, "keys after the row": offset > 0}
+    missing_kinds = {name: int((missing_at & at).sum()) for name, at in where.items()}
+    extra_kinds = {name: int((extra_at & at).sum()) for name, at in where.items()}
+    both = ok & (got > MEASURABLE) & (true > MEASURABLE)
+    ratio = torch.where(both, torch.log(got.clamp(min=1e-300)) - torch.log(true.clamp(min=1e-300)),
+                        torch.zeros((), dtype=s.dtype, device=s.device))
+    row_bad = ((got - true).abs() > 0.01).any(-1)  # (bh, R)
+    wrong_rows = sorted({read.rows[int(i)] for i in row_bad.nonzero()[:, 1].tolist()})
+    shape = PShape(right=not wrong_rows and not extra and not missing, slope=None, per_row=False, per_block=False,
+                   wrong_rows=wrong_rows, factors=(1.0, 1.0), lse_from={}, extra_pairs=extra, missing_pairs=missing,
+                   missing_kinds={k: n for k, n in missing_kinds.items() if n},
+                   extra_kinds={k: n for k, n in extra_kinds.items() if n})
+    if shape.right or not bool(both.any()):
+        return shape
+    w = both.to(s.dtype)
+    n = w.sum(-1).clamp(min=1)
+    r_mean = (ratio * w).sum(-1) / n  # the per-(head, row) intercept
+    # a = 1 and one factor per row?
+    if float(((ratio - r_mean[..., None]) * w).abs().amax()) <= FIT_SLACK:
+        shape.per_row = True
+        off = (r_mean.abs() > FIT_SLACK) & (w.sum(-1) > 0)  # rows whose factor is not 1
+        shape.wrong_rows = sorted({read.rows[i] for i in off.nonzero()[:, 1].tolist()})
+        fac = torch.exp(r_mean)[off]
+        shape.factors = (float(fac.min()), float(fac.max())) if fac.numel() else (1.0, 1.0)
+        # which row's lse each wrong row subtracted: lse_used = lse_row - c_row, the nearest given lse
+        used = lse_r - r_mean
+        given = lse_given.reshape(-1, seq).to(torch.float64)
+        for h, i in off.nonzero().tolist():
+            gap = (given[h] - used[h, i]).abs()
+            best = int(gap.argmin())
+            if float(gap[best]) < 5e-3:
+                shape.lse_from[read.rows[i]] = best
+        return shape
+    # a = 1 and one factor per (row, key block)?
+    blocks = torch.arange(seq, device=s.device) // block_n
+    worst = 0.0
+    for b in range(int(blocks.max()) + 1):
+        cols = blocks == b
+        wb, rb = w[..., cols], ratio[..., cols]
+        mb = (rb * wb).sum(-1) / wb.sum(-1).clamp(min=1)
+        worst = max(worst, float(((rb - mb[..., None]) * wb).abs().amax()))
+    if worst <= FIT_SLACK:
+        shape.per_block = True
+        return shape
+    # else fit ratio = (a - 1) s + c_row on the measured pairs: the scale or base
+    s_mean = (s_r * w).sum(-1) / n
+    sc, rc = (s_r - s_mean[..., None]) * w, (ratio - r_mean[..., None]) * w
+    denom = float((sc * sc).sum())
+    shape.slope = 1.0 + (float((sc * rc).sum()) / denom if denom > 0 else 0.0)
+    return shape
