@@ -37,7 +37,6 @@ from tutor.harness.result import (
     DiagnosisStatus,
     ErrorKind,
     Performance,
-    PerformanceStatus,
 )
 
 # A phase of a check handed over before the check ends: the verdict (when a diagnosis or
@@ -224,59 +223,66 @@ class Worker:
             self.kill()
             raise
 
+    def _later_phase(self, key: str, timeout_s: float, cancel: threading.Event | None,
+                     doing: str) -> dict[str, Any] | tuple[NoMessage | None, str]:
+        """The worker's message of a phase after the verdict (its ``key``: "diagnosis",
+        "performance"), or why it did not come: (the NoMessage, or None for a tutor
+        bug, and the reason in words, ``doing`` saying what the phase was doing).
+        Whatever stops a phase kills the worker; the verdict stands."""
+        message = self._next_message(time.monotonic() + timeout_s, cancel)
+        while isinstance(message, dict) and "step" in message:  # not sent after the verdict; tolerated
+            message = self._next_message(time.monotonic() + timeout_s, cancel)
+        if isinstance(message, dict) and key in message:
+            phase: dict[str, Any] = message[key]
+            return phase
+        if message == NoMessage("cancelled"):
+            reason = f"a newer save replaced this content while it was {doing}"
+        elif message == NoMessage("ended"):
+            code = self.proc.wait(timeout=5)
+            reason = f"the worker died while {doing} ({_signal_name(code)})"
+        elif message == NoMessage("timeout"):
+            reason = f"it did not finish within {timeout_s:.0f} s"
+        else:
+            reason = f"the tutor itself failed while {doing}; please report this"
+        self.kill()
+        return (message if isinstance(message, NoMessage) else None), reason
+
     def _diagnosis(self, result: CheckResult, budget_s: float, verdict_s: float,
                    cancel: threading.Event | None) -> bool:
         """Wait for the diagnosis and take it into ``result``; False when it did not
         come (the worker is then killed, the verdict stands, the performance phase is
         off).  Its budget is the tutor's own: running past it says so, and never
         blames the student's kernel."""
-        message = self._next_message(time.monotonic() + budget_s, cancel)
-        if isinstance(message, dict) and "diagnosis" in message:
-            result.apply_diagnosis(message["diagnosis"])
-            result.output = self.output_tail()
+        came = self._later_phase("diagnosis", budget_s, cancel, "reading out your kernel")
+        result.output = self.output_tail()
+        if isinstance(came, dict):
+            result.apply_diagnosis(came)
             return True
-        status: DiagnosisStatus
-        if message == NoMessage("cancelled"):
-            status, reason = "cancelled", "a newer save replaced this content while it was diagnosed"
-        elif message == NoMessage("timeout"):
+        why, reason = came
+        status: DiagnosisStatus = "cancelled" if why == NoMessage("cancelled") else "failed"
+        if why == NoMessage("timeout"):
             status = "skipped"
             reason = (f"diagnosis skipped: the tutor's read-outs did not finish within {budget_s:.0f} s"
                       f" ({DIAGNOSIS_BUDGET_FACTOR:g}x the {verdict_s:.1f} s the verdict took, at least"
                       f" {DIAGNOSIS_MIN_S:g} s): the machine was busy. The verdict stands; the next save tries again.")
-        elif message == NoMessage("ended"):
-            code = self.proc.wait(timeout=5)
-            status, reason = "failed", f"the worker died while the tutor read out your kernel ({_signal_name(code)})"
-        else:
-            status, reason = "failed", "the tutor itself failed while diagnosing; please report this"
-        self.kill()
         result.diagnosis_phase = DiagnosisPhase(status, reason)
         if result.performance.status == "pending":
             result.performance = Performance("cancelled" if status == "cancelled" else "skipped",
                                              "the worker was stopped during the diagnosis")
-        result.output = self.output_tail()
         return False
 
     def _performance(self, result: CheckResult, timeout_s: float, cancel: threading.Event | None) -> None:
         """Wait for the performance phase and take it into ``result``; whatever
         stops it (a newer save, a timeout, a crash) leaves the verdict standing."""
-        message = self._next_message(time.monotonic() + timeout_s, cancel)
-        if isinstance(message, dict) and "performance" in message:
-            result.apply_performance(message["performance"])
-            result.output = self.output_tail()
-            return
-        if message == NoMessage("cancelled"):
-            status: PerformanceStatus = "cancelled"
-            reason = "a newer save replaced this content while it was timed"
-        elif message == NoMessage("timeout"):
-            status, reason = "failed", f"the timed launches did not finish within {timeout_s:g} s"
-        elif message == NoMessage("ended"):
-            code = self.proc.wait(timeout=5)
-            status, reason = "failed", f"the worker died during the timed launches ({_signal_name(code)})"
-        else:
-            status, reason = "failed", "the tutor itself failed while timing; please report this"
-        self.kill()
-        result.performance = Performance(status, reason)
+        came = self._later_phase("performance", timeout_s, cancel, "timing your kernel")
         result.output = self.output_tail()
+        if isinstance(came, dict):
+            result.apply_performance(came)
+            return
+        why, reason = came
+        if why == NoMessage("timeout"):
+            reason = f"the timed launches did not finish within {timeout_s:g} s"
+        result.performance = Performance("cancelled" if why == NoMessage("cancelled") else "failed", reason)
 
     def _failed(self, job: dict[str, Any], kind: ErrorKind, message: str, detail: str | None = None) -> CheckResult:
         self.kill()
