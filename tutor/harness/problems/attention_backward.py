@@ -612,13 +612,47 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                 if bool(((d_student - cand).abs() <= 0.05 + 0.02 * cand.abs()).all()):
                     code = "d-missing" if name.startswith("zero") else "d-wrong-tensors"
                     return code, f" (measured from dQ: your D is {name}, not rowsum(dO * O).)"
-            return "d-wrong", " (dQ's error is, row by row, exactly what a wrong D_i gives.)"
+            return "d-wrong", _d_form(launch, d_student, block_m, tolerance)
         return "ds-wrong", f" ({errs}; dV is right.)"
     if bad["dq"] != bad["dk"]:  # one loop wrong: does its own dS leave out D?
         g = "dq" if bad["dq"] else "dk"
         other = "dK" if g == "dq" else "dQ"
         return f"{g}-wrong", f" ({errs}; {other} and dV are right.{_own_ds(launch, g, tolerance)})"
     return None
+
+
+def _d_form(launch: BackwardLaunch, d_student: torch.Tensor, block_m: int, tolerance: float) -> str:
+    """What the D the dQ loop measurably uses is (fitted from dQ, :func:`_fitted_d`), and
+    whether the dK/dV loop's dK agrees with the same D."""
+    ref = launch.ref
+    o64, do64 = launch.o.to(torch.float64), launch.do.to(torch.float64)
+    d_ref = (do64 * ref.o).sum(-1)
+    said = "dQ's error is, row by row, exactly what a wrong D_i gives"
+    close = lambda a, b: bool(((a - b).abs() <= 0.05 + 0.02 * b.abs()).all())  # noqa: E731
+    norm = float((d_ref * d_ref).sum())
+    c = float((d_student * d_ref).sum()) / norm if norm > 0 else 0.0
+    seq, head_dim = launch.q.shape[-2], launch.q.shape[-1]
+    if close(d_student, c * d_ref) and abs(c - 1) > 0.02:
+        said += f": your D is {c:.3g} x rowsum(dO * O)"
+        if abs(c - head_dim**-0.5) < 0.02 * head_dim**-0.5:
+            said += " (sm_scale = 1/sqrt(head_dim): D is scaled, and it takes no scale)"
+    elif block_m == head_dim:
+        # summed over the block's rows (axis 0) instead of head_dim: row i at position p of its
+        # query block gets the column sum of dO * O over that block at column p
+        prod = do64 * o64
+        pad = -seq % block_m
+        padded = torch.cat([prod, prod.new_zeros(*prod.shape[:-2], pad, head_dim)], -2) if pad else prod
+        cols = torch.unflatten(padded, -2, (padded.shape[-2] // block_m, block_m)).sum(-2)  # (..., blocks, d)
+        axis0 = cols.flatten(-2)[..., :seq]  # block b's column p at row b * block_m + p
+        if close(d_student, axis0):
+            said += (": your D_i is the sum of dO * O down the query block's rows (axis 0) at column"
+                     " (i mod BLOCK_M), not along head_dim (axis 1)")
+    # the dK/dV loop: the same D?
+    dp = do64 @ launch.v.to(torch.float64).transpose(-1, -2)
+    dk = (ref.p * (dp - d_student[..., None])).transpose(-1, -2) @ launch.q.to(torch.float64) * head_dim**-0.5
+    if _fits(launch.grads["dk"], dk, tolerance):
+        said += "; dK is exactly what the same D gives in the dK/dV loop, so both loops read it (the preprocess)"
+    return f" ({said}.)"
 
 
 def _own_ds(launch: BackwardLaunch, grad: str, tolerance: float) -> str:
