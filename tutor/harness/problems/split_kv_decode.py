@@ -658,7 +658,7 @@ def diagnose(
         apart_words += probe.words
     for launch in failing:
         right, words = tested.split.get(_result(launch).name, (None, ""))
-        if right is False and words:
+        if right is not True and words:
             apart_words += f" On the {_result(launch).name} case:" + words
             break
     if probe is not None and probe.exact:  # measured: the merge is not where to look

@@ -274,6 +274,14 @@ def split_report(roles: Roles, ref: SliceStates, lengths: list[int], heads: int,
                  block_n: int) -> tuple[bool | None, str, Convention]:
     """(split right?, words, convention).  None: nothing could be compared."""
     conv, scal, vec = convention(roles, ref)
+    finite = all(bool(torch.isfinite(t).all()) for t in [*scal.values(), vec])
+    if finite and not conv.vector and not any(conv.scalars.values()):
+        # nothing fits: a wrong split, or states in a convention or layout (slice-major, say) the
+        # tutor does not know; which, the measurements cannot say
+        return None, (" None of the fields your split kernel stores matches the reference's slice states (a"
+                      " maximum or log-sum-exp, base 2 or e, l_s, o_s normalised or not) in the layout"
+                      " [sequence*head, slice]: either the split kernel is wrong or it stores another"
+                      " convention or layout."), conv
     nonempty = (ref.sums > 0).cpu()  # the masks are gathered on the CPU (bh x slots booleans: small)
     bad = torch.zeros_like(nonempty)
     fields: dict[str, str] = {}
