@@ -579,7 +579,8 @@ def wrong_kv_heads(depends: list[set[int]], case: Case) -> dict[int, tuple[set[i
     return wrong
 
 
-def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: str) -> str:
+def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: str,
+                    depends: list[set[int]] | None = None) -> str:
     parts = []
     for qflat, (deps, should) in list(wrong.items())[:3]:
         if deps:
@@ -590,7 +591,26 @@ def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: s
                          f"(past the last one), not {_head(should, case, kv=True)}")
     more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
     return (f" Measured by changing one K/V head at a time: {'; '.join(parts)}{more}"
-            f" ({case.heads} query heads, {case.heads_kv} K/V head{'s' if case.heads_kv > 1 else ''}; {where[2:-1]}).")
+            f" ({case.heads} query heads, {case.heads_kv} K/V head{'s' if case.heads_kv > 1 else ''}; {where[2:-1]})."
+            f"{head_map(depends, case, min(wrong) // case.heads)}")
+
+
+def head_map(depends: list[set[int]] | None, case: Case, b: int = 0) -> str:
+    """The whole measured map of sequence ``b``'s query heads, against the right one, in
+    words ("" for more than 16 heads); a K/V head of another sequence is named with it."""
+    if depends is None or case.heads > 16:
+        return ""
+
+    def read(h: int) -> str:
+        heads = sorted(depends[b * case.heads + h])
+        names = [str(g % case.heads_kv) if g // case.heads_kv == b else
+                 f"{g % case.heads_kv} of sequence {g // case.heads_kv}" for g in heads]
+        return "+".join(names) if names else "none"
+
+    measured = ", ".join(read(h) for h in range(case.heads))
+    right = ", ".join(str(h // case.group) for h in range(case.heads))
+    of = "" if case.batch == 1 else f" of sequence {b}"
+    return f" The K/V head each query head 0..{case.heads - 1}{of} reads: {measured} (right: {right})."
 
 
 def diagnose(
@@ -647,9 +667,10 @@ def diagnose(
     if written:
         # 1. which K/V head does each query head read?  Measured on the first failing case.
         one, case = written[0], written[0].case
-        wrong = wrong_kv_heads(kv_heads_read(module, one, generator), case)
+        depends = kv_heads_read(module, one, generator)
+        wrong = wrong_kv_heads(depends, case)
         if wrong:
-            say("wrong-kv-head", _describe_heads(wrong, case, _where(one)))
+            say("wrong-kv-head", _describe_heads(wrong, case, _where(one), depends))
         out = one.launch.out.to(torch.float64).flatten(0, 1)
         error = (out - one.expected.flatten(0, 1)).abs().nan_to_num(nan=float("inf"))
         bad_heads = {i for i in range(out.shape[0]) if float(error[i].max()) > drill.tolerance}
