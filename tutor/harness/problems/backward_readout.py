@@ -95,7 +95,8 @@ def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.
     missing_at = (got.abs() < MEASURABLE * 0.1) & (true > 10 * MEASURABLE)
     extra, missing = int(extra_at.sum()), int(missing_at.sum())
     offset = torch.arange(seq, device=s.device)[None, :] - rows[:, None]  # key - row
-    where = {"the diagonal (key = row)": offset == 0, "keys before the row": offset < 0, "keys after the row": offset > 0}
+    where = {"the diagonal (key = row)": offset == 0, "keys before the row": offset < 0,
+             "keys after the row": offset > 0}
     missing_kinds = {name: int((missing_at & at).sum()) for name, at in where.items()}
     extra_kinds = {name: int((extra_at & at).sum()) for name, at in where.items()}
     both = ok & (got > MEASURABLE) & (true > MEASURABLE)
