@@ -500,14 +500,14 @@ def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n
         return "dv-wrong", (f"{how} the P of the dK/dV loop is exp(s - lse) there, mask included: P is right,"
                             " so the dV accumulation (dv += P^T dO, its store) is what is wrong.)")
     if shape.missing_pairs or shape.extra_pairs:  # the mask, measured pair by pair
-        said = []
+        parts: list[str] = []
         if shape.missing_pairs:
             kinds = ", ".join(f"{n} on {k}" for k, n in shape.missing_kinds.items())
-            said.append(f"is 0 on {shape.missing_pairs} (row, key) pairs the row must see ({kinds})")
+            parts.append(f"is 0 on {shape.missing_pairs} (row, key) pairs the row must see ({kinds})")
         if shape.extra_pairs:
             kinds = ", ".join(f"{n} on {k}" for k, n in shape.extra_kinds.items())
-            said.append(f"gives weight to {shape.extra_pairs} pairs the row may not see ({kinds})")
-        return "dv-wrong", f"{how} the dK/dV loop's P {' and '.join(said)}: look at its mask.)"
+            parts.append(f"gives weight to {shape.extra_pairs} pairs the row may not see ({kinds})")
+        return "dv-wrong", f"{how} the dK/dV loop's P {' and '.join(parts)}: look at its mask.)"
     if shape.slope is not None and abs(shape.slope - 1) > 0.05:
         return "dv-wrong", (f"{how} the dK/dV loop's P grows as exp({shape.slope:.3g} s) in the scores s,"
                             " where exp(s - lse) grows as exp(s): its scale or base is off by that factor.)")
@@ -628,7 +628,10 @@ def _d_form(launch: BackwardLaunch, d_student: torch.Tensor, block_m: int, toler
     o64, do64 = launch.o.to(torch.float64), launch.do.to(torch.float64)
     d_ref = (do64 * ref.o).sum(-1)
     said = "dQ's error is, row by row, exactly what a wrong D_i gives"
-    close = lambda a, b: bool(((a - b).abs() <= 0.05 + 0.02 * b.abs()).all())  # noqa: E731
+
+    def close(a: torch.Tensor, b: torch.Tensor) -> bool:
+        return bool(((a - b).abs() <= 0.05 + 0.02 * b.abs()).all())
+
     norm = float((d_ref * d_ref).sum())
     c = float((d_student * d_ref).sum()) / norm if norm > 0 else 0.0
     seq, head_dim = launch.q.shape[-2], launch.q.shape[-1]
