@@ -277,6 +277,10 @@ def split_report(roles: Roles, ref: SliceStates, lengths: list[int], heads: int,
                  block_n: int) -> tuple[bool | None, str, Convention]:
     """(split right?, words, convention).  None: nothing could be compared."""
     conv, scal, vec = convention(roles, ref)
+    # the partition is the visit map's: where a slot the map calls empty stored an output, the
+    # map does not say which slot read what (the visit store writes something else): no judgement
+    if bool(((vec.abs().amax(-1) > 0).cpu() & ~(ref.sums > 0).cpu()).any()):
+        return None, "", conv
     finite = all(bool(torch.isfinite(t).all()) for t in [*scal.values(), vec])
     if finite and not conv.vector and not any(conv.scalars.values()):
         # nothing fits: a wrong split, or states in a convention or layout (slice-major, say) the
