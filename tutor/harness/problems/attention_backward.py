@@ -848,18 +848,20 @@ def random_case(
 
 
 def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Callable[[], object]]:
-    """One forward and one backward at the default shape per mode: every variant the
-    verdict compiles (the ragged and short lengths share its specialisation), launched
-    from threads at once on a GPU so their compiles overlap.  Own seed: the check's
-    random stream stays the same with or without them."""
-    shape = plan_for(interpreter=False).default
+    """One forward and one backward per mode at the default shape and at the hostile
+    case's: every variant the verdict compiles (the ragged and short lengths share the
+    default's specialisation; the hostile case's whole-block length, divisible by 16, is
+    its own), launched from threads at once on a GPU so their compiles overlap.  Own
+    seed: the check's random stream stays the same with or without them."""
+    default = plan_for(interpreter=False).default
 
-    def both(causal: bool) -> object:
+    def both(causal: bool, shape: tuple[int, int, int, int]) -> object:
         q, k, v, do = random_case(shape, device, torch.Generator().manual_seed(0))
         o, lse = run_forward(module, q, k, v, causal)
         return run_backward(module, q, k, v, o, lse, do, causal, int(module.BLOCK_M), int(module.BLOCK_N))
 
-    return [functools.partial(both, mode == "causal") for mode in drill.modes or ["full"]]
+    return [functools.partial(both, mode == "causal", shape)
+            for shape in (default, HOSTILE_SHAPE) for mode in drill.modes or ["full"]]
 
 
 def check_correctness(
