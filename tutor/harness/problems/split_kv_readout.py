@@ -461,6 +461,8 @@ def merge_probe(module: ModuleType, roles: Roles, conv: Convention, out: torch.T
     if not conv.known or head_dim < slots or slots < 2:
         return None
     patterns = _patterns(slots)
+    if bh < len(patterns):  # every row pattern is needed to tell the merges apart
+        return None
     which = [i % len(patterns) for i in range(bh)]
     m2 = torch.tensor([patterns[w][1] for w in which], dtype=torch.float64)
     sums = torch.tensor([patterns[w][2] for w in which], dtype=torch.float64)
