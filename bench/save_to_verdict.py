@@ -142,17 +142,19 @@ class Verdicts:
 
 
 
-def content(solution: str, version: int | str, edit_source: bool = False, nonce: str = "") -> str:
+def content(solution: str, version: int | str, edit_source: bool | str = False, nonce: str = "") -> str:
     """The text with a marker line; with ``edit_source`` also a new comment inside
     every ``@triton.jit`` function's body (Triton hashes that source): every kernel
-    of the file compiles again, for a passing save as for a failing one;
+    of the file compiles again, for a passing save as for a failing one (``"last"``:
+    the last ``@triton.jit`` function only, the kernel a student of drill 04 or 05
+    edits last: dQ's, the merge);
     ``nonce`` keeps one measurement's edits apart from another's (Triton's on-disk
     cache would otherwise hold them from an earlier run)."""
     text = solution
     if edit_source:
         lines = text.splitlines(keepends=True)
         jits = [i for i, line in enumerate(lines) if line.strip().startswith("@triton.jit")]
-        for jit in reversed(jits):  # from the last, so the earlier indices stay right
+        for jit in reversed(jits[-1:] if edit_source == "last" else jits):  # from the last, so the earlier indices stay right
             body = next(i for i in range(jit, len(lines)) if lines[i].rstrip().endswith(":")) + 1
             while lines[body].lstrip().startswith(('"""', "#")) or not lines[body].strip():
                 if lines[body].lstrip().startswith('"""'):  # skip a docstring, its closing line included
@@ -205,7 +207,7 @@ def measure(args: argparse.Namespace, warm: bool, saves: int, watch: bool, works
             if warm:
                 engine.wait_warm()
             time.sleep(THINK_S)
-            save(file, content(text, version, args.edit == "source", nonce))
+            save(file, content(text, version, {"source": True, "last": "last"}.get(args.edit, False), nonce))
             written = time.perf_counter()
             if not watch:
                 engine.notify_saved(file)
@@ -257,9 +259,9 @@ def main() -> int:
     parser.add_argument("--passing-only", action="store_true", help="every save the solution (no failing edits)")
     parser.add_argument("--mode", choices=("auto", "watchdog", "direct"), default="auto")
     parser.add_argument("--no-timing", action="store_true", help="checks without the timed launches")
-    parser.add_argument("--edit", choices=("source", "marker"), default="source",
-                        help="source: every save edits the kernel's source (a recompile on a GPU); "
-                             "marker: only a marker line changes")
+    parser.add_argument("--edit", choices=("source", "last", "marker"), default="source",
+                        help="source: every save edits every kernel's source (all recompile on a GPU); "
+                             "last: only the file's last kernel; marker: only a marker line changes")
     parser.add_argument("--no-spare-during-check", action="store_true",
                         help="start the next spare worker only after a check (the default on machines with "
                              "up to 4 cores), to see what the overlap costs a check")
@@ -294,7 +296,7 @@ def main() -> int:
     label = device.label if device else "?"
     versions = f"torch {device.torch}, triton {device.triton}" if device else ""
     print(f"\nsave-to-verdict, drill {args.drill} ({solution_path(get_drill(args.drill)).name}), "
-          f"saves edit the {'kernel source' if args.edit == 'source' else 'marker line only'}, "
+          f"saves edit {dict(source='every kernel', last='the last kernel').get(args.edit, 'the marker line only')}, "
           f"timing {'off' if args.no_timing else 'on'}; {label}; {versions}; python {sys.version.split()[0]}")
     import tutor.runner
     from tutor.harness.check import PARALLEL_COMPILE_ENV
