@@ -497,9 +497,13 @@ def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n
     rows = f"rows {read.rows[0]}-{read.rows[-1]}"
     how = f" (read out through dV with one-hot dO on {rows}:"
     if shape.right:
-        return "dv-wrong", (f"{how} the P of the dK/dV loop is exp(s - lse) there, mask included: P is right,"
-                            " so the dV accumulation (dv += P^T dO, its store) is what is wrong.)")
-    if shape.missing_pairs or shape.extra_pairs:  # the mask, measured pair by pair
+        if len(read.rows) == launch.q.shape[-2]:
+            return "dv-wrong", (f"{how} the P of the dK/dV loop is exp(s - lse) on every row, mask included:"
+                                " P is right, so the dV accumulation (dv += P^T dO, its store) is what is wrong.)")
+        return "dv-wrong", (f"{how} the P of the dK/dV loop is exp(s - lse) on those rows, mask included: the"
+                            " dV error comes from the accumulation (dv += P^T dO, its store) or from P on the"
+                            " earlier rows.)")
+    if (shape.missing_pairs or shape.extra_pairs) and shape.rest_right:  # the mask, measured pair by pair
         parts: list[str] = []
         if shape.missing_pairs:
             kinds = ", ".join(f"{n} on {k}" for k, n in shape.missing_kinds.items())
@@ -507,7 +511,8 @@ def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n
         if shape.extra_pairs:
             kinds = ", ".join(f"{n} on {k}" for k, n in shape.extra_kinds.items())
             parts.append(f"gives weight to {shape.extra_pairs} pairs the row may not see ({kinds})")
-        return "dv-wrong", f"{how} the dK/dV loop's P {' and '.join(parts)}: look at its mask.)"
+        return "dv-wrong", (f"{how} the dK/dV loop's P {' and '.join(parts)}, and is right on every other pair:"
+                            " look at its mask.)")
     if shape.slope is not None and abs(shape.slope - 1) > 0.05:
         return "dv-wrong", (f"{how} the dK/dV loop's P grows as exp({shape.slope:.3g} s) in the scores s,"
                             " where exp(s - lse) grows as exp(s): its scale or base is off by that factor.)")
@@ -713,9 +718,9 @@ def nonfinite_detail(launch: BackwardLaunch) -> str:
     elif q_ and not kv:
         loop = "only dQ holds them (dK and dV are finite), so the cause is in `_bwd_dq`"
     elif bool(bad["dv"].any()):
-        loop = "both loops' gradients hold them, dV too (dV = P^T dO): the P both loops rebuild is NaN/Inf there"
+        loop = "both loops' gradients hold them, dV too: dV = P^T dO, so the dK/dV loop's P is NaN/Inf there"
     else:
-        loop = "dQ and dK hold them but dV is finite, so P is finite: dS (D or dP) is not"
+        loop = "dQ and dK hold them but dV is finite, so the dK/dV loop's P is finite and its dS (dP or D) is not"
     detail = "; ".join(parts) + "; " + loop
     # the rows' largest true scores against exp's fp32 range
     s = launch.ref.s.masked_fill(~launch.ref.allowed, float("-inf"))

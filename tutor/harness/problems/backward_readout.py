@@ -74,6 +74,7 @@ class PShape:
     wrong_rows: list[int]
     factors: tuple[float, float]  # the smallest and largest per-row factor P_read / P_true
     lse_from: dict[int, int]  # wrong row -> the row whose lse it subtracted (where one matches)
+    rest_right: bool  # every pair outside the extra and missing ones matches within 0.01
     extra_pairs: int  # (row, key) pairs a row may not see that carry weight > MEASURABLE
     missing_pairs: int  # pairs a row must see whose weight is ~0 where it should not be
     missing_kinds: dict[str, int]  # of those: "the diagonal (key = row)", "keys before the row", "keys after"
@@ -105,7 +106,9 @@ def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.
     row_bad = ((got - true).abs() > 0.01).any(-1)  # (bh, R)
     wrong_rows = sorted({read.rows[int(i)] for i in row_bad.nonzero()[:, 1].tolist()})
     shape = PShape(right=not wrong_rows and not extra and not missing, slope=None, per_row=False, per_block=False,
-                   wrong_rows=wrong_rows, factors=(1.0, 1.0), lse_from={}, extra_pairs=extra, missing_pairs=missing,
+                   wrong_rows=wrong_rows, factors=(1.0, 1.0), lse_from={},
+                   rest_right=not bool((((got - true).abs() > 0.01) & ~extra_at & ~missing_at).any()),
+                   extra_pairs=extra, missing_pairs=missing,
                    missing_kinds={k: n for k, n in missing_kinds.items() if n},
                    extra_kinds={k: n for k, n in extra_kinds.items() if n})
     if shape.right or not bool(both.any()):
@@ -144,5 +147,8 @@ def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.
     s_mean = (s_r * w).sum(-1) / n
     sc, rc = (s_r - s_mean[..., None]) * w, (ratio - r_mean[..., None]) * w
     denom = float((sc * sc).sum())
-    shape.slope = 1.0 + (float((sc * rc).sum()) / denom if denom > 0 else 0.0)
+    slope = 1.0 + (float((sc * rc).sum()) / denom if denom > 0 else 0.0)
+    # said only when exp(a s - c_row) explains every measured pair
+    if float((rc - (slope - 1.0) * sc).abs().amax()) <= 2 * FIT_SLACK:
+        shape.slope = slope
     return shape
