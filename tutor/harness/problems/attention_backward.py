@@ -622,7 +622,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
     if bad["dq"] != bad["dk"]:  # one loop wrong: does its own dS leave out D?
         g = "dq" if bad["dq"] else "dk"
         other = "dK" if g == "dq" else "dQ"
-        return f"{g}-wrong", f" ({errs}; {other} and dV are right.{_own_ds(launch, g, tolerance)})"
+        own = _own_ds(launch, g, tolerance) or (_dk_loop_d(launch, tolerance, block_m) if g == "dk" else "")
+        return f"{g}-wrong", f" ({errs}; {other} and dV are right.{own})"
     return None
 
 
@@ -661,6 +662,42 @@ def _d_form(launch: BackwardLaunch, d_student: torch.Tensor, block_m: int, toler
     if _fits(launch.grads["dk"], dk, tolerance):
         said += "; dK is exactly what the same D gives in the dK/dV loop, so both loops read it (the preprocess)"
     return f" ({said}.)"
+
+
+def _dk_loop_d(launch: BackwardLaunch, tolerance: float, block_m: int) -> str:
+    """" <measured>" when dK is exactly what the dK/dV loop gives with some other D'_i
+    (dQ and dV right): dK' - dK = -sum_i P_ij (D'_i - D_i) Q_i / sqrt(d) is linear in
+    delta = D' - D, fitted per head by least squares (the normal equations, N x N: (P Pᵀ) ∘
+    (Q Qᵀ) / d); said when the fit leaves nothing beyond the tolerance."""
+    ref = launch.ref
+    head_dim = launch.q.shape[-1]
+    p = _bh(ref.p)
+    q64 = _bh(launch.q.to(torch.float64))
+    err = _bh(launch.grads["dk"].to(torch.float64)) - _bh(ref.grads["dk"])
+    gram = (p @ p.transpose(-1, -2)) * (q64 @ q64.transpose(-1, -2)) / head_dim
+    rhs = -((p * (q64 @ err.transpose(-1, -2))).sum(-1)) * head_dim**-0.5
+    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+    delta = torch.linalg.solve(gram + 1e-9 * eye, rhs[..., None])[..., 0]  # (bh, N)
+    fitted = _bh(ref.grads["dk"]) - (p * delta[..., None]).transpose(-1, -2) @ q64 * head_dim**-0.5
+    if not _fits(launch.grads["dk"], fitted, tolerance):
+        return ""
+    d_ref = _bh((launch.do.to(torch.float64) * ref.o).sum(-1)[..., None])[..., 0]
+    used = d_ref + delta
+    off = (delta.abs() > 0.02 + 0.02 * d_ref.abs()).any(0)  # rows whose D is not theirs
+    if not bool(off.any()):
+        return ""
+    rows = off.nonzero().flatten().tolist()
+    said = (f" dK is exactly what `_bwd_dkdv` gives with another D on rows {spans(rows)}"
+            " (dS = P * (dP - D) there): its D term is wrong")
+    # whose D: the nearest D of the same head, for every wrong row
+    gap = (used[:, rows, None] - d_ref[:, None, :]).abs()  # (bh, wrong rows, N)
+    nearest = gap.argmin(-1)
+    if bool((gap.amin(-1) < 0.02).all()):
+        src = nearest[0].tolist()
+        if all(m == r % block_m for r, m in zip(rows, src, strict=True)):
+            said += (f"; row r uses row (r mod {block_m})'s D: the first query block's row at the same position,"
+                     " as if D were loaded at offsets within the block")
+    return said + "."
 
 
 def _own_ds(launch: BackwardLaunch, grad: str, tolerance: float) -> str:
