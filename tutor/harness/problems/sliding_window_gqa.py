@@ -255,7 +255,8 @@ def kv_heads_read(module: ModuleType, checked: Checked, generator: torch.Generat
 
 
 def weight_readout(
-    module: ModuleType, case: Case, device: str, generator: torch.Generator
+    module: ModuleType, case: Case, device: str, generator: torch.Generator,
+    inputs: list[torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The kernel's attention weights, (batch*H, seq, seq) in float64 on ``device``,
     read out through one-hot values (every K/V head carries the same one-hot V, so
@@ -263,12 +264,15 @@ def weight_readout(
     on fresh small q, k at the case's own shape, dtypes and window: the launches
     reuse the variant the case's correctness launch compiled (a GPU specialises
     on the length, the window and the pointers' alignment).  And the visits
-    (batch*H, n_m, n_n) of the last read-out launch."""
+    (batch*H, n_m, n_n) of the last read-out launch.  ``inputs`` (when given) receives
+    the q and k read out on."""
     plain = dataclasses.replace(case, q_scale=1.0)
     q, k, _ = random_inputs(plain, device, generator)
     # small scores (std ~0.1): every key the kernel lets in gets a weight far
     # from fp16's underflow, even under a wrong softmax temperature
     q = (q.float() * 0.1).half()
+    if inputs is not None:
+        inputs[:] = [q, k]
     launched: list[WindowLaunch] = []
 
     def launch(v: torch.Tensor) -> torch.Tensor:
@@ -280,6 +284,44 @@ def weight_readout(
     visits = launched[-1].visits
     assert visits is not None
     return weights.to(device), visits
+
+
+TEMPERATURE_WORDS = {
+    "right": "the scale and the exp2/log2(e) pair are right",
+    "scale-missing": "the 1/sqrt(head_dim) scale is missing",
+    "scale-twice": "the 1/sqrt(head_dim) scale is applied twice",
+    "scale-inverted": "the scores are multiplied by sqrt(head_dim), not divided",
+    "exp-not-exp2": "exp() of scores already multiplied by log2(e)",
+    "exp2-without-log2e": "exp2() of scores never multiplied by log2(e)",
+}
+
+
+def temperature(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_n: int) -> str:
+    """The slope of log(weight) against the true scaled scores, fitted on the keys each
+    row weighs (an intercept per row and key block), in words ("" when it cannot be
+    fitted): 1 for a right kernel, 1/sqrt(d) apart for a scale missing or doubled."""
+    allowed = window_mask(case.seq, case.window, weights.device)[None]
+    scores = reading.scores(q, k.repeat_interleave(case.group, dim=1))
+    rows_ok = torch.isfinite(weights).all(dim=-1)
+    slope, _ = reading._fit_temperature(weights.nan_to_num(0.0), scores, allowed, rows_ok, block_n)
+    if slope is None:
+        return ""
+    name = reading.name_temperature(slope, case.head_dim)
+    said = TEMPERATURE_WORDS.get(name, "")
+    if name == "right":
+        return (f" Within each K/V block, log(weight) follows the true scores with slope {slope:.3f} (softmax's is 1):"
+                f" {said}.")
+    return (f" Within each K/V block, log(weight) follows the true scores with slope {slope:.3f}, not 1 (softmax's)"
+            f"{': ' + said if said else ''}.")
+
+
+def row_sums(weights: torch.Tensor) -> str:
+    """What each row's read-out weights add up to, in words, when that is not 1 ("" when it is)."""
+    sums = weights.sum(dim=-1)[torch.isfinite(weights).all(dim=-1)]
+    if sums.numel() == 0 or float((sums - 1).abs().max()) < 0.02:
+        return ""
+    return (f" Read out through one-hot values, each row's weights add up to between {float(sums.min()):.3g} and "
+            f"{float(sums.max()):.3g}, not 1.")
 
 
 def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int) -> torch.Tensor:
@@ -685,12 +727,16 @@ def diagnose(
         readouts: dict[str, list[WindowFinding]] = {}
         readout_nan: set[int] = set()
         mute: set[str] = set()
+        slopes: dict[str, str] = {}  # the softmax temperature each read-out measured, in words
         unread: list[Checked] = []  # failing cases read out whose weights show nothing wrong
 
         def read_out(one: Checked) -> list[WindowFinding]:
             nonlocal readout_nan
             if one.result.name not in readouts:
-                weights, read_visits = weight_readout(module, one.case, device, generator)
+                inputs: list[torch.Tensor] = []
+                weights, read_visits = weight_readout(module, one.case, device, generator, inputs)
+                slopes[one.result.name] = temperature(weights, inputs[0], inputs[1], one.case, block_n) + row_sums(
+                    weights)
                 found = read_window(weights, read_visits, one.case, block_m, block_n)
                 for f in found:
                     f.detail = f.detail[:-1] + _where(one) + "."
@@ -739,7 +785,8 @@ def diagnose(
             worst = "" if one.result.worst_row is None else f" The largest error is at row {one.result.worst_row}"
             if len(readouts) - len(mute) <= len(unread):
                 detail = (f" The measured weights show no key a row should not see and none it misses: look at "
-                          f"what happens to the values or the scale.{worst}{_where(one)}.")
+                          f"what happens to the values or the scale.{slopes.get(one.result.name, '')}{worst}"
+                          f"{_where(one)}.")
             else:
                 odd = [name for name, found in readouts.items() if found]
                 detail = (f" The failing cases disagree: on the {', '.join(x.result.name for x in unread)} "
