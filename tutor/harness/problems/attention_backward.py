@@ -17,6 +17,13 @@ from the student's forward to their backward as it is), then runs the backward w
 random dO into poisoned dQ, dK, dV buffers (with guard regions) and compares each gradient with torch autograd
 in float64.  The case's error is the largest of the three.
 
+A fourth case, ``hostile`` (:func:`hostile_case`: one head, seq 128, a whole
+number of blocks), has scores of 120-150, where exp of a raw score overflows
+fp32; each of its gradient elements is held to its own allowance
+(:func:`allowances`, derived there), its error reported in the tolerance's
+units.  It is diagnosed only when every standard case passed
+(``large-scores-overflow``, ``large-scores-wrong``).
+
 The diagnosis is derived from what the gradients measurably are:
 
 * which of dQ, dK, dV are wrong, in which mode (full / causal);
@@ -33,8 +40,19 @@ The diagnosis is derived from what the gradients measurably are:
 * dK or dV equal to the contribution of a single query block: not summed over
   the dK/dV loop.
 
+* dV wrong and none of the above: the P the dK/dV loop uses is read out through
+  dV with one-hot dO, one probe launch per failing case at its own shape
+  (:mod:`backward_readout`): a per-row factor is an lse not the row's own
+  (``p-rows-wrong``, and whose), a per-key-block factor an lse indexed by key,
+  a slope a wrong scale or base, zero or extra weight on pairs the mask;
+* a D that is c x rowsum(dO*O) or a sum down the block's rows, and whether dK
+  agrees (both loops); a dK whose error is exactly another D in the dK/dV loop,
+  fitted row by row;
+* NaN/Inf: which gradients, rows and keys, so which loop, and whether they are
+  exactly the rows (keys) whose scores pass exp's fp32 range.
+
 Anything these do not explain is reported as which gradient is wrong, and
-where to look.
+where to look.  A code is said only when every failing case supports it.
 """
 
 from __future__ import annotations
