@@ -52,7 +52,7 @@ The diagnosis is derived from what the gradients measurably are:
   exactly the rows (keys) whose scores pass exp's fp32 range.
 
 Anything these do not explain is reported as which gradient is wrong, and
-where to look.  A code is said only when every failing case supports it.
+where to look.  ``p-rows-wrong`` is said only when every failing case is explained so.
 """
 
 from __future__ import annotations
