@@ -346,6 +346,7 @@ class WindowFinding:
     # other codes the same measurement fits (no far-side mask: on a case whose loop
     # bound never cuts a window, far-block-unmasked and window-unmasked look alike)
     fits: tuple[str, ...] = ()
+    width: tuple[str, int, int] | None = None  # a measured window: (case, keys seen, WINDOW)
 
 
 def read_window(
@@ -468,7 +469,7 @@ def read_window(
                 findings.append(WindowFinding(code, f" The measured window is {width} keys, {what} WINDOW = "
                                               f"{window}: row {r} sees keys {int(first_seen[h, r])}..{r}, not "
                                               f"{r - window + 1}..{r} - {side}.",
-                                              tuple(sorted(consistent - {code}))))
+                                              tuple(sorted(consistent - {code})), ("", width, window)))
             break
         else:
             if too_old.any():
@@ -577,7 +578,13 @@ def agreed_findings(readouts: dict[str, list[WindowFinding]]) -> list[WindowFind
             twice = any(f.code in k.fits or c in f.fits for c, k in kept.items())
             if f.code in common and not twice:
                 kept.setdefault(f.code, f)
-    return list(kept.values())
+    said = list(kept.values())
+    widths = [f.width for found in readouts.values() for f in found if f.width is not None]
+    for i, f in enumerate(said):
+        if f.code in ("window-size-wrong", "window-off-by-one") and len(widths) > 1:
+            each = ", ".join(f"{keys} keys on the {name} case (WINDOW = {window})" for name, keys, window in widths)
+            said[i] = dataclasses.replace(f, detail=f"{f.detail} Measured windows: {each}.")
+    return said
 
 
 def window_hits(visits: torch.Tensor, case: Case, block_m: int, block_n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -740,6 +747,8 @@ def diagnose(
                 found = read_window(weights, read_visits, one.case, block_m, block_n)
                 for f in found:
                     f.detail = f.detail[:-1] + _where(one) + "."
+                    if f.width is not None:
+                        f.width = (one.result.name, f.width[1], f.width[2])
                 nonfinite = ~torch.isfinite(weights).all(dim=-1)
                 readout_nan |= set(nonfinite.any(dim=0).nonzero().flatten().tolist())
                 if bool(nonfinite.all()) and not found:
