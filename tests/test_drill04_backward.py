@@ -265,7 +265,7 @@ def _groups(n: int) -> list[list[mistakes.Mistake]]:
     return [ENTRIES[i::n] for i in range(n)]
 
 
-GROUPS = _groups(6)  # each group's checks run in one subprocess, well inside the per-test timeout
+GROUPS = _groups(8)  # each group's checks run in one subprocess, well inside the per-test timeout
 _results: dict[int, dict[str, CheckResult]] = {}
 
 
