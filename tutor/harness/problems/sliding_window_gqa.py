@@ -5,7 +5,7 @@ with q of shape (batch, H, seq, head_dim) and k, v of shape (batch, H_KV, seq,
 head_dim), H a multiple of H_KV.  Row r of query head h sees keys
 ``r - window + 1 .. r`` of K/V head ``h // (H // H_KV)``.
 
-Correctness runs five cases (:data:`CPU_CASES` / :data:`GPU_CASES`): a default
+Correctness runs seven cases (:data:`CPU_CASES` / :data:`GPU_CASES`): a default
 one (GQA, a window that is not a multiple of the block, a ragged last block),
 a ragged one with one K/V head for all query heads, one shorter than a block,
 one whose window is longer than the sequence (plain causal attention) and a
@@ -17,14 +17,29 @@ q, so a kernel that reads a K/V head past the last one reads NaN instead of
 faulting), and NaN that nothing else explains is traced to the margin it came
 from (``read-past-end``).
 
-The diagnosis is measured, never guessed:
+Two more cases (issue 21): block-edge (WINDOW = BLOCK_N + 1 on a length that is
+a multiple of both blocks, 8 query heads on 2: a lower bound one key off shows
+in the visit map) and one-key (WINDOW = 1, 4 query heads on 1).
+
+The diagnosis is measured, never guessed, and every probe launch is at the
+shape, dtypes and window of a correctness case (the variant the verdict
+compiled):
 
 * which K/V head each query head reads: re-run with one K/V head replaced by
-  fresh values and see which query heads' outputs move;
+  fresh values and see which query heads' outputs move (the whole map is said);
 * which keys each row gives weight to: re-run with one-hot values (key j's
-  value is the unit vector e_(j mod head_dim), one launch per head_dim keys),
-  so the output *is* the kernel's weight matrix; from it the effective window
-  (the first key each row sees) and weight after the row or keys missed;
+  value is the unit vector e_(j mod head_dim), one launch per head_dim keys,
+  the same in every K/V head), so the output *is* the kernel's weight matrix
+  for every query head; from it the effective window by side (the first and
+  last key each row sees: the far side off by how many keys, the near side
+  shifted), weight after the row, keys missed (and the blocks not visited),
+  the softmax temperature and the rows' sums.  It is read on every failing
+  case, and a code is said only where each of their read-outs supports it
+  (:func:`agreed_findings`); when they disagree the measurements are said;
+* a check whose cases all pass yet whose visit map leaves needed blocks
+  unvisited: tiles that straddle two K/V blocks (a loop started between block
+  boundaries) are recorded at the block of their first key, so the map cannot
+  count them: said as the finding ``visits-uncounted``, never "solved";
 * NaN rows against the rows that see no key of the first block the kernel
   visited for them (an online-softmax update without the empty-row guard);
 * the visit map against the blocks the window needs: blocks wholly before a
@@ -482,7 +497,11 @@ def read_window(
                 h, r = map(int, missed.any(dim=-1).nonzero()[0])
                 keys = missed[h, r].nonzero().flatten().tolist()
                 blocks = sorted({c // block_n for c in keys})
-                skipped = [j for j in blocks if int(visits[h, r // block_m, j]) == 0]
+                # a block the map records as unvisited, and of which no row of the query block
+                # weighs any key (a tile that straddles blocks reads keys of a block it never records)
+                tile = seen[h, (r // block_m) * block_m:(r // block_m + 1) * block_m]
+                skipped = [j for j in blocks if int(visits[h, r // block_m, j]) == 0
+                           and not bool(tile[:, j * block_n:(j + 1) * block_n].any())]
                 why = (f" (K/V block{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} "
                        f"{'were' if len(skipped) > 1 else 'was'} not visited)") if skipped else ""
                 own = " - its own key among them" if r in keys else ""
