@@ -170,6 +170,9 @@ def test_the_merge_read_out_names_a_merge_by_the_weights_it_gives_each_slice():
     nonempty = (sums > 0).double()
     assert read(nonempty / nonempty.sum(-1, keepdim=True)).code == "partials-averaged"
     assert read(sums / sums.sum(-1, keepdim=True)).code == "no-max-rescale"
+    natural = sums * torch.exp(m2 - m2.amax(-1, keepdim=True)).nan_to_num(0.0)
+    said = read(natural / natural.sum(-1, keepdim=True))
+    assert said.code is None and "natural exp applied to maxima kept in the exp2 domain" in said.words
     odd = truth.clone()
     odd[0] = torch.tensor([0.2, 0.5, 0.3, 0.0])  # no named mistake: the weights are said, no code
     assert read(odd).code is None and "slice" in read(odd).words

@@ -513,14 +513,28 @@ def read_weights(got: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor, labels
                                              " maximum and different sums, the maximum in a slice of few keys,"
                                              " empty slices, drops of 200, maxima near 300) it gives every slice"
                                              " its share of the mass.")
-    code = None
-    for name, h in hyp.items():
+    def fits_all(h: torch.Tensor) -> bool:
         fits = (weights - h).abs() <= tol * torch.maximum(torch.ones_like(h), h.abs())
-        if bool((fits.all(-1) | ~finite).all()) and bool(finite.any()) and bool((~right & finite).any()):
-            code = name
-            break
+        return bool((fits.all(-1) | ~finite).all()) and bool(finite.any()) and bool((~right & finite).any())
+
+    code = next((name for name, h in hyp.items() if fits_all(h)), None)
+    # weights of no named mistake that still have a formula: said in words, as measured
+    natural = torch.where(nonempty, torch.exp((m2 - big).clamp_min(-700)), torch.zeros_like(m2)) * sums
+    top = (m2 == big).double()
+    described = {
+        "l_s e^(m_s - M) / sum_t l_t e^(m_t - M): natural exp applied to maxima kept in the exp2 domain (or the"
+        " other way round)": natural / natural.sum(-1, keepdim=True),
+        "l_s 2^(m_s - M) / sum_t 2^(m_t - M): the sum it divides by leaves out l_t": sums * base / base.sum(
+            -1, keepdim=True),
+        "l_s 2^(m_s - M) / sum_t l_t: the sum it divides by is not brought to one maximum": sums * base / sums.sum(
+            -1, keepdim=True),
+        "1 for the slice holding the largest maximum, 0 for the others": top / top.sum(-1, keepdim=True),
+    }
+    formula = None if code else next((words for words, h in described.items() if fits_all(h)), None)
     # the worst slice of the worst finite row
     words = ""
+    if formula:
+        words += f" On every row the tutor tried, your merge's weight for slice s is {formula}."
     diff = (weights - truth).abs().masked_fill(~finite[:, None], 0.0)
     if bool(finite.any()) and float(diff.max()) > tol:
         r, s = divmod(int(diff.argmax()), slots)
