@@ -134,3 +134,52 @@ def test_a_nan_is_located_by_gradient_rows_and_loop_and_tied_to_overflowing_scor
 
 def test_spans_are_runs():
     assert bwd.spans([5, 1, 2, 3, 9]) == "1-3, 5, 9"
+
+
+def _launch_with(dk_d=None, d_both=None, seq: int = 150) -> bwd.BackwardLaunch:
+    """A launch whose dK (or dQ and dK) are computed in float64 with another D."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v, do = bwd.random_case((1, 2, seq, 64), "cpu", g)
+    ref = bwd.reference(q, k, v, do, False)
+    do64 = do.double()
+    dp = do64 @ v.double().transpose(-1, -2)
+    d_true = (do64 * ref.o).sum(-1)
+    grads = {name: ref.grads[name].clone() for name in bwd.GRADS}
+    for name, d in (("dk", dk_d), ("dq", d_both), ("dk", d_both)):
+        if d is None:
+            continue
+        ds = ref.p * (dp - d(d_true, do64, ref.o)[..., None])
+        grads[name] = (ds @ k.double() if name == "dq" else ds.transpose(-1, -2) @ q.double()) * 64**-0.5
+    grads = {name: t.to(torch.float16) for name, t in grads.items()}
+    errors = {n: float((grads[n].double() - ref.grads[n]).abs().max()) for n in bwd.GRADS}
+    case = CaseResult(name="default", causal=False, shape=list(q.shape), max_abs_err=max(errors.values()),
+                      passed=False)
+    visits = torch.ones((2, 3, 3), dtype=torch.int32)
+    return bwd.BackwardLaunch(
+        case=case, q=q, k=k, v=v, do=do, o=ref.o.to(torch.float16), lse=ref.lse.float(), grads=grads, ref=ref,
+        forward_ok=True, forward_detail="", per_grad_err=errors, unwritten=dict.fromkeys(bwd.GRADS, 0),
+        nonfinite=dict.fromkeys(bwd.GRADS, 0), out_of_bounds=dict.fromkeys(bwd.GRADS, False),
+        dkdv_visits=visits, dq_visits=visits.clone(),
+    )
+
+
+def test_a_dkdv_loop_reading_the_first_blocks_d_is_fitted_row_by_row():
+    launch = _launch_with(dk_d=lambda d, do, o: d[..., torch.arange(150) % 64])
+    code, detail = bwd.explain(launch, DRILL.tolerance, 64, 64)
+    assert code == "dk-wrong"
+    assert "another D on rows 64-" in detail and "row (r mod 64)'s D" in detail
+
+
+def test_a_d_scaled_by_sm_scale_is_measured_as_a_multiple_in_both_loops():
+    launch = _launch_with(d_both=lambda d, do, o: d * 64**-0.5)
+    code, detail = bwd.explain(launch, DRILL.tolerance, 64, 64)
+    assert code == "d-wrong" and "0.125 x rowsum(dO * O)" in detail and "both loops" in detail
+
+
+def test_a_d_summed_down_the_blocks_rows_is_named():
+    def axis0(d, do, o):
+        prod = torch.cat([do * o, (do * o).new_zeros(1, 2, 192 - 150, 64)], -2)
+        return torch.unflatten(prod, -2, (3, 64)).sum(-2).flatten(-2)[..., :150]
+
+    code, detail = bwd.explain(_launch_with(d_both=axis0), DRILL.tolerance, 64, 64)
+    assert code == "d-wrong" and "axis 0" in detail
