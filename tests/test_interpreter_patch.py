@@ -83,6 +83,9 @@ def comparable(result) -> dict:
     data = result.to_dict()
     for key in ("duration_s", "verdict_s", "performance"):
         data.pop(key, None)
+    data["diagnosis_phase"].pop("duration_s", None)
+    for cost in data["costs"].values():  # each phase's launches and compiles stay; its seconds go
+        cost.pop("seconds", None)
     return data
 
 
