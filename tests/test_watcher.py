@@ -166,8 +166,13 @@ def test_polling_is_taken_when_the_native_observer_cannot_start(drills: Path) ->
     so that it has one descriptor too few, while polling still has what it needs."""
     from watchdog.observers.inotify import InotifyObserver
 
+    from watchdog.events import FileSystemEventHandler
+
     before = _open_fds()
-    probe = InotifyObserver()  # how many descriptors a native observer takes here
+    # how many descriptors a native observer watching a folder takes here (watchdog 7.1
+    # opens them when a folder is scheduled, older ones when the observer is made)
+    probe = InotifyObserver()
+    probe.schedule(FileSystemEventHandler(), str(drills), recursive=False)
     needed = len(_open_fds() - before)
     probe.start()
     probe.stop()
