@@ -164,9 +164,8 @@ def test_polling_is_taken_when_the_native_observer_cannot_start(drills: Path) ->
     """Provoked for real: the native (inotify) observer needs an inotify instance
     and a pipe; this process's open-file limit is lowered (for this process only)
     so that it has one descriptor too few, while polling still has what it needs."""
-    from watchdog.observers.inotify import InotifyObserver
-
     from watchdog.events import FileSystemEventHandler
+    from watchdog.observers.inotify import InotifyObserver
 
     before = _open_fds()
     # how many descriptors a native observer watching a folder takes here (watchdog 7.1
