@@ -43,6 +43,10 @@ def main() -> int:
     dev = select_device(args.device)
     import torch
 
+    from tutor.harness import cost
+
+    cost.install()  # as the worker does: the compile-only warm-ups and the phase's counts need it
+
     if not dev.interpreter:
         torch.zeros(1, device="cuda")
         if args.warm_compiler:

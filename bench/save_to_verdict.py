@@ -2,7 +2,7 @@
 recorded, on to a failing kernel's diagnosis, and on to the performance phase.
 
     python bench/save_to_verdict.py [--device cpu|auto] [--saves 8] [--cold-saves 2] [--quick]
-                                    [--edit source|marker] [--mode auto|watchdog|direct]
+                                    [--edit source|last|mistake|marker] [--mode auto|watchdog|direct]
                                     [--drill 01] [--no-timing] [--passing-only]
 
 A temp workspace holds the drill's solution; each save rewrites it (a temp
@@ -15,7 +15,11 @@ kinds), so the failing saves pay the diagnosis phase's read-outs and probes
 (``--passing-only``: the solution every time).  With ``--edit source`` (the default) each save also edits the
 kernels' own source (a new comment line inside every ``@triton.jit`` function,
 part of the source Triton hashes), so on a GPU every save compiles the kernel
-again, as a real edit does; ``--edit marker`` changes only the marker line.
+again, as a real edit does; ``--edit last`` edits only the last kernel;
+``--edit mistake`` edits the kernels each failing edit changes (its own change,
+plus a comment so it compiles afresh) and, on the passing save after it, the same
+kernels put right: a student's edit and its fix, one kernel as a rule;
+``--edit marker`` changes only the marker line.
 
 The clock starts when the write has returned.  ``verdict s`` stops when the
 engine reports the verdict recorded (``CheckFinished``, sent after the
@@ -142,19 +146,39 @@ class Verdicts:
 
 
 
-def content(solution: str, version: int | str, edit_source: bool | str = False, nonce: str = "") -> str:
+def jit_blocks(text: str) -> list[str]:
+    """Each ``@triton.jit`` function's source (decorator to the end of its body), in order."""
+    lines = text.splitlines(keepends=True)
+    blocks = []
+    for jit in (i for i, line in enumerate(lines) if line.strip().startswith("@triton.jit")):
+        end = next(i for i in range(jit, len(lines)) if lines[i].lstrip().startswith("def ")) + 1
+        while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t#)"):
+            end += 1  # the body: indented lines, blank lines, comments, the signature's closing parenthesis
+        blocks.append("".join(lines[jit:end]))
+    return blocks
+
+
+def changed_kernels(text: str, solution: str) -> set[int]:
+    """The indices of the ``@triton.jit`` functions whose source ``text`` changes from ``solution``'s."""
+    mine, theirs = jit_blocks(text), jit_blocks(solution)
+    return {i for i, block in enumerate(mine) if i >= len(theirs) or block != theirs[i]}
+
+
+def content(solution: str, version: int | str, edit_source: bool | str | set[int] = False, nonce: str = "") -> str:
     """The text with a marker line; with ``edit_source`` also a new comment inside
     every ``@triton.jit`` function's body (Triton hashes that source): every kernel
     of the file compiles again, for a passing save as for a failing one (``"last"``:
     the last ``@triton.jit`` function only, the kernel a student of drill 04 or 05
-    edits last: dQ's, the merge);
+    edits last: dQ's, the merge; a set: the functions of those indices);
     ``nonce`` keeps one measurement's edits apart from another's (Triton's on-disk
     cache would otherwise hold them from an earlier run)."""
     text = solution
     if edit_source:
         lines = text.splitlines(keepends=True)
         jits = [i for i, line in enumerate(lines) if line.strip().startswith("@triton.jit")]
-        for jit in reversed(jits[-1:] if edit_source == "last" else jits):  # from the last, so the earlier indices stay right
+        chosen = (jits[-1:] if edit_source == "last" else [jits[i] for i in sorted(edit_source) if i < len(jits)]
+                  if isinstance(edit_source, set) else jits)
+        for jit in reversed(chosen):  # from the last, so the earlier indices stay right
             body = next(i for i in range(jit, len(lines)) if lines[i].rstrip().endswith(":")) + 1
             while lines[body].lstrip().startswith(('"""', "#")) or not lines[body].strip():
                 if lines[body].lstrip().startswith('"""'):  # skip a docstring, its closing line included
@@ -197,17 +221,20 @@ def measure(args: argparse.Namespace, warm: bool, saves: int, watch: bool, works
         version = 0
         rows = {kind: Row(worker="warm" if warm else "cold", mode=mode, kind=kind) for kind in ("failing", "passing")}
         nonce = uuid.uuid4().hex[:8]  # this measurement's edits compile: no earlier run cached them
+        edited: set[int] = set()
         wait_s = args.timeout + 60
         for n in range(saves + 1):  # the first save is not counted: it fills caches (Triton's, the OS's)
             version += 1
             if failing and n % 2 == 1:  # odd saves: a failing edit, each kind in turn
                 name, text = failing[(n // 2) % len(failing)]
-            else:
+                edited = changed_kernels(text, solution)  # --edit mistake: the kernels the mistake changes
+            else:  # --edit mistake: the kernels the last mistake changed, put right (or the last kernel)
                 name, text = "solution", solution
             if warm:
                 engine.wait_warm()
             time.sleep(THINK_S)
-            save(file, content(text, version, {"source": True, "last": "last"}.get(args.edit, False), nonce))
+            which = {"source": True, "last": "last", "mistake": edited or "last"}.get(args.edit, False)
+            save(file, content(text, version, which, nonce))
             written = time.perf_counter()
             if not watch:
                 engine.notify_saved(file)
@@ -259,9 +286,11 @@ def main() -> int:
     parser.add_argument("--passing-only", action="store_true", help="every save the solution (no failing edits)")
     parser.add_argument("--mode", choices=("auto", "watchdog", "direct"), default="auto")
     parser.add_argument("--no-timing", action="store_true", help="checks without the timed launches")
-    parser.add_argument("--edit", choices=("source", "last", "marker"), default="source",
+    parser.add_argument("--edit", choices=("source", "last", "mistake", "marker"), default="source",
                         help="source: every save edits every kernel's source (all recompile on a GPU); "
-                             "last: only the file's last kernel; marker: only a marker line changes")
+                             "last: only the file's last kernel; mistake: the kernels the failing edit "
+                             "changes, then the same ones put right (a student's edit and its fix); "
+                             "marker: only a marker line changes")
     parser.add_argument("--no-spare-during-check", action="store_true",
                         help="start the next spare worker only after a check (the default on machines with "
                              "up to 4 cores), to see what the overlap costs a check")
@@ -296,7 +325,7 @@ def main() -> int:
     label = device.label if device else "?"
     versions = f"torch {device.torch}, triton {device.triton}" if device else ""
     print(f"\nsave-to-verdict, drill {args.drill} ({solution_path(get_drill(args.drill)).name}), "
-          f"saves edit {dict(source='every kernel', last='the last kernel').get(args.edit, 'the marker line only')}, "
+          f"saves edit {dict(source='every kernel', last='the last kernel', mistake='the kernels each mistake changes, then fixes').get(args.edit, 'the marker line only')}, "
           f"timing {'off' if args.no_timing else 'on'}; {label}; {versions}; python {sys.version.split()[0]}")
     import tutor.runner
     from tutor.harness.check import PARALLEL_COMPILE_ENV

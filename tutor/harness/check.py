@@ -25,6 +25,7 @@ import functools
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -53,22 +54,27 @@ def parallel_compile(dev: Device) -> bool:
     return not dev.interpreter and os.environ.get(PARALLEL_COMPILE_ENV, "1") != "0"
 
 
-def compile_concurrently(launches: list[Callable[[], object]]) -> list[object]:
-    """Run ``launches`` from threads at once, so the Triton compiles they start
-    (ptxas runs outside the GIL) overlap instead of queueing in front of each
-    launch.  Returns each one's value, or the exception it raised (not raised
-    here: the phase's own launch of that variant raises it again, where it is
-    reported at the student's line)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=len(launches), thread_name_prefix="compile") as pool:
-        futures = [pool.submit(launch) for launch in launches]
-    outcomes = [future.exception() or future.result() for future in futures]
-    try:
-        torch.cuda.synchronize()
-    except RuntimeError:
-        pass  # a launch broke the CUDA context: the phase's own first launch reports it
-    return outcomes
+def compile_concurrently(launches: list[Callable[[], object]]) -> None:
+    """Compile every variant ``launches`` would launch, at once, before the phase's
+    own launches need them: each launch runs in compile-only mode
+    (:func:`cost.compile_only`: its kernel calls are recorded, nothing launches,
+    nothing it returns is meaningful), then every recorded kernel variant compiles
+    on a thread of its own (ptxas runs outside the GIL).  A launch that raises, or
+    a variant that fails to compile, is left to the phase's own launch, which
+    raises it again where it is reported at the student's line."""
+    compiles: list[Callable[[], object]] = []
+    for launch in launches:
+        with cost.compile_only() as calls:
+            try:
+                launch()
+            except Exception:  # noqa: BLE001 - the phase's own launch reports it at the student's line
+                pass
+        compiles.extend(calls)
+    if compiles:
+        with ThreadPoolExecutor(max_workers=min(len(compiles), max(2, os.cpu_count() or 2)),
+                                thread_name_prefix="compile") as pool:
+            for future in [pool.submit(compile_one) for compile_one in compiles]:
+                future.exception()  # a compile error is the phase's own launch's to report
 
 
 @dataclass
@@ -238,19 +244,13 @@ def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: Verd
 
 
 def _compile_timed_concurrently(state: VerdictState, timed: TimedLaunches) -> dict[str, VisitMap]:
-    """One launch of each timed variant and each mode's counting launch for the
-    roofline, all from threads at once (their compiles overlap); returns the
-    roofline's counted maps."""
+    """Every timed variant and each mode's counting launch for the roofline,
+    compiled at once (:func:`compile_concurrently`); then the counting launches
+    run, from their cache; returns the roofline's counted maps."""
     modes = _counted_modes(state)
-    outcomes = compile_concurrently([*(functools.partial(_timing_map, state, timed, mode) for mode in modes),
-                                     *timed.student.values()])
-    maps: dict[str, VisitMap] = {}
-    for mode, counted in zip(modes, outcomes, strict=False):
-        if isinstance(counted, BaseException):
-            raise counted
-        assert isinstance(counted, VisitMap)
-        maps[mode] = counted
-    return maps
+    compile_concurrently([*(functools.partial(_timing_map, state, timed, mode) for mode in modes),
+                          *timed.student.values()])
+    return {mode: _timing_map(state, timed, mode) for mode in modes}
 
 
 def _roofline(state: VerdictState, dev: Device, result: CheckResult, timed: TimedLaunches,

@@ -18,6 +18,7 @@ launch that never returns is named by the runner's timeout message.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +41,8 @@ _installed = False
 _compiles_counted = False
 _step_listener: Callable[[str], None] | None = None
 _stop_thread: dict[int, threading.Event] = {}  # thread id -> an event that aborts its next launch
+_compile_only = threading.local()  # .calls: this thread records its kernel calls, launches nothing
+COMPILE_ONLY_CALLS = 256  # more kernel calls than this from one warm-up: a launcher that loops on its results
 
 
 class LaunchAborted(RuntimeError):
@@ -57,6 +60,7 @@ def install() -> None:
     except ImportError:
         return
     _wrap_run(JITFunction)
+    _skip_autotuned_in_compile_only()
     try:
         from triton.runtime.interpreter import InterpretedFunction
 
@@ -86,11 +90,50 @@ def _wrap_run(cls: type) -> None:
         stop = _stop_thread.get(threading.get_ident())
         if stop is not None and stop.is_set():
             raise LaunchAborted("a job arrived: the warm-up stops here")
+        calls = getattr(_compile_only, "calls", None)
+        if calls is not None:  # recorded, to be compiled later; no launch, not counted as one
+            if len(calls) >= COMPILE_ONLY_CALLS:
+                raise LaunchAborted("the warm-up's launcher kept calling kernels: it stops here")
+            calls.append(functools.partial(original, self, *args, **{**kwargs, "warmup": True}))
+            return None
         with _lock:
             _counts.launches += 1
         return original(self, *args, **kwargs)
 
     cls.run = run  # type: ignore[attr-defined]
+
+
+@contextmanager
+def compile_only() -> Iterator[list[Callable[[], object]]]:
+    """In this thread, a kernel call launches nothing and returns None: it is
+    recorded, as a call that compiles the variant its arguments select (Triton's
+    ``warmup``: the same specialisation key as the launch), into the list this
+    yields, for the caller to compile each on a thread of its own.  An autotuned
+    kernel is left alone (timing configs that never ran would poison its choice):
+    it compiles at the phase's own launch.  A launcher that reads its kernels'
+    results to decide what to call next sees unwritten memory here; past
+    COMPILE_ONLY_CALLS calls it is stopped (:class:`LaunchAborted`)."""
+    calls: list[Callable[[], object]] = []
+    _compile_only.calls = calls
+    try:
+        yield calls
+    finally:
+        _compile_only.calls = None
+
+
+def _skip_autotuned_in_compile_only() -> None:
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return
+    original = Autotuner.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(_compile_only, "calls", None) is not None:
+            return None
+        return original(self, *args, **kwargs)
+
+    Autotuner.run = run
 
 
 @contextmanager
