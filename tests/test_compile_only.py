@@ -38,7 +38,21 @@ def test_a_call_in_compile_only_mode_is_recorded_and_launches_nothing():
 def test_a_launcher_that_keeps_calling_kernels_is_stopped():
     cost.install()
     q, k, out = _tensors()
-    with cost.compile_only() as calls, pytest.raises(cost.LaunchAborted):
+    with cost.compile_only() as calls, pytest.raises(cost.TooManyCalls):
         for _ in range(cost.COMPILE_ONLY_CALLS + 1):
             _warm_kernel[(1,)](q, k, out, N=128, BLOCK=64)
     assert len(calls) == cost.COMPILE_ONLY_CALLS
+
+
+def test_a_warm_up_whose_job_arrived_stops_instead_of_compiling():
+    import threading
+
+    from tutor.harness.check import compile_concurrently
+
+    cost.install()
+    q, k, out = _tensors()
+    arrived = threading.Event()
+    arrived.set()
+    with cost.abortable(arrived), pytest.raises(cost.LaunchAborted):
+        compile_concurrently([lambda: _warm_kernel[(1,)](q, k, out, N=128, BLOCK=64)])
+    assert bool((out == 0).all())

@@ -67,13 +67,21 @@ def compile_concurrently(launches: list[Callable[[], object]]) -> None:
         with cost.compile_only() as calls:
             try:
                 launch()
+            except cost.LaunchAborted:
+                raise  # a spare's warm-up whose job arrived: it stops here, compiling nothing more
             except Exception:  # noqa: BLE001 - the phase's own launch reports it at the student's line
                 pass
         compiles.extend(calls)
+    stop = cost.stop_event()
+
+    def compile_one(call: Callable[[], object]) -> None:
+        if stop is None or not stop.is_set():  # a warm-up gives way to the job that arrived
+            call()
+
     if compiles:
         with ThreadPoolExecutor(max_workers=min(len(compiles), max(2, os.cpu_count() or 2)),
                                 thread_name_prefix="compile") as pool:
-            for future in [pool.submit(compile_one) for compile_one in compiles]:
+            for future in [pool.submit(compile_one, call) for call in compiles]:
                 future.exception()  # a compile error is the phase's own launch's to report
 
 

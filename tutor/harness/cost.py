@@ -49,6 +49,10 @@ class LaunchAborted(RuntimeError):
     """Raised in a background warm-up thread at its next launch once a job arrived."""
 
 
+class TooManyCalls(RuntimeError):
+    """Raised in compile-only mode past COMPILE_ONLY_CALLS kernel calls from one launcher."""
+
+
 def install() -> None:
     """Count every launch and compile from now on (idempotent; the worker calls it)."""
     global _installed, _compiles_counted
@@ -93,7 +97,7 @@ def _wrap_run(cls: type) -> None:
         calls = getattr(_compile_only, "calls", None)
         if calls is not None:  # recorded, to be compiled later; no launch, not counted as one
             if len(calls) >= COMPILE_ONLY_CALLS:
-                raise LaunchAborted("the warm-up's launcher kept calling kernels: it stops here")
+                raise TooManyCalls("the warm-up's launcher kept calling kernels: it stops here")
             calls.append(functools.partial(original, self, *args, **{**kwargs, "warmup": True}))
             return None
         with _lock:
@@ -112,7 +116,7 @@ def compile_only() -> Iterator[list[Callable[[], object]]]:
     kernel is left alone (timing configs that never ran would poison its choice):
     it compiles at the phase's own launch.  A launcher that reads its kernels'
     results to decide what to call next sees unwritten memory here; past
-    COMPILE_ONLY_CALLS calls it is stopped (:class:`LaunchAborted`)."""
+    COMPILE_ONLY_CALLS calls it is stopped (:class:`TooManyCalls`)."""
     calls: list[Callable[[], object]] = []
     _compile_only.calls = calls
     try:
@@ -134,6 +138,11 @@ def _skip_autotuned_in_compile_only() -> None:
         return original(self, *args, **kwargs)
 
     Autotuner.run = run
+
+
+def stop_event() -> threading.Event | None:
+    """The event that aborts this thread's launches (a spare's warm-up), or None."""
+    return _stop_thread.get(threading.get_ident())
 
 
 @contextmanager
