@@ -16,7 +16,7 @@ import pytest
 import torch
 from helpers_harness import check_jobs, job, shipped_drill, shipped_solution
 
-from tutor import mistakes
+from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.problems import PROBLEMS, problem_module
 from tutor.harness.problems import split_kv_decode as decode

@@ -19,7 +19,7 @@ import pytest
 import torch
 from helpers_harness import shipped_drill, shipped_solution
 
-from tutor import mistakes
+from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.check import run_check
 from tutor.harness.device import select_device

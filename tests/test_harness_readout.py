@@ -189,9 +189,9 @@ def test_the_weights_of_real_kernels_match_an_independent_softmax(tmp_path):
     from tutor.harness.device import select_device
 
     select_device("cpu")  # the interpreter, as the worker sets it, before the kernels are defined
+    from tutor.authoring.student_kernels import load
     from tutor.catalog import get_drill
     from tutor.harness.loader import load_student_module
-    from tutor.mistakes import load
 
     g = torch.Generator().manual_seed(7)
     q, k = (torch.randn(1, 1, 100, 64, generator=g).to(torch.float16) for _ in range(2))

@@ -11,12 +11,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tutor.authoring.student_kernels import load
 from tutor.catalog import get_drill, solution_path
 from tutor.harness import inputs
 from tutor.harness.check import run_check
 from tutor.harness.device import select_device
 from tutor.harness.job import CheckJob
-from tutor.mistakes import load
 
 # this helper's entries in the mistakes files ("# guard bands and hostile inputs")
 OWN = {  # names; the guard-band entries are in tests/test_guard.py
