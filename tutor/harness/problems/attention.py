@@ -25,7 +25,7 @@ from tutor.harness import inputs as hostile
 from tutor.harness import launch as launching
 from tutor.harness import readout as reading
 from tutor.harness.diagnose import CheckedLaunch, diagnose, worded
-from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
+from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.reference import attention_reference
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, ReadOut, VisitMap
 from tutor.harness.shapes import plan_for
@@ -308,3 +308,14 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
         return None
 
     return TimedLaunches(shape=list(shape), student=student, baseline=baseline, inputs=(q, k, v), verify=verify)
+
+
+def check_one_shape(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator,
+                    shape: tuple[int, int, int, int] | None = None) -> Correctness:
+    """:func:`check_correctness` on ``shape`` alone (no ragged, short or hostile case)."""
+    return check_correctness(drill, module, interpreter, device, generator, shape=shape, shape_only=True)
+
+
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
+                                 timing_visit_map=timing_visit_map, compile_warmups=compile_warmups,
+                                 check_one_shape=check_one_shape)

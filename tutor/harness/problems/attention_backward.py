@@ -72,7 +72,7 @@ from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.diagnose import matches, worded
-from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
+from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import backward_readout as readout
 from tutor.harness.problems.attention import block_visit_map, ideal_visits
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
@@ -1006,3 +1006,7 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
 
             baseline[mode] = sdpa_backward
     return TimedLaunches(shape=list(shape), student=student, baseline=baseline)
+
+
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
+                                 compile_warmups=compile_warmups)

@@ -66,7 +66,7 @@ from tutor.harness import launch as launching
 from tutor.harness import readout as reading
 from tutor.harness.diagnose import index_runs, worded
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
+from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention import block_visit_map, evaluate
 from tutor.harness.reference import masked_attention
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
@@ -940,3 +940,7 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
         student={"full": lambda: module.attention(q, k, v, case.window, out=out)},
         baseline={"full": lambda: sdpa(q, k_all, v_all, attn_mask=mask)},
     )
+
+
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
+                                 compile_warmups=compile_warmups)

@@ -51,7 +51,7 @@ from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.diagnose import matches, worded
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
+from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
@@ -753,3 +753,7 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
         student={"full": lambda: launch(q, k, v, lengths, out=out)},
         baseline={"full": lambda: sdpa(q4, k, v)},
     )
+
+
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
+                                 compile_warmups=compile_warmups)
