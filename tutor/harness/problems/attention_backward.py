@@ -71,10 +71,10 @@ from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
-from tutor.harness.diagnose import matches, worded
+from tutor.harness.findings import matches, worded
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import backward_readout as readout
-from tutor.harness.problems.attention import block_visit_map, ideal_visits
+from tutor.harness.problems.attention.cases import block_visit_map, ideal_visits
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 from tutor.harness.shapes import plan_for
 

@@ -63,12 +63,12 @@ from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
-from tutor.harness import readout as reading
-from tutor.harness.diagnose import index_runs, worded
+from tutor.harness.findings import index_runs, worded
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
-from tutor.harness.problems.attention import block_visit_map, evaluate
-from tutor.harness.reference import masked_attention
+from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.attention.cases import block_visit_map, evaluate
+from tutor.harness.problems.attention.reference import masked_attention
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 
@@ -350,7 +350,7 @@ def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int
 
 
 def _span(indices: list[int], noun: str = "key") -> str:
-    """ "key 4", "keys 3..10", "rows 0..2, 9" (:func:`tutor.harness.diagnose.index_runs`)."""
+    """ "key 4", "keys 3..10", "rows 0..2, 9" (:func:`tutor.harness.findings.index_runs`)."""
     return f"{noun}{'s' if len(indices) > 1 else ''} {index_runs(indices)}"
 
 

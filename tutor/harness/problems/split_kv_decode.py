@@ -49,7 +49,7 @@ from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
-from tutor.harness.diagnose import matches, worded
+from tutor.harness.findings import matches, worded
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import split_kv_readout as apart
