@@ -1,21 +1,60 @@
 """Findings in words, shared by every problem: the measured facts a diagnosis
 says, each under its code, and the comparisons they are measured with.
 
-* :func:`worded` turns ``{code: measured detail}`` into diagnoses, each code's
-  words from the drill's TOML (``{placeholders}`` filled by :func:`fill`),
-  errors first;
+* :class:`Findings` accumulates them while a diagnosis runs: code -> measured
+  detail, in the order found, a code's first detail standing;
+* :func:`worded` turns them into diagnoses, each code's words from the drill's
+  TOML (``{placeholders}`` filled by :func:`fill`), errors first;
+* :func:`visit_findings` is the visit map's verdict (no visit recorded, every
+  block visited where fewer are needed, more than needed);
+* :func:`drop_explained_nan` drops the NaN codes a read past the end explains;
 * :func:`index_runs` says sorted indices (rows, keys, blocks) as runs;
 * :func:`matches` compares an output with a known mistake's (a fingerprint).
+
+The guard bands' report, the fourth decision every problem shares, is
+:func:`tutor.harness.guarded.guard_report`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import torch
 
 from tutor.catalog import SEVERITIES, Drill
-from tutor.harness.result import Diagnosis
+from tutor.harness.result import Diagnosis, VisitMap
+
+NO_VISITS = "no-visits-recorded"
+READ_PAST_END = "read-past-end"
+NAN_IN_OUTPUT = "nan-in-output"
+
+
+class Findings(dict[str, str]):
+    """What a diagnosis measured: code -> the measured detail its words are followed by,
+    in the order found.  :meth:`say` keeps a code's first detail; the dict's own methods
+    edit one (append to it, pop it).  ``fills``: the codes' words have
+    ``{placeholders}``, filled from :attr:`quoted` (see :func:`worded`)."""
+
+    def __init__(self, said: Iterable[tuple[str, str]] = (), fills: bool = False):
+        super().__init__(said)
+        self.quoted: dict[str, dict[str, str]] | None = {} if fills else None
+
+    def say(self, code: str, detail: str = "", values: dict[str, str] | None = None) -> None:
+        """``code`` with ``detail``, unless it was said already (the first detail stands);
+        ``values``: the measured numbers its words quote."""
+        if code not in self:
+            self[code] = detail
+            if self.quoted is not None:
+                self.quoted[code] = values if values is not None else {}
+
+    def add(self, other: Mapping[str, str]) -> None:
+        """Say each of ``other``'s codes, in its order (a step's findings, after the earlier ones)."""
+        for code, detail in other.items():
+            self.say(code, detail)
+
+    def worded(self, drill: Drill) -> list[Diagnosis]:
+        return worded(drill, self, self.quoted)
 
 
 def worded(drill: Drill, details: dict[str, str], values: dict[str, dict[str, str]] | None = None) -> list[Diagnosis]:
@@ -83,3 +122,53 @@ def matches(out: torch.Tensor, expected: torch.Tensor, tolerance: float) -> bool
         return False
     gap = (out - expected)[defined].abs()
     return bool((gap <= tolerance + FINGERPRINT_RTOL * expected[defined].abs()).all())
+
+
+def visit_verdict(visits: VisitMap, bounded: bool = True) -> str:
+    """What a visit map says of the work: "none" (no visit recorded at all), "all" (every
+    block visited, where fewer are needed), "extra" (more than needed), "ideal" (no more
+    than needed).  ``bounded``: the problem's loops are bounded (causal): without it only
+    "none" or "ideal"."""
+    if visits.visited_blocks == 0:
+        return "none"
+    if not bounded:
+        return "ideal"
+    if visits.visited_blocks == visits.total_blocks and visits.ideal_blocks < visits.total_blocks:
+        return "all"
+    return "extra" if visits.visited_blocks > visits.ideal_blocks else "ideal"
+
+
+def visit_findings(maps: Sequence[tuple[str, VisitMap]], bounded: bool, all_visited: str) -> Findings:
+    """The visit maps' verdict as findings: ``no-visits-recorded``, ``all_visited`` (the
+    code of every block visited where a causal kernel needs fewer), ``extra-blocks``.
+    Each map comes with the loop it records ("" for a check's one map), which names it
+    in the detail; a code's details from several maps are said together."""
+    per_code: dict[str, list[str]] = {}
+    for what, visits in maps:
+        verdict = visit_verdict(visits, bounded)
+        named = f"{what}: " if what else ""
+        if verdict == "none":
+            per_code.setdefault(NO_VISITS, []).append(what)
+        elif verdict == "all":
+            per_code.setdefault(all_visited, []).append(
+                f"{named}{visits.visited_blocks}/{visits.total_blocks} blocks visited;"
+                f" a causal kernel needs {visits.ideal_blocks}")
+        elif verdict == "extra":
+            extra = visits.visited_blocks - visits.ideal_blocks
+            per_code.setdefault("extra-blocks", []).append(
+                f"{named}{extra} blocks more than the {visits.ideal_blocks} needed")
+    return Findings((code, f" ({'; '.join(details)}.)" if any(details) else "") for code, details in per_code.items())
+
+
+def nan_explained(codes: Collection[str]) -> bool:
+    """Whether the NaN in an output is explained by what the guard bands measured: a load
+    past the end of an input read their NaN margin (not the kernel's own arithmetic)."""
+    return READ_PAST_END in codes
+
+
+def drop_explained_nan(codes: dict[str, str], artifacts: Collection[str] = (NAN_IN_OUTPUT,)) -> None:
+    """Drop the codes that say NaN in the output (``artifacts``) where a read past the end
+    explains it (:func:`nan_explained`)."""
+    if nan_explained(codes):
+        for code in artifacts:
+            codes.pop(code, None)

@@ -49,7 +49,7 @@ from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
-from tutor.harness.findings import matches, worded
+from tutor.harness.findings import Findings, drop_explained_nan, matches, visit_findings
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import split_kv_readout as apart
@@ -310,15 +310,12 @@ READ_AFTER = {"Q": "The load of q has no mask past head_dim.",
 
 
 def guard_report(module: ModuleType, launches: list[Launch]) -> tuple[list[GuardFinding], dict[str, str]]:
-    """What the guard bands saw: every margin a store changed (each launch), and for
-    the first launch with NaN in its output, the input margins that NaN came from
-    (re-run with finite margins, then NaN on one side of one input)."""
-    findings: list[GuardFinding] = []
-    said: dict[str, str] = {}
-    for x in launches:
-        case = _result(x)
-        shared.write_details(x.guarded.writes_past_the_end(), case.name, False, case.shape,
-                             f" (the {case.name} case, cache {case.shape[2]})", findings, said)
+    """What the guard bands saw (:func:`tutor.harness.guarded.guard_report`): every margin a
+    store changed (each launch), and for the first launch with NaN in its output, the input
+    margins that NaN came from (re-run with finite margins, then NaN on one side of one input)."""
+    banded = [shared.Banded.of(x.guarded.bands, _result(x), f" (the {x.case.name} case, cache {x.case.shape[2]})")
+              for x in launches]
+    nan: shared.NanProbe | None = None
     first = next((x for x in launches if _result(x).nonfinite), None)
     if first is not None:
         case = _result(first)
@@ -326,13 +323,9 @@ def guard_report(module: ModuleType, launches: list[Launch]) -> tuple[list[Guard
         def again(fills: dict[str, str]) -> torch.Tensor:
             return launch_on(module, first.case, first.q, first.k, first.v, first.lengths, fills).out
 
-        reads = shared.probe_reads(again, case.nonfinite, ("Q", "K", "V"))
-        shared.read_details(reads, case.name, False, case.shape,
-                            f"the cache holds {case.shape[2]} positions (lengths {first.lengths.cpu().tolist()})",
-                            findings, said, where_after=READ_AFTER)
-    shared.unused_read_details([(x.guarded.bands, _result(x), f" (the {x.case.name} case, cache {x.case.shape[2]})")
-                                for x in launches], findings, said)
-    return findings, said
+        nan = shared.NanProbe(case, again, f"the cache holds {case.shape[2]} positions (lengths "
+                                           f"{first.lengths.cpu().tolist()})", where_after=READ_AFTER)
+    return shared.guard_report(banded, nan)
 
 
 # -- measurements ---------------------------------------------------------------------------
@@ -569,10 +562,8 @@ def diagnose(
     """``guard_said``: what the guard bands measured (:func:`guard_report`), said first;
     NaN that a read past the end explains is not said again."""
     block_n = int(module.BLOCK_N)
-    codes: dict[str, str] = dict(guard_said or {})
-
-    def say(code: str, detail: str = "") -> None:
-        codes.setdefault(code, detail)
+    codes = Findings((guard_said or {}).items())
+    say = codes.say
 
     failing = [x for x in launches if not _result(x).passed]
     tested = test_apart_safely(launches, module) if failing else Apart()
@@ -675,9 +666,11 @@ def diagnose(
         if target is not None:
             codes[target] += apart_words
 
-    if visits is not None and visits.visited_blocks == 0:
-        say("no-visits-recorded")
-    elif visits is not None:
+    # the map's verdict where no visit was recorded; else the blocks read past the lengths
+    said_visits = visit_findings([("", visits)], bounded=False, all_visited="") if visits is not None else Findings()
+    for code, detail in said_visits.items():
+        say(code, detail)
+    if visits is not None and not said_visits:
         needed = [[bool(x) for x in row] for row in visits.ideal]
         extra = sum(c for row, ideal in zip(visits.counts, needed, strict=False)
                     for c, i in zip(row, ideal, strict=False) if not i)
@@ -689,10 +682,8 @@ def diagnose(
             else:
                 say("extra-blocks", detail)
 
-    if "read-past-end" in codes:  # the NaN is explained: not the kernel's own arithmetic
-        for artifact in ("nan-in-output", "empty-slice-nan"):
-            codes.pop(artifact, None)
-    return worded(drill, codes)
+    drop_explained_nan(codes, ("nan-in-output", "empty-slice-nan"))  # not the kernel's own arithmetic
+    return codes.worded(drill)
 
 
 # -- the problem interface ---------------------------------------------------------------------

@@ -29,7 +29,7 @@ from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
-from tutor.harness.findings import worded
+from tutor.harness.findings import nan_explained, worded
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.cases import evaluate, launch_modes, mode_words, visit_map
@@ -98,7 +98,7 @@ def check_correctness(
         readouts = read_failing_modes(module, launches, modes, generator)
         diagnosis = diagnose(drill, launches, visits[0] if visits else None, block_m, block_n, readouts)
         findings, said = guard_report(drill, module, launches, runs, device, generator)
-        if any(d.code == "read-past-end" for d in said):  # the NaN is explained: not the kernel's own arithmetic
+        if nan_explained([d.code for d in said]):  # the NaN is explained: not the kernel's own arithmetic
             artifacts = {"nan-in-output", "nan-first-block"}
             if any(r.nan_rows for r in readouts.values()):  # NaN weights read out: their row sums say nothing more
                 artifacts.add("rows-not-normalised")
@@ -120,16 +120,13 @@ READ_AFTER = {t: f"{where} has no mask (or one that lets rows past N_CTX through
 
 def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch], runs: list[tuple[bool | None, launching.Launch]],
                  device: str, generator: torch.Generator) -> tuple[list[GuardFinding], list[Diagnosis]]:
-    """What the guard bands saw: stores into a margin (every launch) and, for the
-    first launch with NaN in its output, which input's margin that NaN came from
-    (re-running it with finite margins, then NaN on one side of one tensor), and
-    whether the same launch at a block-multiple length is clean."""
-    findings: list[GuardFinding] = []
-    said: dict[str, str] = {}
-    for checked, (_, run) in zip(launches, runs, strict=True):
-        case = checked.case
-        shared.write_details(run.writes_past_the_end(), case.name, case.causal, case.shape,
-                             f" (seq={case.shape[2]}{_mode(drill, case)})", findings, said)
+    """What the guard bands saw (:func:`tutor.harness.guarded.guard_report`): stores into a
+    margin (every launch) and, for the first launch with NaN in its output, which input's
+    margin that NaN came from (re-running it with finite margins, then NaN on one side of
+    one tensor), and whether the same launch at a block-multiple length is clean."""
+    banded = [shared.Banded.of(run.bands, c.case, f" (seq={c.case.shape[2]}{_mode(drill, c.case)})")
+              for c, (_, run) in zip(launches, runs, strict=True)]
+    nan: shared.NanProbe | None = None
     nan_launch = next(((c, r) for c, r in zip(launches, runs, strict=True) if c.case.nonfinite), None)
     if nan_launch is not None:
         checked, (causal, _) = nan_launch
@@ -139,19 +136,19 @@ def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch]
                   inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] = (checked.q, checked.k, checked.v)) -> torch.Tensor:
             return launching.run_launcher(module, inputs, causal, record_visits=True, fills=fills).out
 
-        reads = shared.probe_reads(again, case.nonfinite, ("Q", "K", "V"))
-        clean = None
-        if reads:
+        def clean() -> list[int] | None:
+            """The same launch at the next block-multiple length: NaN-free there?"""
             block = max(int(module.BLOCK_M), int(module.BLOCK_N))
             batch, heads, seq, head_dim = case.shape
             whole = (batch, heads, -(-seq // block) * block, head_dim)
-            if whole[2] != seq:
-                out = again({}, launching.random_inputs(whole, device, generator))
-                clean = list(whole) if guarding.computed_nans(out, launching.POISON_BITS) == 0 else None
-        shared.read_details(reads, case.name, case.causal, case.shape, f"seq = {case.shape[2]}{_mode(drill, case)}",
-                            findings, said, clean, READ_AFTER)
-    shared.unused_read_details([(run.bands, c.case, f" (seq={c.case.shape[2]}{_mode(drill, c.case)})")
-                                for c, (_, run) in zip(launches, runs, strict=True)], findings, said)
+            if whole[2] == seq:
+                return None
+            out = again({}, launching.random_inputs(whole, device, generator))
+            return list(whole) if guarding.computed_nans(out, launching.POISON_BITS) == 0 else None
+
+        nan = shared.NanProbe(case, again, f"seq = {case.shape[2]}{_mode(drill, case)}", where_after=READ_AFTER,
+                              clean=clean)
+    findings, said = shared.guard_report(banded, nan)
     return findings, worded(drill, said)
 
 

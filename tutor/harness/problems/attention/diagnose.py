@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from tutor.catalog import Drill
-from tutor.harness.findings import index_runs, matches, worded
+from tutor.harness.findings import Findings, index_runs, matches, visit_findings
 from tutor.harness.problems.attention import reference
 from tutor.harness.result import CaseResult, Diagnosis, ReadOut, VisitMap
 
@@ -312,13 +312,11 @@ def diagnose(
 ) -> list[Diagnosis]:
     """Everything worth saying about a check that ran, errors first."""
     readouts = readouts or {}
-    codes: dict[str, str] = {}  # code -> extra detail; dicts keep the order found
-    values: dict[str, dict[str, str]] = {}  # code -> the measured numbers its words quote
+    codes = Findings(fills=True)  # in the order found; the words quote the numbers of each code's read-out
 
     def say(code: str, detail: str = "", ro: ReadOut | None = None) -> None:
         if code not in codes:
-            codes[code] = detail
-            values[code] = placeholders(ro) if ro is not None else {}
+            codes.say(code, detail, placeholders(ro) if ro is not None else None)
 
     both_modes = "full" in drill.modes and "causal" in drill.modes
     failing = [x for x in launches if not x.case.passed]
@@ -360,16 +358,11 @@ def diagnose(
             worst = "" if case.worst_row is None else f" The largest error is at row {case.worst_row} (query block {case.worst_row // block_m})"
             say("wrong-output", f"{worst}{where}." + (facts(ro) if ro is not None else ""), ro)
 
-    if visits is not None and visits.visited_blocks == 0:
-        say("no-visits-recorded")
-    elif visits is not None and "causal" in drill.modes:
-        if visits.visited_blocks == visits.total_blocks and visits.ideal_blocks < visits.total_blocks:
-            # PASSED with every block visited is a finding of its own ("todo1-open", which
-            # unlocks the loop-bound hint); on a failing kernel it is only said
-            say("all-blocks-visited" if failing else "todo1-open",
-                f" ({visits.visited_blocks}/{visits.total_blocks} blocks visited; a causal kernel needs {visits.ideal_blocks}.)")
-        elif visits.visited_blocks > visits.ideal_blocks:
-            extra = visits.visited_blocks - visits.ideal_blocks
-            say("extra-blocks", f" ({extra} blocks more than the {visits.ideal_blocks} needed.)")
+    if visits is not None:
+        # PASSED with every block visited is a finding of its own ("todo1-open", which
+        # unlocks the loop-bound hint); on a failing kernel it is only said
+        for code, detail in visit_findings([("", visits)], "causal" in drill.modes,
+                                           "all-blocks-visited" if failing else "todo1-open").items():
+            say(code, detail)
 
-    return worded(drill, codes, values)
+    return codes.worded(drill)
