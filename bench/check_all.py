@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tutor.authoring.student_kernels import all_mistakes, materialise  # noqa: E402
 from tutor.catalog import all_drills  # noqa: E402
-from tutor.mistakes import all_mistakes, materialise  # noqa: E402
 from tutor.runner import CheckRunner  # noqa: E402
 
 

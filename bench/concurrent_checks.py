@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tutor.authoring.student_kernels import load as load_mistakes  # noqa: E402
 from tutor.catalog import get_drill  # noqa: E402
-from tutor.mistakes import load as load_mistakes  # noqa: E402
 
 
 def failing_files(folder: Path, count: int) -> list[tuple[str, Path]]:

@@ -108,9 +108,9 @@ def main() -> int:
     from tutor.harness.device import select_device
 
     dev = select_device(args.device)  # before triton is imported: TRITON_INTERPRET on a CPU
+    from tutor.authoring.student_kernels import load
     from tutor.catalog import get_drill
     from tutor.harness.shapes import plan_for
-    from tutor.mistakes import load
 
     tmp = Path(tempfile.mkdtemp(prefix="guard-cost-"))
     files = FILES[1:3] if args.quick else FILES

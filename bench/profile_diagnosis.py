@@ -33,11 +33,11 @@ def main() -> int:
     from tutor.harness.device import select_device
 
     dev = select_device(args.device)
+    from tutor.authoring.student_kernels import load
     from tutor.catalog import get_drill
     from tutor.harness import cost
     from tutor.harness.check import run_diagnosis, run_verdict
     from tutor.harness.job import CheckJob
-    from tutor.mistakes import load
 
     cost.install()
     rows = []

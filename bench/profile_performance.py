@@ -17,6 +17,8 @@ on the interpreter (a smoke test of this script: nothing compiles there).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
 import statistics
 import sys
 import tempfile
@@ -70,11 +72,13 @@ def main() -> int:
     from tutor.catalog import get_drill, solution_path
     from tutor.harness import launch, timing
     from tutor.harness.job import CheckJob
-    from tutor.harness.problems import problem_module
+    from tutor.harness.problems import PROBLEMS, problem_for
 
     drill = get_drill(args.drill)
-    problem = problem_module(drill.problem)
-    shape = tuple(problem.plan_for(dev.interpreter).timing) if hasattr(problem, "plan_for") else None
+    problem = problem_for(drill.problem)
+    problem_module = importlib.import_module(PROBLEMS[drill.problem])  # its own shapes, where it has a plan
+    plan_for = getattr(problem_module, "plan_for", None)
+    shape = tuple(plan_for(dev.interpreter).timing) if plan_for is not None else None
     if shape is not None:
         draws = []
         for draw in (launch.random_inputs, lambda s, d, g: launch.timing_tensors([s] * 3, d, g)):
@@ -91,7 +95,9 @@ def main() -> int:
 
     steps: dict[str, list[float]] = defaultdict(list)
     check.compile_concurrently = clocked(steps, "compiles (concurrent launches)", check.compile_concurrently)
-    problem.timing_launches = clocked(steps, "timing inputs and launchers", problem.timing_launches)
+    timed_problem = dataclasses.replace(problem, timing_launches=clocked(steps, "timing inputs and launchers",
+                                                                         problem.timing_launches))
+    check.problem_for = lambda name: timed_problem
     check._roofline = clocked(steps, "roofline (counts, peaks)", check._roofline)
     timing.time_ms = clocked(steps, "do_bench (each)", timing.time_ms)
     solution = solution_path(drill).read_text(encoding="utf-8")

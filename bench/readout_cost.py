@@ -38,7 +38,7 @@ def main() -> int:
     dev = select_device(args.device)  # before triton is imported
     import torch
 
-    from tutor import mistakes
+    from tutor.authoring import student_kernels as mistakes
     from tutor.catalog import get_drill, pristine_path, solution_path
     from tutor.harness import launch as launching
     from tutor.harness.loader import load_student_module

@@ -65,6 +65,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tutor.authoring.student_kernels import load as load_mistakes  # noqa: E402
 from tutor.catalog import get_drill, solution_path  # noqa: E402
 from tutor.engine import (  # noqa: E402
     CheckFinished,
@@ -74,7 +75,6 @@ from tutor.engine import (  # noqa: E402
     TutorEngine,
     WatcherStatus,
 )
-from tutor.mistakes import load as load_mistakes  # noqa: E402
 
 MARKER = "save-to-verdict-bench"
 THINK_S = 1.2  # pause before each save: longer than the debouncer's burst window

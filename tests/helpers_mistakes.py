@@ -7,7 +7,7 @@ from pathlib import Path
 
 from helpers_harness import check_files
 
-from tutor import mistakes
+from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.result import CheckResult
 

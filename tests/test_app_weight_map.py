@@ -9,7 +9,7 @@ import torch
 from textual.app import App, ComposeResult
 
 from tutor.app.widgets.weight_map import WeightMapView, render_weights
-from tutor.harness import readout
+from tutor.harness.problems.attention import readout
 from tutor.harness.result import ReadOut
 
 H, N, D, B = 1, 64, 64, 16

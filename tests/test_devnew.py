@@ -11,7 +11,7 @@ import pytest
 from helpers_harness import REPO, run_cli
 
 from tutor import devcheck, devnew
-from tutor import mistakes as mistakes_mod
+from tutor.authoring import student_kernels as mistakes_mod
 from tutor.catalog import read_drill
 
 

@@ -22,7 +22,7 @@ import pytest
 import torch
 from helpers_harness import REPO
 
-from tutor import mistakes
+from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.problems import attention_backward as bwd
 from tutor.harness.result import CaseResult, CheckResult

@@ -16,9 +16,9 @@ import pytest
 import torch
 from helpers_harness import check_jobs, job, shipped_drill, shipped_solution
 
-from tutor import mistakes
+from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
-from tutor.harness.problems import PROBLEMS, problem_module
+from tutor.harness.problems import PROBLEMS, problem_for
 from tutor.harness.problems import split_kv_decode as decode
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.result import CheckResult
@@ -35,7 +35,7 @@ VISIT_SEED = 5
 # -- the drill's data ------------------------------------------------------------------------------
 def test_the_drill_names_its_problem_and_the_problem_is_registered():
     assert DRILL.kind == "kernel" and DRILL.problem == "split_kv_decode" and "split_kv_decode" in PROBLEMS
-    assert problem_module(DRILL.problem) is decode
+    assert problem_for(DRILL.problem) is decode.PROBLEM
 
 
 def test_every_diagnosis_code_is_produced_by_a_kernel_and_every_produced_code_has_words():

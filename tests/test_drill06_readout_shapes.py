@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tutor import mistakes
+from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.device import select_device
 from tutor.harness.loader import load_student_module

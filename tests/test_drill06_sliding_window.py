@@ -19,13 +19,13 @@ import pytest
 import torch
 from helpers_harness import shipped_drill, shipped_solution
 
-from tutor import mistakes
+from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.check import run_check
 from tutor.harness.device import select_device
 from tutor.harness.job import CheckJob
 from tutor.harness.loader import load_student_module
-from tutor.harness.problems import PROBLEMS, problem_module
+from tutor.harness.problems import PROBLEMS, problem_for
 from tutor.harness.problems import sliding_window_gqa as swa
 from tutor.report import render
 
@@ -69,7 +69,7 @@ def loop_reference(q, k, v, window):
 
 def test_the_problem_is_registered_and_the_drill_names_it():
     assert PROBLEMS["sliding_window_gqa"] == "tutor.harness.problems.sliding_window_gqa"
-    assert DRILL.problem == "sliding_window_gqa" and problem_module(DRILL.problem) is swa
+    assert DRILL.problem == "sliding_window_gqa" and problem_for(DRILL.problem) is swa.PROBLEM
 
 
 def test_the_reference_is_the_definition():

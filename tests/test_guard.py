@@ -19,13 +19,13 @@ import pytest
 import torch
 from helpers_harness import run_cli, shipped_solution
 
+from tutor.authoring.student_kernels import load
 from tutor.catalog import get_drill
 from tutor.harness import guard, launch
 from tutor.harness.check import run_check
 from tutor.harness.device import select_device
 from tutor.harness.job import CheckJob
 from tutor.harness.result import CheckResult
-from tutor.mistakes import load
 from tutor.runner import CheckRunner
 
 SHAPE = (1, 2, 40, 16)

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from helpers_harness import BROKEN, REPO, check_files, drill_of
 
+from tutor.authoring.student_kernels import load as load_mistakes
 from tutor.catalog import get_drill
 from tutor.harness.result import CheckResult
-from tutor.mistakes import load as load_mistakes
 
 # fixture -> (PASSED?, the diagnosis codes in the order the report gives them)
 EXPECTED: dict[str, tuple[bool, list[str]]] = {

@@ -1,6 +1,6 @@
 """The read-out's measurements agree with independent computations.
 
-The fast tests feed :func:`tutor.harness.readout.measure` weight matrices built
+The fast tests feed :func:`tutor.harness.problems.attention.readout.measure` weight matrices built
 here, by hand, for each kind of mistake (a 0 mask, a missing key, a missing
 scale, no final division, a stale maximum, keys of score 0 in the sum) and
 check every measured number against one computed here with plain loops and
@@ -15,7 +15,7 @@ import math
 import pytest
 import torch
 
-from tutor.harness import readout
+from tutor.harness.problems.attention import readout
 from tutor.harness.result import CheckResult, ReadOut
 
 H, N, D = 2, 96, 64  # heads, seq, head_dim: three 32-key blocks
@@ -189,9 +189,9 @@ def test_the_weights_of_real_kernels_match_an_independent_softmax(tmp_path):
     from tutor.harness.device import select_device
 
     select_device("cpu")  # the interpreter, as the worker sets it, before the kernels are defined
+    from tutor.authoring.student_kernels import load
     from tutor.catalog import get_drill
     from tutor.harness.loader import load_student_module
-    from tutor.mistakes import load
 
     g = torch.Generator().manual_seed(7)
     q, k = (torch.randn(1, 1, 100, 64, generator=g).to(torch.float16) for _ in range(2))

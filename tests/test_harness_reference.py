@@ -1,4 +1,4 @@
-"""The reference and the wrong-answer variants of tutor/harness/reference.py,
+"""The reference and the wrong-answer variants of tutor/harness/problems/attention/reference.py,
 checked against independent constructions: the streamed softmax against the
 plain one, and every drill-01 variant against a float64 simulation of the
 kernel's own loop (key blocks, -inf masking, the online update) in which the
@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from tutor.harness import reference
-from tutor.harness.diagnose import matches
+from tutor.harness.findings import matches
+from tutor.harness.problems.attention import reference
 
 SEQS = [1, 10, 37, 64, 129]
 

@@ -1,4 +1,4 @@
-"""Hostile inputs (tutor/harness/inputs.py): scores that overflow exp unless the
+"""Hostile inputs (tutor/harness/problems/attention/hostile.py): scores that overflow exp unless the
 running maximum is subtracted, a maximum that arrives in the last K/V block,
 rows whose scores are all negative.  Unsafe kernels fail drill 02 with a code
 that says why; every solution and correct-but-different kernel still passes.
@@ -11,12 +11,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tutor.authoring.student_kernels import load
 from tutor.catalog import get_drill, solution_path
-from tutor.harness import inputs
 from tutor.harness.check import run_check
 from tutor.harness.device import select_device
 from tutor.harness.job import CheckJob
-from tutor.mistakes import load
+from tutor.harness.problems.attention import hostile as inputs
 
 # this helper's entries in the mistakes files ("# guard bands and hostile inputs")
 OWN = {  # names; the guard-band entries are in tests/test_guard.py

@@ -1,7 +1,7 @@
 """Every student-like kernel in drill 01's mistakes file gets exactly its diagnosis
 (drill 02's: test_mistakes_readout_02.py).
 
-Each entry is a shipped solution with a few textual edits (tutor/mistakes.py):
+Each entry is a shipped solution with a few textual edits (tutor/authoring/student_kernels.py):
 a wrong kernel must FAIL with exactly the error- and finding-level codes it
 lists, each message holding the numbers the read-out measured; a correct
 kernel written differently (a two-stage loop, other block sizes, a -1e9 mask,

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from tutor.catalog import get_drill
-from tutor.harness import reference
+from tutor.harness.problems.attention import reference
 from tutor.quiz.model import paragraph
 
 # Issue 21's example: one row, two blocks of four keys; the row's maximum (5) is in block 0.
@@ -41,7 +41,7 @@ def test_never_rescaled_underweights_the_block_holding_the_maximum():
 
 
 def test_the_harness_model_of_the_shipped_update_agrees():
-    """tutor/harness/reference.py's float64 model of drill 02 as shipped gives the same masses."""
+    """tutor/harness/problems/attention/reference.py's float64 model of drill 02 as shipped gives the same masses."""
     scores = np.concatenate(BLOCKS)
     seq = len(scores)
     q = torch.ones((1, 1, seq, 1), dtype=torch.float64)  # head_dim 1: the scale is 1, q·k = k

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tutor import mistakes as mistakes_mod
+from tutor.authoring import student_kernels as mistakes_mod
 from tutor.catalog import DRILL_KINDS, SEVERITIES, Drill, UnknownDrill, read_drill
 from tutor.paths import CONTENT_ROOT_ENV, content_root
 

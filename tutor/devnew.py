@@ -186,7 +186,7 @@ Run it as ``python solutions/@NAME@_solution.py``.
 """
 '''
 
-MISTAKES = '''# Student-like kernels for drill @ID@ (tutor/mistakes.py describes the format).
+MISTAKES = '''# Student-like kernels for drill @ID@ (tutor/authoring/student_kernels.py describes the format).
 # One entry per diagnosis code, producing exactly that code, and at least two
 # correct kernels written differently (passes = true, no codes).
 

@@ -39,7 +39,7 @@ from tutor.harness import launch as launching
 from tutor.harness.errors import bad_output_error, from_exception
 from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
-from tutor.harness.problems import Diagnosed, TimedLaunches, problem_module
+from tutor.harness.problems import Diagnosed, Problem, TimedLaunches, problem_for
 from tutor.harness.read_trace import tracing_reads
 from tutor.harness.result import CheckResult, Device, DiagnosisPhase, Performance, VisitMap
 from tutor.pristine import blob_id
@@ -91,7 +91,7 @@ class VerdictState:
 
     drill: Drill
     module: ModuleType | None
-    problem: ModuleType | None
+    problem: Problem | None
     generator: torch.Generator
     visits_by_mode: dict[str, VisitMap]  # the default shape's counted maps
     diagnose: Callable[[], Diagnosed] | None = None  # the diagnosis still to run (a failing kernel's)
@@ -123,17 +123,20 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
         result.content_id = None if data is None else blob_id(data)
         cost.step("loading and compiling your kernel")
         state.module = load_student_module(Path(job.file), data)
-        state.problem = problem_module(drill.problem)
-        warmups = getattr(state.problem, "compile_warmups", None)
+        problem = state.problem = problem_for(drill.problem)
+        warmups = problem.compile_warmups
         if warmups is not None and parallel_compile(dev) and job.shape is None:
             variants = warmups(drill, state.module, launching.torch_device_name(dev))
             if len(variants) > 1:  # one variant: nothing to overlap, the verdict's own launch compiles it
                 compile_concurrently(variants)
+        check = problem.check_correctness
+        if job.shape_only:
+            if problem.check_one_shape is None:
+                raise TypeError(f"the {drill.problem} problem cannot run one shape alone")
+            check = problem.check_one_shape
         with tracing_reads(dev.interpreter):  # the interpreter counts loads into the guard bands' margins
-            found = state.problem.check_correctness(
-                drill, state.module, dev.interpreter, launching.torch_device_name(dev), generator, shape=job.shape,
-                **({"shape_only": True} if job.shape_only else {}),
-            )
+            found = check(drill, state.module, dev.interpreter, launching.torch_device_name(dev), generator,
+                          shape=job.shape)
         result.cases, result.shape = found.cases, found.shape
         result.visits = found.visits[0] if found.visits else None
         result.extra_visits = found.visits[1:]
@@ -202,14 +205,15 @@ def run_diagnosis(job: CheckJob, dev: Device, result: CheckResult, state: Verdic
 def _counted_modes(state: VerdictState) -> list[str]:
     """The modes whose maps the roofline counts at the timing shape: every mode the
     verdict mapped, where the problem can record maps there (else none: no roofline)."""
-    return list(state.visits_by_mode) if hasattr(state.problem, "timing_visit_map") else []
+    has_maps = state.problem is not None and state.problem.timing_visit_map is not None
+    return list(state.visits_by_mode) if has_maps else []
 
 
 def _timing_map(state: VerdictState, timed: TimedLaunches, mode: str) -> VisitMap:
     """The map of ``mode`` at the timing shape (the problem's ``timing_visit_map``)."""
     assert state.problem is not None and state.module is not None  # the verdict phase loaded them
-    visit_map: VisitMap = state.problem.timing_visit_map(state.drill, state.module, state.visits_by_mode, timed, mode)
-    return visit_map
+    assert state.problem.timing_visit_map is not None  # only the modes it counts (_counted_modes) come here
+    return state.problem.timing_visit_map(state.drill, state.module, state.visits_by_mode, timed, mode)
 
 
 def run_performance(job: CheckJob, dev: Device, result: CheckResult, state: VerdictState) -> CheckResult:

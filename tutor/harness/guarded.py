@@ -16,12 +16,14 @@ but the same machinery around it:
   the measured detail of ``write-past-end`` / ``read-past-end`` (the codes'
   words are in each drill's TOML), and :func:`unused_read_details` the loads
   into a margin whose values never reached the output (``read-past-end-unused``:
-  seen on Triton's interpreter only, :mod:`tutor.harness.read_trace`).
+  seen on Triton's interpreter only, :mod:`tutor.harness.read_trace`);
+* :func:`guard_report` is the three of them over a check's launches, the guard
+  bands' report every problem gives.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -196,3 +198,57 @@ def unused_read_details(launches: list[tuple[list[Band], CaseResult, str]], find
                 edge = "end" if side == "after" else "start"
                 said.setdefault("read-past-end-unused", f" {band.name} was read past its {edge}: {n} element"
                                 f"{'s' * (n != 1)} {side} it{where}.")
+
+
+@dataclass
+class Banded:
+    """One launch as the guard report reads it: its bands, its case, where it was seen,
+    in words (e.g. " (seq=40, causal)"), and the margins its stores changed (:meth:`of`
+    reads them when it is made: a problem whose diagnosis launches probes first makes
+    these before them)."""
+
+    bands: list[Band]
+    case: CaseResult
+    where: str
+    writes: list[tuple[str, str, int]]  # (tensor, side, margin elements changed)
+
+    @classmethod
+    def of(cls, bands: list[Band], case: CaseResult, where: str) -> Banded:
+        return cls(bands, case, where, [(b.name, side, n) for b in bands for side, n in b.changed().items()])
+
+
+@dataclass
+class NanProbe:
+    """A launch whose output holds NaN, to trace to the input margins it came from:
+    ``again(fills)`` re-runs it with those margin fills (:func:`probe_reads`); ``when``
+    says its case (e.g. "seq = 37"); ``where_after``: tensor -> the load that hangs past
+    its end; ``clean``: where reads were found, a shape at which the same launch reads
+    nothing there (None: not measured)."""
+
+    case: CaseResult
+    again: Callable[[dict[str, str]], torch.Tensor]
+    when: str
+    names: tuple[str, ...] = ("Q", "K", "V")
+    where_after: dict[str, str] | None = None
+    clean: Callable[[], list[int] | None] | None = None
+
+
+def guard_report(launches: Sequence[Banded], nan: NanProbe | None = None,
+                 outputs: tuple[str, ...] = ("output",)) -> tuple[list[GuardFinding], dict[str, str]]:
+    """What the guard bands saw over a check's launches: every margin a store changed
+    (each launch; the margins of ``outputs`` are the problem's own store-out-of-bounds),
+    the input margins the NaN of ``nan`` came from, and the margins a passing launch's
+    loads read.  The findings, and the details of ``write-past-end``, ``read-past-end``
+    and ``read-past-end-unused`` (:func:`write_details`, :func:`read_details`,
+    :func:`unused_read_details`)."""
+    findings: list[GuardFinding] = []
+    said: dict[str, str] = {}
+    for x in launches:
+        write_details(x.writes, x.case.name, x.case.causal, x.case.shape, x.where, findings, said, outputs)
+    if nan is not None:
+        reads = probe_reads(nan.again, nan.case.nonfinite, nan.names)
+        clean = nan.clean() if reads and nan.clean is not None else None
+        read_details(reads, nan.case.name, nan.case.causal, nan.case.shape, nan.when, findings, said, clean,
+                     nan.where_after)
+    unused_read_details([(x.bands, x.case, x.where) for x in launches], findings, said)
+    return findings, said

@@ -20,19 +20,31 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
+import torch
 
-if TYPE_CHECKING:
-    from tutor.harness.guard import Band
+
+class Watched(Protocol):
+    """What a watched band offers (:class:`tutor.harness.guard.Band` is one): its
+    name, its buffer (the margins and the tensor), the tensor's view, the margin's
+    length in elements, and the counts of margin elements read, by side.  A
+    protocol, so this module needs nothing from :mod:`tutor.harness.guard`, which
+    registers every band it makes here."""
+
+    name: str
+    buffer: torch.Tensor
+    view: torch.Tensor
+    margin: int
+    reads: dict[str, int]
 
 
 @dataclass
 class _Margin:
     """One side of a watched band: its byte range and which of its elements were read."""
 
-    band: Band
+    band: Watched
     side: str  # "before" or "after"
     first: int  # first byte
     end: int  # byte past the last
@@ -42,7 +54,7 @@ class _Margin:
 _watched: list[_Margin] | None = None  # the margins of the bands made while tracing (None: not tracing)
 
 
-def register(band: Band) -> None:
+def register(band: Watched) -> None:
     """Watch ``band``'s margins for reads (a no-op unless :func:`tracing_reads` is active)."""
     if _watched is None:
         return

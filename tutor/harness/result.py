@@ -203,7 +203,7 @@ class ReadOut:
 
     Attention is linear in V, so ``out = W · V`` for a weight matrix ``W`` that
     depends only on Q and K; launching the kernel with one-hot V rows reads
-    ``W`` column group by column group (:mod:`tutor.harness.readout`).  Every
+    ``W`` column group by column group (:mod:`tutor.harness.problems.attention.readout`).  Every
     field is measured from those launches against the float64 softmax ``P`` of
     the same Q, K.  Rows are sequence positions; "forbidden" keys are the ones
     a row must not see (the causal future); "missing" keys carry reference

@@ -5,7 +5,7 @@ ragged last block of a single row, and one shorter than a block; the forward
 drills also run a fourth, ``whole``, whose length is a multiple of every block
 size up to 128 (no ragged block at all; on a GPU with head_dim 128, so a kernel
 that assumes 64 fails there); the hostile
-case (:mod:`tutor.harness.inputs`) runs its own, on the interpreter a smaller
+case (:mod:`tutor.harness.problems.attention.hostile`) runs its own, on the interpreter a smaller
 one (three K/V blocks of 64, the last one ragged: enough for a maximum that
 arrives late) so that it adds little to a check.  Timing runs
 one shape: on a GPU it must fill the chip several waves deep, or a correct

@@ -8,35 +8,12 @@ report) is shared.  A new drill of an existing problem needs only data and a
 kernel; a new kind of computation needs one module here and a line in
 :data:`PROBLEMS`.
 
-A problem module provides:
-
-``check_correctness(drill, module, interpreter, device, generator, shape=None) -> Correctness``
-    launch the student's kernel on every correctness case (fresh random
-    inputs, poisoned outputs), compare with the float64 reference and record
-    the visit maps: the *verdict*.  Its ``diagnose`` is the *diagnosis*, not yet
-    run: the read-outs, the probes that re-run a launch, the named mistakes.
-    The harness runs it at once when every case passed (no probe is needed
-    then) and as its own phase, after the verdict is out, when one failed.
-    Its probe launches reuse the variants the correctness launches compiled.
-    ``shape`` overrides the default case's shape (problems that do not support
-    it may ignore it).  Raises whatever the student's launcher raises; the
-    caller turns it into a report.
-
-``timing_launches(drill, module, interpreter, device, generator) -> TimedLaunches``
-    the zero-argument callables to time (keyed ``"full"``/``"causal"`` or the
-    problem's own names), the same for torch's baseline where one exists, and
-    the shape they run on, and the inputs they read.
-
-``timing_visit_map(drill, module, verdict_maps, timed, mode) -> VisitMap`` (optional)
-    the visit map of one mode at the timing shape (a visit-recording launch on
-    ``timed.inputs``), which the roofline counts FLOPs and bytes from; a problem
-    without it gets no roofline.
-
-``compile_warmups(drill, module, device) -> list[Callable[[], object]]`` (optional)
-    one launch of each Triton variant the verdict phase will compile; on a GPU
-    the harness runs them from threads at once before the verdict, so the
-    compiles overlap instead of queueing (their results are discarded; an
-    exception in one is left for the verdict's own launch to report).
+A problem module exposes one object, ``PROBLEM``, that implements
+:class:`Problem`: the calls the harness makes, each typed by a protocol of its
+own below (:class:`CheckCorrectness`, :class:`TimingLaunches`, ...), and the
+optional capabilities as attributes that are None where a problem lacks them.
+:class:`ModuleProblem` makes one from a module's functions; mypy checks every
+``PROBLEM`` against :class:`Problem`, and :func:`problem_for` returns it typed.
 """
 
 from __future__ import annotations
@@ -45,18 +22,22 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, ReadOut, VisitMap
 
 if TYPE_CHECKING:
     import torch
 
-# problems whose check_correctness(shape=..., shape_only=True) runs one shape alone: a crash
-# on the ragged shapes is re-run at a whole-block length to say where it comes from
+    from tutor.catalog import Drill
+
+# problems whose PROBLEM.check_one_shape is not None, by name: the runner (which never
+# imports a problem module, nor torch) asks it whether a crash on the ragged shapes can be
+# re-run at a whole-block length to say where it comes from (tests/test_problems.py checks
+# that this set and the problems' own capability agree)
 SHAPE_ONLY_PROBLEMS = frozenset({"attention"})
 
-# problem name -> module that implements it (imported when first needed)
+# problem name -> module whose PROBLEM implements it (imported when first needed)
 PROBLEMS: dict[str, str] = {
     "attention": "tutor.harness.problems.attention",
     "attention_backward": "tutor.harness.problems.attention_backward",
@@ -101,13 +82,103 @@ class TimedLaunches:
     verify: Callable[[], str | None] | None = None
 
 
+# -- the calls a problem answers ---------------------------------------------------------------
+class CheckCorrectness(Protocol):
+    def __call__(self, drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator,
+                 shape: tuple[int, int, int, int] | None = None) -> Correctness:
+        """Launch the student's kernel on every correctness case (fresh random inputs,
+        poisoned outputs), compare with the float64 reference and record the visit maps:
+        the *verdict*.  Its ``diagnose`` is the *diagnosis*, not yet run: the read-outs,
+        the probes that re-run a launch, the named mistakes.  The harness runs it at once
+        when every case passed (no probe is needed then) and as its own phase, after the
+        verdict is out, when one failed.  Its probe launches reuse the variants the
+        correctness launches compiled.  ``shape`` overrides the default case's shape.
+        Raises whatever the student's launcher raises; the caller turns it into a report."""
+        ...
+
+
+class CheckOneShape(Protocol):
+    def __call__(self, drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator,
+                 shape: tuple[int, int, int, int] | None = None) -> Correctness:
+        """:class:`CheckCorrectness` on ``shape`` alone (no ragged, short or hostile
+        case): a crash on the check's own shapes is re-run at a whole-block length, to
+        say whether it comes from the ragged tail."""
+        ...
+
+
+class TimingLaunches(Protocol):
+    def __call__(self, drill: Drill, module: ModuleType, interpreter: bool, device: str,
+                 generator: torch.Generator) -> TimedLaunches:
+        """The zero-argument callables to time (keyed ``"full"``/``"causal"`` or the
+        problem's own names), the same for torch's baseline where one exists, the shape
+        they run on, and the inputs they read."""
+        ...
+
+
+class TimingVisitMap(Protocol):
+    def __call__(self, drill: Drill, module: ModuleType, verdict_maps: dict[str, VisitMap], timed: TimedLaunches,
+                 mode: str) -> VisitMap:
+        """The visit map of one mode at the timing shape (a visit-recording launch on
+        ``timed.inputs``), which the roofline counts FLOPs and bytes from."""
+        ...
+
+
+class CompileWarmups(Protocol):
+    def __call__(self, drill: Drill, module: ModuleType, device: str) -> list[Callable[[], object]]:
+        """One launch of each Triton variant the verdict phase will compile; on a GPU the
+        harness runs them from threads at once before the verdict, so the compiles
+        overlap instead of queueing (their results are discarded; an exception in one is
+        left for the verdict's own launch to report)."""
+        ...
+
+
+@runtime_checkable
+class Problem(Protocol):
+    """What the harness calls on a problem.  Required: :attr:`check_correctness` and
+    :attr:`timing_launches`.  The capabilities are None where a problem lacks them:
+    without :attr:`timing_visit_map` a check gets no roofline, without
+    :attr:`compile_warmups` the verdict's launches compile one after another, without
+    :attr:`check_one_shape` a crash is not re-run to say where it comes from."""
+
+    @property
+    def check_correctness(self) -> CheckCorrectness: ...
+
+    @property
+    def timing_launches(self) -> TimingLaunches: ...
+
+    @property
+    def timing_visit_map(self) -> TimingVisitMap | None: ...
+
+    @property
+    def compile_warmups(self) -> CompileWarmups | None: ...
+
+    @property
+    def check_one_shape(self) -> CheckOneShape | None: ...
+
+
+@dataclass(frozen=True)
+class ModuleProblem:
+    """A :class:`Problem` made of a problem module's functions (each module's ``PROBLEM``)."""
+
+    check_correctness: CheckCorrectness
+    timing_launches: TimingLaunches
+    timing_visit_map: TimingVisitMap | None = None
+    compile_warmups: CompileWarmups | None = None
+    check_one_shape: CheckOneShape | None = None
+
+
 class UnknownProblem(LookupError):
     pass
 
 
-def problem_module(name: str) -> ModuleType:
+def problem_for(name: str) -> Problem:
+    """The problem a drill's TOML names (its module imported when first needed)."""
     try:
-        return importlib.import_module(PROBLEMS[name])
+        path = PROBLEMS[name]
     except KeyError:
         known = ", ".join(sorted(PROBLEMS))
         raise UnknownProblem(f"unknown problem {name!r} (known: {known})") from None
+    found = importlib.import_module(path).PROBLEM
+    if not isinstance(found, Problem):
+        raise TypeError(f"{path}.PROBLEM is not a Problem")
+    return found

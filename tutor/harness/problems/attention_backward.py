@@ -71,10 +71,10 @@ from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
-from tutor.harness.diagnose import matches, worded
-from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
+from tutor.harness.findings import Findings, drop_explained_nan, matches, visit_findings
+from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import backward_readout as readout
-from tutor.harness.problems.attention import block_visit_map, ideal_visits
+from tutor.harness.problems.attention.cases import block_visit_map, ideal_visits
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 from tutor.harness.shapes import plan_for
 
@@ -316,16 +316,12 @@ READ_AFTER = {name: f"A load of {name} for the last block has no mask (or one th
 
 def guard_report(module: ModuleType, launches: list[BackwardLaunch], block_m: int,
                  block_n: int) -> tuple[list[GuardFinding], dict[str, str]]:
-    """What the guard bands saw: every margin a backward's stores changed (dQ, dK and
-    dV's are store-out-of-bounds), and for the first launch whose forward was right
-    and whose gradients hold NaN, the input margins that NaN came from (re-run with
-    finite margins, then NaN on one side of one input)."""
-    findings: list[GuardFinding] = []
-    said: dict[str, str] = {}
-    for x in launches:
-        if x.guarded is not None:
-            shared.write_details(x.guarded.writes_past_the_end(), x.case.name, x.case.causal, x.case.shape,
-                                 _where(x.case), findings, said, outputs=tuple(GRAD_BANDS.values()))
+    """What the guard bands saw (:func:`tutor.harness.guarded.guard_report`): every margin a
+    backward's stores changed (dQ, dK and dV's are store-out-of-bounds), and for the first
+    launch whose forward was right and whose gradients hold NaN, the input margins that NaN
+    came from (re-run with finite margins, then NaN on one side of one input)."""
+    banded = [shared.Banded.of(x.guarded.bands, x.case, _where(x.case)) for x in launches if x.guarded is not None]
+    nan: shared.NanProbe | None = None
     first = next((x for x in launches if x.case.nonfinite and x.forward_ok), None)
     if first is not None:
         one = first
@@ -335,14 +331,10 @@ def guard_report(module: ModuleType, launches: list[BackwardLaunch], block_m: in
                                  block_m, block_n, fills)[0]
             return torch.cat([grads[g].flatten() for g in GRADS])
 
-        reads = shared.probe_reads(again, one.case.nonfinite, INPUT_BANDS)
         mode = "causal" if one.case.causal else "full"
-        shared.read_details(reads, one.case.name, one.case.causal, one.case.shape,
-                            f"seq = {one.case.shape[2]} (the {one.case.name} shape, {mode})",
-                            findings, said, where_after=READ_AFTER)
-    shared.unused_read_details([(x.guarded.bands, x.case, _where(x.case)) for x in launches if x.guarded is not None],
-                               findings, said)
-    return findings, said
+        nan = shared.NanProbe(one.case, again, f"seq = {one.case.shape[2]} (the {one.case.name} shape, {mode})",
+                              INPUT_BANDS, READ_AFTER)
+    return shared.guard_report(banded, nan, outputs=tuple(GRAD_BANDS.values()))
 
 
 def _where(case: CaseResult) -> str:
@@ -811,11 +803,11 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
              block_n: int, guard_said: dict[str, str] | None = None, probe: Probe | None = None) -> list[Diagnosis]:
     """``guard_said``: what the guard bands measured (:func:`guard_report`); NaN that a
     read past the end explains is not said again."""
-    codes: dict[str, str] = dict(guard_said or {})
-    generic: dict[str, str] = {}
+    codes = Findings((guard_said or {}).items())
+    generic = Findings()  # said only where nothing more specific is
 
     def say(code: str, detail: str = "") -> None:
-        (generic if code in GENERIC else codes).setdefault(code, detail)
+        (generic if code in GENERIC else codes).say(code, detail)
 
     tolerance = drill.tolerance
     passed_modes = {(x.case.name, x.case.causal) for x in launches if x.case.passed}
@@ -873,25 +865,14 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
         codes.update(generic)
 
     failing = any(not x.case.passed for x in launches)
-    per_loop: dict[str, list[str]] = {}  # code -> what each loop's map says
-    for m in maps:
-        what = m.label.split(":")[0]
-        if m.visited_blocks == 0:
-            per_loop.setdefault("no-visits-recorded", []).append(what)
-        elif "causal" in drill.modes and m.ideal_blocks < m.total_blocks:
-            if m.visited_blocks == m.total_blocks:
-                per_loop.setdefault("all-blocks-visited" if failing else "causal-bound-open", []).append(
-                    f"{what}: {m.visited_blocks}/{m.total_blocks} blocks visited;"
-                    f" a causal kernel needs {m.ideal_blocks}")
-            elif m.visited_blocks > m.ideal_blocks:
-                per_loop.setdefault("extra-blocks", []).append(
-                    f"{what}: {m.visited_blocks - m.ideal_blocks} blocks more than the {m.ideal_blocks} needed")
-    for code, details in per_loop.items():
-        say(code, f" ({'; '.join(details)}.)")
+    # what each loop's map says, both loops' details of a code together
+    loops = [(m.label.split(":")[0], m) for m in maps]
+    for code, detail in visit_findings(loops, "causal" in drill.modes,
+                                       "all-blocks-visited" if failing else "causal-bound-open").items():
+        say(code, detail)
 
-    if "read-past-end" in codes:  # the NaN is explained: not the kernel's own arithmetic
-        codes.pop("nan-in-output", None)
-    return worded(drill, codes)
+    drop_explained_nan(codes)  # the NaN is explained: not the kernel's own arithmetic
+    return codes.worded(drill)
 
 
 # ------------------------------------------------------------------------------------
@@ -1006,3 +987,7 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
 
             baseline[mode] = sdpa_backward
     return TimedLaunches(shape=list(shape), student=student, baseline=baseline)
+
+
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
+                                 compile_warmups=compile_warmups)

@@ -63,12 +63,12 @@ from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
-from tutor.harness import readout as reading
-from tutor.harness.diagnose import index_runs, worded
+from tutor.harness.findings import Findings, drop_explained_nan, index_runs, visit_findings
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
-from tutor.harness.problems.attention import block_visit_map, evaluate
-from tutor.harness.reference import masked_attention
+from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
+from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.attention.cases import block_visit_map, evaluate
+from tutor.harness.problems.attention.reference import masked_attention
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 
@@ -350,7 +350,7 @@ def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int
 
 
 def _span(indices: list[int], noun: str = "key") -> str:
-    """ "key 4", "keys 3..10", "rows 0..2, 9" (:func:`tutor.harness.diagnose.index_runs`)."""
+    """ "key 4", "keys 3..10", "rows 0..2, 9" (:func:`tutor.harness.findings.index_runs`)."""
     return f"{noun}{'s' if len(indices) > 1 else ''} {index_runs(indices)}"
 
 
@@ -690,184 +690,263 @@ def diagnose(
     generator: torch.Generator,
     guard_findings: list[GuardFinding] | None = None,
 ) -> list[Diagnosis]:
-    """``guard_findings`` (when given) collects what the guard bands saw: the margins
-    each launch's stores changed, and where NaN said nowhere else came from."""
+    """Everything worth saying about a check that ran, in steps that each return their
+    findings: which outputs were written (:func:`_outputs_written`), a loop that runs
+    outside the sequence (:func:`_loop_outside`), what the written outputs measure
+    (:func:`_measured`: the head mapping, the NaN rows, the read-out windows), the visit
+    maps (:func:`_visit_findings`) and the guard bands.  ``guard_findings`` (when given)
+    collects what the guard bands saw: the margins each launch's stores changed, and
+    where NaN said nowhere else came from."""
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
-    codes: dict[str, str] = {}
-    guard_findings = [] if guard_findings is None else guard_findings
     # every margin a store changed is recorded; the output's are said as store-out-of-bounds and
     # the visit map's as the loop codes below (the kernel stores into nothing else: a store into
-    # an input's margin is recorded, and the output it missed is said as unwritten-output)
-    for one in checked:
-        shared.write_details(one.launch.writes_past_the_end(), one.result.name, True, one.result.shape,
-                             _where(one), guard_findings, codes, outputs=("output", "visit map", "Q", "K", "V"))
-    nan_source: Checked | None = None
-
-    def say(code: str, detail: str = "") -> None:
-        codes.setdefault(code, detail)
-
-    failing = [c for c in checked if not c.result.passed]
-    written = []
-    for one in failing:
-        res, case = one.result, one.case
-        where = _where(one)
-        if res.unwritten:
-            say("unwritten-output", f" {res.unwritten} elements were never written{where}.")
-        if res.wrote_out_of_bounds:
-            say("store-out-of-bounds", where + ".")
-        if not (res.unwritten or res.wrote_out_of_bounds):
-            written.append(one)  # the rest of an unwritten output is not worth reading
-
-    # 0. a loop that runs outside the sequence, read from the visit map's margins
-    strays = [c for c in checked if c.launch.visits_before or c.launch.visits_after]
-    for one in strays:
-        if one.launch.visits_before:
-            say("loop-before-key-0", f" A visit was recorded at a K/V block index below 0{_where(one)}.")
-        if one.launch.visits_after:
-            say("loop-past-the-end", f" A visit was recorded past the last K/V block{_where(one)}.")
-    if any(c.launch.visits_before for c in strays):
+    # an input's margin is recorded, and the output it missed is said as unwritten-output).
+    # Read now, as the correctness launches left them, before any probe launches.
+    banded = [shared.Banded.of(one.launch.bands, one.result, _where(one)) for one in checked]
+    codes, written = _outputs_written([c for c in checked if not c.result.passed])
+    outside, started_before = _loop_outside(checked)
+    codes.add(outside)
+    if started_before:
         # what such a kernel outputs follows from loading keys before key 0
         # (NaN from the tutor's margins, or another head's keys): said above.
         # A loop past the end is only wasted work (a finding) while col_ok masks
         # its loads; without the masks the guard bands say read-past-end.
         written = []
-
+    nan_source: Checked | None = None
     if written:
-        # 1. which K/V head does each query head read?  Measured on the first failing case.
-        one, case = written[0], written[0].case
-        depends = kv_heads_read(module, one, generator)
-        wrong = wrong_kv_heads(depends, case)
-        if wrong:
-            say("wrong-kv-head", _describe_heads(wrong, case, _where(one), depends))
-        out = one.launch.out.to(torch.float64).flatten(0, 1)
-        error = (out - one.expected.flatten(0, 1)).abs().nan_to_num(nan=float("inf"))
-        bad_heads = {i for i in range(out.shape[0]) if float(error[i].max()) > drill.tolerance}
-        # what the head mapping explains needs nothing more; other cases may read
-        # the wrong heads too, so with a wrong mapping only the measured case is read on
-        rest = [one] if wrong else written
-        rest = [x for x in rest if not (x is one and bad_heads <= set(wrong))]
+        measured, nan_source = _measured(drill, module, written, device, generator, block_m, block_n)
+        codes.add(measured)
+    codes.add(_visit_findings(checked, visits, block_m, block_n))
+    # NaN no measurement explains: did it come from a load past the end?
+    found, guard_said = shared.guard_report(banded, None if nan_source is None else _nan_probe(module, nan_source),
+                                            outputs=("output", "visit map", "Q", "K", "V"))
+    if guard_findings is not None:
+        guard_findings += found
+    # a read past the end is said first, then a write past it, then the rest (the margins a
+    # passing launch read last); NaN a read past the end explains is not the kernel's own
+    said = Findings((code, guard_said[code]) for code in ("read-past-end", "write-past-end") if code in guard_said)
+    said.add(codes)
+    said.add({code: detail for code, detail in guard_said.items() if code not in said})
+    drop_explained_nan(said)
+    return said.worded(drill)
 
-        # 3. which keys does each row weigh?  Read out on every failing case left
-        # unexplained, each at its own shape; a code is said only when the read-out
-        # of every one of them supports it (the cases agree, or less is said)
-        readouts: dict[str, list[WindowFinding]] = {}
-        readout_nan: set[int] = set()
-        mute: set[str] = set()
-        slopes: dict[str, str] = {}  # the softmax temperature each read-out measured, in words
-        unread: list[Checked] = []  # failing cases read out whose weights show nothing wrong
 
-        def read_out(one: Checked) -> list[WindowFinding]:
-            nonlocal readout_nan
-            if one.result.name not in readouts:
-                inputs: list[torch.Tensor] = []
-                weights, read_visits = weight_readout(module, one.case, device, generator, inputs)
-                slopes[one.result.name] = temperature(weights, inputs[0], inputs[1], one.case, block_n) + row_sums(
-                    weights)
-                found = read_window(weights, read_visits, one.case, block_m, block_n)
-                for f in found:
-                    f.detail = f.detail[:-1] + _where(one) + "."
-                    if f.width is not None:
-                        f.width = (one.result.name, f.width[1], f.width[2])
-                nonfinite = ~torch.isfinite(weights).all(dim=-1)
-                readout_nan |= set(nonfinite.any(dim=0).nonzero().flatten().tolist())
-                if bool(nonfinite.all()) and not found:
-                    mute.add(one.result.name)  # no row the read-out can speak for: it neither agrees nor disagrees
-                readouts[one.result.name] = found
-            return readouts[one.result.name]
+def _outputs_written(failing: list[Checked]) -> tuple[Findings, list[Checked]]:
+    """Step 0: the failing cases whose output was not all written, or written past its end
+    (``unwritten-output``, ``store-out-of-bounds``), and the others: the cases read on (the
+    rest of an unwritten output is not worth reading)."""
+    found = Findings()
+    written = []
+    for one in failing:
+        res = one.result
+        where = _where(one)
+        if res.unwritten:
+            found.say("unwritten-output", f" {res.unwritten} elements were never written{where}.")
+        if res.wrote_out_of_bounds:
+            found.say("store-out-of-bounds", where + ".")
+        if not (res.unwritten or res.wrote_out_of_bounds):
+            written.append(one)
+    return found, written
 
-        # 2. NaN rows: the rows that see no key of their first visited block, or none at all?
-        unexplained_nan: list[tuple[Checked, torch.Tensor]] = []
-        for one in rest:
-            res, case = one.result, one.case
-            nan_rows = ~torch.isfinite(one.launch.out.to(torch.float32)).all(dim=-1).flatten(0, 1)
-            if one is written[0]:
-                keep = torch.tensor([i not in wrong for i in range(nan_rows.shape[0])], device=nan_rows.device)
-            else:
-                keep = torch.ones(nan_rows.shape[0], dtype=torch.bool, device=nan_rows.device)
-            nan_rows = nan_rows[keep]  # NaN in a head that reads the wrong K/V head is said already
-            if bool(nan_rows.any()):
-                assert one.launch.visits is not None  # run() always records them
-                first_hit, any_hit = (t[keep] for t in window_hits(one.launch.visits, case, block_m, block_n))
-                empty_first, no_key = any_hit & ~first_hit, ~any_hit
-                guard_missing = bool(empty_first.any()) and bool((nan_rows == (empty_first | no_key)).all())
-                if guard_missing:
-                    r = int(empty_first.any(dim=0).nonzero()[0])
-                    say("nan-empty-block", f" Row {r} is the first such row: its window starts at key "
-                        f"{max(r - case.window + 1, 0)}, after the first block visited for it{_where(one)}.")
-                if bool(no_key.any()) and (guard_missing or bool((nan_rows == no_key).all())):
-                    _, r = map(int, no_key.nonzero()[0])
-                    say("window-keys-missed", f" Row {r} sees no key at all, so its output is 0/0 = NaN: the loop "
-                        f"visits no K/V block that holds a key of its window (keys {max(r - case.window + 1, 0)}..{r})"
-                        f"{_where(one)}.")
-                    continue
-                if guard_missing:
-                    continue
-                unexplained_nan.append((one, nan_rows))
-            if not read_out(one) and not wrong and not bool(nan_rows.any()):
-                unread.append(one)
-        said_window = agreed_findings({name: found for name, found in readouts.items() if name not in mute})
-        for found in said_window:
-            say(found.code, found.detail)
-        if unread and not wrong:
-            one = unread[0]
-            worst = "" if one.result.worst_row is None else f" The largest error is at row {one.result.worst_row}"
-            if len(readouts) - len(mute) <= len(unread):
-                detail = (f" The measured weights show no key a row should not see and none it misses: look at "
-                          f"what happens to the values or the scale.{slopes.get(one.result.name, '')}{worst}"
-                          f"{_where(one)}.")
-            else:
-                odd = [name for name, found in readouts.items() if found]
-                detail = (f" The failing cases disagree: on the {', '.join(x.result.name for x in unread)} "
-                          f"case{'s' if len(unread) > 1 else ''} the measured weights show no key a row should not "
-                          f"see and none it misses, on the {', '.join(odd)} case{'s' if len(odd) > 1 else ''} they "
-                          f"do{'' if said_window else ' (nothing that all of them share)'}.{worst}{_where(one)}.")
-            say("wrong-output", detail)
-        elif any(found for name, found in readouts.items() if name not in mute) and not said_window and not wrong:
-            parts = [f"on the {name} case: {found[0].detail.strip()}" for name, found in readouts.items() if found]
-            say("wrong-output", " The measured weights differ between the failing cases, and no one cause fits "
-                f"all of them - {'; '.join(parts)}")
-        for one, nan_rows in unexplained_nan:
-            rows = nan_rows.any(dim=0).nonzero().flatten().tolist()
-            if said_window and set(rows) <= readout_nan:
-                continue  # the read-out's finding leaves these rows no key: said there
-            say("nan-in-output", f" {int(nan_rows.sum())} rows, between rows {rows[0]} and {rows[-1]}{_where(one)}.")
-            nan_source = nan_source or one
 
-    findings: dict[str, str] = {}
-    if visits is not None and visits.visited_blocks == 0:
-        findings["no-visits-recorded"] = ""
-    elif visits is not None:
-        summary = (f" ({visits.visited_blocks}/{visits.total_blocks} blocks visited on the default case; the window "
-                   f"needs {visits.ideal_blocks}, a fraction of {visits.ideal_blocks / visits.total_blocks:.3f}.)")
-        bounds = bound_visits(checked, block_m, block_n)
-        for code, side in (("lower-bound-open", "before"), ("upper-bound-open", "after")):
-            count, example = bounds[side]
-            if count:
-                what = "before the window" if side == "before" else "after the query block"
-                findings[code] = f" {count} visits were to blocks wholly {what}, over all cases: {example}{summary}"
-        if all(c.result.passed for c in checked):
-            uncounted = uncounted_blocks(checked, block_m, block_n)
-            if uncounted:
-                findings["visits-uncounted"] = uncounted
-    for code, detail in findings.items():
-        say(code, detail)
+def _loop_outside(checked: list[Checked]) -> tuple[Findings, bool]:
+    """Step 0: a loop that runs outside the sequence, read from the visit map's margins;
+    and whether one started before key 0 (what its output holds follows from that)."""
+    found = Findings()
+    strays = [c for c in checked if c.launch.visits_before or c.launch.visits_after]
+    for one in strays:
+        if one.launch.visits_before:
+            found.say("loop-before-key-0", f" A visit was recorded at a K/V block index below 0{_where(one)}.")
+        if one.launch.visits_after:
+            found.say("loop-past-the-end", f" A visit was recorded past the last K/V block{_where(one)}.")
+    return found, any(c.launch.visits_before for c in strays)
 
-    if nan_source is not None:  # NaN no measurement explains: did it come from a load past the end?
-        source = nan_source
 
-        def again(fills: dict[str, str]) -> torch.Tensor:
-            return run(module, source.launch.q, source.launch.k, source.launch.v, source.case.window, fills).out
+def _measured(
+    drill: Drill, module: ModuleType, written: list[Checked], device: str, generator: torch.Generator,
+    block_m: int, block_n: int,
+) -> tuple[Findings, Checked | None]:
+    """Steps 1-3 on the failing cases whose outputs were written: which K/V head each query
+    head reads, the NaN rows, and the window each case's read-out measures.  And the case
+    whose NaN nothing here explains (None: none), for the guard bands to trace."""
+    found, wrong, rest = _head_mapping(drill, module, written, generator)
+    readouts = _WindowReadouts(module, device, generator, block_m, block_n)
+    unread: list[Checked] = []  # failing cases read out whose weights show nothing wrong
+    unexplained_nan: list[tuple[Checked, torch.Tensor]] = []
+    for one in rest:
+        said, explained, nan_rows = _nan_rows(one, wrong if one is written[0] else {}, block_m, block_n)
+        found.add(said)
+        if explained:
+            continue
+        if bool(nan_rows.any()):
+            unexplained_nan.append((one, nan_rows))
+        if not readouts.read(one) and not wrong and not bool(nan_rows.any()):
+            unread.append(one)
+    said_window = agreed_findings(readouts.speaking())
+    for window in said_window:
+        found.say(window.code, window.detail)
+    found.add(_window_verdict(readouts, unread, bool(wrong), bool(said_window)))
+    nan_found, nan_source = _unexplained_nan(unexplained_nan, bool(said_window), readouts.nan_rows)
+    found.add(nan_found)
+    return found, nan_source
 
-        reads = shared.probe_reads(again, source.result.nonfinite, ("Q", "K", "V"))
-        said: dict[str, str] = {}
-        shared.read_details(reads, source.result.name, True, source.result.shape,
-                            f"seq = {source.case.seq} (the {source.result.name} case, window={source.case.window})",
-                            guard_findings, said, where_after=READ_AFTER)
-        if said:
-            codes.pop("nan-in-output", None)  # explained: not the kernel's own arithmetic
-            codes = {**said, **codes}
-    shared.unused_read_details([(one.launch.bands, one.result, _where(one)) for one in checked], guard_findings, codes)
-    return worded(drill, codes)
+
+def _head_mapping(drill: Drill, module: ModuleType, written: list[Checked],
+                  generator: torch.Generator) -> tuple[Findings, dict[int, tuple[set[int], int]], list[Checked]]:
+    """Step 1: which K/V head does each query head read?  Measured on the first failing case
+    (``wrong-kv-head``).  The wrong heads, and the cases left to read on: what the head
+    mapping explains needs nothing more; other cases may read the wrong heads too, so with
+    a wrong mapping only the measured case is read on."""
+    found = Findings()
+    one, case = written[0], written[0].case
+    depends = kv_heads_read(module, one, generator)
+    wrong = wrong_kv_heads(depends, case)
+    if wrong:
+        found.say("wrong-kv-head", _describe_heads(wrong, case, _where(one), depends))
+    out = one.launch.out.to(torch.float64).flatten(0, 1)
+    error = (out - one.expected.flatten(0, 1)).abs().nan_to_num(nan=float("inf"))
+    bad_heads = {i for i in range(out.shape[0]) if float(error[i].max()) > drill.tolerance}
+    rest = [one] if wrong else written
+    return found, wrong, [x for x in rest if not (x is one and bad_heads <= set(wrong))]
+
+
+def _nan_rows(one: Checked, wrong: dict[int, tuple[set[int], int]], block_m: int,
+              block_n: int) -> tuple[Findings, bool, torch.Tensor]:
+    """Step 2: the case's NaN rows (those of a head in ``wrong`` are said already): the rows
+    that see no key of their first visited block (``nan-empty-block``: an online-softmax
+    update without the empty-row guard), or none at all (``window-keys-missed``)?  Its
+    findings, whether they explain the case (nothing more to read), and its NaN rows."""
+    found = Findings()
+    case = one.case
+    nan_rows = ~torch.isfinite(one.launch.out.to(torch.float32)).all(dim=-1).flatten(0, 1)
+    keep = torch.tensor([i not in wrong for i in range(nan_rows.shape[0])], device=nan_rows.device)
+    nan_rows = nan_rows[keep]  # NaN in a head that reads the wrong K/V head is said already
+    if not bool(nan_rows.any()):
+        return found, False, nan_rows
+    assert one.launch.visits is not None  # run() always records them
+    first_hit, any_hit = (t[keep] for t in window_hits(one.launch.visits, case, block_m, block_n))
+    empty_first, no_key = any_hit & ~first_hit, ~any_hit
+    guard_missing = bool(empty_first.any()) and bool((nan_rows == (empty_first | no_key)).all())
+    if guard_missing:
+        r = int(empty_first.any(dim=0).nonzero()[0])
+        found.say("nan-empty-block", f" Row {r} is the first such row: its window starts at key "
+                  f"{max(r - case.window + 1, 0)}, after the first block visited for it{_where(one)}.")
+    if bool(no_key.any()) and (guard_missing or bool((nan_rows == no_key).all())):
+        _, r = map(int, no_key.nonzero()[0])
+        found.say("window-keys-missed", f" Row {r} sees no key at all, so its output is 0/0 = NaN: the loop "
+                  f"visits no K/V block that holds a key of its window (keys {max(r - case.window + 1, 0)}..{r})"
+                  f"{_where(one)}.")
+        return found, True, nan_rows
+    return found, guard_missing, nan_rows
+
+
+class _WindowReadouts:
+    """Step 3: which keys does each row weigh?  Read out on every failing case left
+    unexplained, each at its own shape, once a case; a code is said only when the
+    read-out of every one of them supports it (the cases agree, or less is said)."""
+
+    def __init__(self, module: ModuleType, device: str, generator: torch.Generator, block_m: int, block_n: int):
+        self.module, self.device, self.generator = module, device, generator
+        self.block_m, self.block_n = block_m, block_n
+        self.found: dict[str, list[WindowFinding]] = {}  # case -> what its read-out says
+        self.nan_rows: set[int] = set()  # rows some read-out leaves NaN
+        self.mute: set[str] = set()  # cases whose read-out has no row it can speak for
+        self.slopes: dict[str, str] = {}  # the softmax temperature each read-out measured, in words
+
+    def read(self, one: Checked) -> list[WindowFinding]:
+        name = one.result.name
+        if name not in self.found:
+            inputs: list[torch.Tensor] = []
+            weights, read_visits = weight_readout(self.module, one.case, self.device, self.generator, inputs)
+            self.slopes[name] = temperature(weights, inputs[0], inputs[1], one.case, self.block_n) + row_sums(weights)
+            found = read_window(weights, read_visits, one.case, self.block_m, self.block_n)
+            for f in found:
+                f.detail = f.detail[:-1] + _where(one) + "."
+                if f.width is not None:
+                    f.width = (name, f.width[1], f.width[2])
+            nonfinite = ~torch.isfinite(weights).all(dim=-1)
+            self.nan_rows |= set(nonfinite.any(dim=0).nonzero().flatten().tolist())
+            if bool(nonfinite.all()) and not found:
+                self.mute.add(name)  # no row the read-out can speak for: it neither agrees nor disagrees
+            self.found[name] = found
+        return self.found[name]
+
+    def speaking(self) -> dict[str, list[WindowFinding]]:
+        """What each read-out that can speak for some row says."""
+        return {name: found for name, found in self.found.items() if name not in self.mute}
+
+
+def _window_verdict(readouts: _WindowReadouts, unread: list[Checked], wrong: bool, said_window: bool) -> Findings:
+    """Step 3's ``wrong-output`` where the read-outs name no cause: the failing cases whose
+    weights show nothing wrong, or read-outs that differ with no one cause fitting all."""
+    found = Findings()
+    if unread and not wrong:
+        one = unread[0]
+        worst = "" if one.result.worst_row is None else f" The largest error is at row {one.result.worst_row}"
+        if len(readouts.found) - len(readouts.mute) <= len(unread):
+            detail = (f" The measured weights show no key a row should not see and none it misses: look at "
+                      f"what happens to the values or the scale.{readouts.slopes.get(one.result.name, '')}{worst}"
+                      f"{_where(one)}.")
+        else:
+            odd = [name for name, said in readouts.found.items() if said]
+            detail = (f" The failing cases disagree: on the {', '.join(x.result.name for x in unread)} "
+                      f"case{'s' if len(unread) > 1 else ''} the measured weights show no key a row should not "
+                      f"see and none it misses, on the {', '.join(odd)} case{'s' if len(odd) > 1 else ''} they "
+                      f"do{'' if said_window else ' (nothing that all of them share)'}.{worst}{_where(one)}.")
+        found.say("wrong-output", detail)
+    elif any(readouts.speaking().values()) and not said_window and not wrong:
+        parts = [f"on the {name} case: {said[0].detail.strip()}" for name, said in readouts.found.items() if said]
+        found.say("wrong-output", " The measured weights differ between the failing cases, and no one cause fits "
+                  f"all of them - {'; '.join(parts)}")
+    return found
+
+
+def _unexplained_nan(unexplained: list[tuple[Checked, torch.Tensor]], said_window: bool,
+                     readout_nan: set[int]) -> tuple[Findings, Checked | None]:
+    """NaN rows nothing above explains (``nan-in-output``), and the first case that has them."""
+    found = Findings()
+    source: Checked | None = None
+    for one, nan_rows in unexplained:
+        rows = nan_rows.any(dim=0).nonzero().flatten().tolist()
+        if said_window and set(rows) <= readout_nan:
+            continue  # the read-out's finding leaves these rows no key: said there
+        found.say("nan-in-output", f" {int(nan_rows.sum())} rows, between rows {rows[0]} and {rows[-1]}{_where(one)}.")
+        source = source or one
+    return found, source
+
+
+def _visit_findings(checked: list[Checked], visits: VisitMap | None, block_m: int, block_n: int) -> Findings:
+    """The visit maps: none recorded, visits to blocks wholly before a window or after a
+    query block (every case's map), and on a check whose every case passed, needed
+    visits the map does not count (``visits-uncounted``)."""
+    if visits is None:
+        return Findings()
+    found = visit_findings([("", visits)], bounded=False, all_visited="")
+    if found:  # no visit recorded
+        return found
+    summary = (f" ({visits.visited_blocks}/{visits.total_blocks} blocks visited on the default case; the window "
+               f"needs {visits.ideal_blocks}, a fraction of {visits.ideal_blocks / visits.total_blocks:.3f}.)")
+    bounds = bound_visits(checked, block_m, block_n)
+    for code, side in (("lower-bound-open", "before"), ("upper-bound-open", "after")):
+        count, example = bounds[side]
+        if count:
+            what = "before the window" if side == "before" else "after the query block"
+            found.say(code, f" {count} visits were to blocks wholly {what}, over all cases: {example}{summary}")
+    if all(c.result.passed for c in checked):
+        uncounted = uncounted_blocks(checked, block_m, block_n)
+        if uncounted:
+            found.say("visits-uncounted", uncounted)
+    return found
+
+
+def _nan_probe(module: ModuleType, source: Checked) -> shared.NanProbe:
+    """The case whose NaN nothing measured explains, re-run with other margin fills."""
+    def again(fills: dict[str, str]) -> torch.Tensor:
+        return run(module, source.launch.q, source.launch.k, source.launch.v, source.case.window, fills).out
+
+    return shared.NanProbe(source.result, again,
+                           f"seq = {source.case.seq} (the {source.result.name} case, window={source.case.window})",
+                           where_after=READ_AFTER)
 
 
 READ_AFTER = {"Q": "The load of the last query block has no row mask (offs_m < N_CTX).",
@@ -940,3 +1019,7 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
         student={"full": lambda: module.attention(q, k, v, case.window, out=out)},
         baseline={"full": lambda: sdpa(q, k_all, v_all, attn_mask=mask)},
     )
+
+
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
+                                 compile_warmups=compile_warmups)

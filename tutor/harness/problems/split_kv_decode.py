@@ -49,9 +49,9 @@ from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
-from tutor.harness.diagnose import matches, worded
+from tutor.harness.findings import Findings, drop_explained_nan, matches, visit_findings
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
+from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
@@ -310,15 +310,12 @@ READ_AFTER = {"Q": "The load of q has no mask past head_dim.",
 
 
 def guard_report(module: ModuleType, launches: list[Launch]) -> tuple[list[GuardFinding], dict[str, str]]:
-    """What the guard bands saw: every margin a store changed (each launch), and for
-    the first launch with NaN in its output, the input margins that NaN came from
-    (re-run with finite margins, then NaN on one side of one input)."""
-    findings: list[GuardFinding] = []
-    said: dict[str, str] = {}
-    for x in launches:
-        case = _result(x)
-        shared.write_details(x.guarded.writes_past_the_end(), case.name, False, case.shape,
-                             f" (the {case.name} case, cache {case.shape[2]})", findings, said)
+    """What the guard bands saw (:func:`tutor.harness.guarded.guard_report`): every margin a
+    store changed (each launch), and for the first launch with NaN in its output, the input
+    margins that NaN came from (re-run with finite margins, then NaN on one side of one input)."""
+    banded = [shared.Banded.of(x.guarded.bands, _result(x), f" (the {x.case.name} case, cache {x.case.shape[2]})")
+              for x in launches]
+    nan: shared.NanProbe | None = None
     first = next((x for x in launches if _result(x).nonfinite), None)
     if first is not None:
         case = _result(first)
@@ -326,13 +323,9 @@ def guard_report(module: ModuleType, launches: list[Launch]) -> tuple[list[Guard
         def again(fills: dict[str, str]) -> torch.Tensor:
             return launch_on(module, first.case, first.q, first.k, first.v, first.lengths, fills).out
 
-        reads = shared.probe_reads(again, case.nonfinite, ("Q", "K", "V"))
-        shared.read_details(reads, case.name, False, case.shape,
-                            f"the cache holds {case.shape[2]} positions (lengths {first.lengths.cpu().tolist()})",
-                            findings, said, where_after=READ_AFTER)
-    shared.unused_read_details([(x.guarded.bands, _result(x), f" (the {x.case.name} case, cache {x.case.shape[2]})")
-                                for x in launches], findings, said)
-    return findings, said
+        nan = shared.NanProbe(case, again, f"the cache holds {case.shape[2]} positions (lengths "
+                                           f"{first.lengths.cpu().tolist()})", where_after=READ_AFTER)
+    return shared.guard_report(banded, nan)
 
 
 # -- measurements ---------------------------------------------------------------------------
@@ -566,21 +559,39 @@ def diagnose(
     drill: Drill, launches: list[Launch], module: ModuleType, tolerance: float, visits: VisitMap | None,
     guard_said: dict[str, str] | None = None,
 ) -> list[Diagnosis]:
-    """``guard_said``: what the guard bands measured (:func:`guard_report`), said first;
-    NaN that a read past the end explains is not said again."""
+    """Everything worth saying about a check that ran, in steps: the code each failing
+    case measurably fits (:func:`_case_codes`) and its findings (:func:`_case_findings`),
+    the NaN of large scores (:func:`_large_scores`), the two kernels tested apart
+    (:func:`_say_apart`), the visit map (:func:`_say_visits`).  ``guard_said``: what the
+    guard bands measured (:func:`guard_report`), said first; NaN that a read past the end
+    explains is not said again."""
     block_n = int(module.BLOCK_N)
-    codes: dict[str, str] = dict(guard_said or {})
-
-    def say(code: str, detail: str = "") -> None:
-        codes.setdefault(code, detail)
-
+    codes = Findings((guard_said or {}).items())
     failing = [x for x in launches if not _result(x).passed]
     tested = test_apart_safely(launches, module) if failing else Apart()
-    probe = tested.merge
+    per_case, measured = _case_codes(failing, module, tested, tolerance)
+    codes.add(_case_findings(failing, per_case, measured, tolerance, block_n))
+    _large_scores(codes, failing)
+    _say_apart(drill, codes, failing, tested)
+    _say_visits(codes, visits)
+    drop_explained_nan(codes, ("nan-in-output", "empty-slice-nan"))  # not the kernel's own arithmetic
+    return codes.worded(drill)
+
+
+def _split_right(tested: Apart, failing: list[Launch]) -> bool:
+    """Is the split kernel's every failing case measured right (tested apart)?"""
     splits = [tested.split.get(_result(x).name, (None, ""))[0] for x in failing]
-    split_right = bool(splits) and all(r is True for r in splits)
+    return bool(splits) and all(r is True for r in splits)
+
+
+def _case_codes(failing: list[Launch], module: ModuleType, tested: Apart,
+                tolerance: float) -> tuple[list[list[str]], list[Slicing]]:
+    """The codes each failing case measurably fits (its NaN structure, the merge's mistake
+    measured alone, or the fingerprints), and how each cut its caches into slices."""
+    block_n = int(module.BLOCK_N)
+    probe = tested.merge
     # the merge measured alone names its mistake: that holds on every case whose split is right
-    named = probe.code if probe is not None and probe.code and split_right else None
+    named = probe.code if probe is not None and probe.code and _split_right(tested, failing) else None
     per_case: list[list[str]] = []
     measured: list[Slicing] = []
     for launch in failing:
@@ -606,44 +617,61 @@ def diagnose(
     telling = any(found and bool(torch.isfinite(x.out.double().cpu()).all(dim=-1).any()) for found, x in nan_cases)
     if not (fits and all(fits) and telling):
         per_case = [[c for c in found if c != "empty-slice-nan"] for found in per_case]
+    return per_case, measured
+
+
+def _case_findings(failing: list[Launch], per_case: list[list[str]], measured: list[Slicing], tolerance: float,
+                   block_n: int) -> Findings:
+    """Each failing case in words: what was not written, the code it fits (the one the
+    most cases fit) with the sequences it measurably affects, else its NaN or its error."""
+    found = Findings()
     support: dict[str, int] = {}
-    for found in per_case:
-        for code in found:
+    for codes in per_case:
+        for code in codes:
             support[code] = support.get(code, 0) + 1
 
-    for launch, found, sl in zip(failing, per_case, measured, strict=True):
+    for launch, fit, sl in zip(failing, per_case, measured, strict=True):
         case = _result(launch)
         lengths = launch.lengths.cpu().tolist()
         where = f" (seen on the {case.name} case: batch={case.shape[0]}, cache {case.shape[2]}, lengths {lengths})"
         if case.unwritten:
-            say("unwritten-output", f" {case.unwritten} elements were never written{where}.")
+            found.say("unwritten-output", f" {case.unwritten} elements were never written{where}.")
         if case.wrote_out_of_bounds:
-            say("store-out-of-bounds", where + ".")
-        if found:
-            code = max(found, key=lambda c: support[c])
+            found.say("store-out-of-bounds", where + ".")
+        if fit:
+            code = max(fit, key=lambda c: support[c])
             if code == "empty-slice-nan":
                 out = launch.out.double().cpu()
                 nan_seqs = (~torch.isfinite(out)).flatten(1).any(dim=1).nonzero().flatten().tolist()
-                say(code, f" NaN in every head of sequence{'s' if len(nan_seqs) > 1 else ''} "
-                          f"{_seqs(nan_seqs, lengths, sl)}, of {sl.slices} slices each{where}.")
+                found.say(code, f" NaN in every head of sequence{'s' if len(nan_seqs) > 1 else ''} "
+                                f"{_seqs(nan_seqs, lengths, sl)}, of {sl.slices} slices each{where}.")
             else:  # a fingerprint: add which sequences it measurably affects
-                say(code, describe_wrong(launch, sl, tolerance, block_n) + where[:-1] + ").")
+                found.say(code, describe_wrong(launch, sl, tolerance, block_n) + where[:-1] + ").")
         elif case.nonfinite:
             bad = (~torch.isfinite(launch.out.double().cpu())).any(dim=-1).any(dim=-1).nonzero().flatten().tolist()
-            say("nan-in-output", f" {case.nonfinite} elements, in sequence{'s' if len(bad) > 1 else ''} "
-                                 f"{_seqs(bad, lengths, sl)}{where}.")
+            found.say("nan-in-output", f" {case.nonfinite} elements, in sequence{'s' if len(bad) > 1 else ''} "
+                                       f"{_seqs(bad, lengths, sl)}{where}.")
         elif case.unwritten or case.wrote_out_of_bounds:
             pass  # said above; the rest of the output is not worth guessing at
         else:
-            say("wrong-output", describe_wrong(launch, sl, tolerance, block_n) + where[:-1] + ").")
+            found.say("wrong-output", describe_wrong(launch, sl, tolerance, block_n) + where[:-1] + ").")
+    return found
 
+
+def _large_scores(codes: Findings, failing: list[Launch]) -> None:
+    """NaN only in the cases of large scores: an exp overflowed fp32 (added to ``nan-in-output``)."""
     nan_names = {_result(x).name for x in failing if _result(x).nonfinite}
     if "nan-in-output" in codes and nan_names and nan_names <= {"hostile", "orders"}:
         codes["nan-in-output"] += (" Only the cases of large scores have them (hostile: scores of standard deviation"
                                    " 100; orders: a top score of 100, 144 in the exp2 domain): an exp overflowed"
                                    " fp32 there. Subtract a maximum before every exp/exp2.")
 
-    # the two kernels tested apart: said beside the first error, as measured
+
+def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apart) -> None:
+    """The two kernels tested apart, said beside the first error, as measured; where the
+    merge measured alone is exact, a code's words stop pointing at it."""
+    split_right = _split_right(tested, failing)
+    probe = tested.merge
     apart_words = ""
     if any(_result(x).unwritten or _result(x).wrote_out_of_bounds for x in failing):
         probe, tested = None, Apart()  # an output not (all) written: the rest is not worth guessing at
@@ -670,29 +698,31 @@ def diagnose(
         target = next((c for c in preferred if c in codes), None) or next(
             (c for c in codes if drill.diagnosis_text(c).severity == "error"), None)
         if target is None and failing:
-            say("wrong-output", "")
+            codes.say("wrong-output", "")
             target = "wrong-output"
         if target is not None:
             codes[target] += apart_words
 
-    if visits is not None and visits.visited_blocks == 0:
-        say("no-visits-recorded")
-    elif visits is not None:
-        needed = [[bool(x) for x in row] for row in visits.ideal]
-        extra = sum(c for row, ideal in zip(visits.counts, needed, strict=False)
-                    for c, i in zip(row, ideal, strict=False) if not i)
-        if extra:
-            detail = (f" ({extra} blocks past the sequences' lengths were read, counted over all heads;"
-                      f" the sequences hold {visits.ideal_blocks}.)")
-            if "reads-past-length" in codes:
-                codes["reads-past-length"] += detail
-            else:
-                say("extra-blocks", detail)
 
-    if "read-past-end" in codes:  # the NaN is explained: not the kernel's own arithmetic
-        for artifact in ("nan-in-output", "empty-slice-nan"):
-            codes.pop(artifact, None)
-    return worded(drill, codes)
+def _say_visits(codes: Findings, visits: VisitMap | None) -> None:
+    """The map's verdict where no visit was recorded; else the blocks read past the lengths
+    (added to ``reads-past-length`` where that is said, else ``extra-blocks``)."""
+    if visits is None:
+        return
+    said_visits = visit_findings([("", visits)], bounded=False, all_visited="")
+    codes.add(said_visits)
+    if said_visits:
+        return
+    needed = [[bool(x) for x in row] for row in visits.ideal]
+    extra = sum(c for row, ideal in zip(visits.counts, needed, strict=False)
+                for c, i in zip(row, ideal, strict=False) if not i)
+    if extra:
+        detail = (f" ({extra} blocks past the sequences' lengths were read, counted over all heads;"
+                  f" the sequences hold {visits.ideal_blocks}.)")
+        if "reads-past-length" in codes:
+            codes["reads-past-length"] += detail
+        else:
+            codes.say("extra-blocks", detail)
 
 
 # -- the problem interface ---------------------------------------------------------------------
@@ -753,3 +783,7 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
         student={"full": lambda: launch(q, k, v, lengths, out=out)},
         baseline={"full": lambda: sdpa(q4, k, v)},
     )
+
+
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
+                                 compile_warmups=compile_warmups)

@@ -33,11 +33,26 @@ fp32 can scale, in rows of one launch.
 
 q is scaled, never the scores, so every input stays finite in fp16.  All
 numbers are natural units (score = q.k / sqrt(head_dim)).
+
+The hostile case of a check is here too: its launches, part of the verdict
+(:func:`hostile_launches`), and why they failed when only they did
+(:func:`hostile_diagnosis`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from types import ModuleType
+
 import torch
+
+from tutor.catalog import Drill
+from tutor.harness import cost
+from tutor.harness import launch as launching
+from tutor.harness.findings import worded
+from tutor.harness.problems.attention.cases import evaluate, launch_modes, mode_words
+from tutor.harness.problems.attention.reference import attention_reference
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding
 
 GROUPS = ("normal", "large", "late-max", "negative", "early-max", "mid-max", "drop")
 LARGE_SHIFT = 120.0  # added to every score of a "large" row
@@ -150,3 +165,47 @@ def hostile_findings(
     if overflow.any() and (bad & ~(overflow & late)).sum() == 0 and (early & ~bad).any():
         return [("stale-max", detail)]
     return [("hostile-wrong", detail)]
+
+
+# -- the hostile case of a check ---------------------------------------------------------------
+@dataclasses.dataclass
+class HostileRun:
+    """One launch of the hostile case, checked: what its diagnosis reads."""
+
+    case: CaseResult
+    causal: bool | None
+    q: torch.Tensor
+    k: torch.Tensor
+    out: torch.Tensor
+    expected: torch.Tensor
+    writes: list[tuple[str, str, int]]
+
+
+def hostile_launches(drill: Drill, module: ModuleType, shape: tuple[int, ...], device: str,
+                     generator: torch.Generator, cases: list[CaseResult]) -> list[HostileRun]:
+    """Run the hostile case in every mode (appending to ``cases``): part of the verdict."""
+    q, k, v = hostile_inputs(shape, device, generator)
+    runs = []
+    for causal in launch_modes(drill):
+        cost.step(f"the hostile case, shape {cost.shape_words(shape)}{mode_words(drill, causal)}")
+        run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
+        expected = attention_reference(q, k, v, causal=bool(causal))
+        case = evaluate("hostile", bool(causal), run, expected, drill.tolerance)
+        cases.append(case)
+        runs.append(HostileRun(case, causal, q, k, run.out, expected, run.writes_past_the_end()))
+    return runs
+
+
+def hostile_diagnosis(drill: Drill, runs: list[HostileRun], standard_passed: bool, block_n: int,
+                      findings: list[GuardFinding]) -> list[Diagnosis]:
+    """The hostile launches' stores into a guard band (to ``findings``) and, only when
+    the standard cases all passed (otherwise their diagnosis stands), why they failed."""
+    codes: dict[str, str] = {}
+    for run in runs:
+        case = run.case
+        findings += [GuardFinding(t, side, "write", case.name, case.causal, case.shape, n) for t, side, n in run.writes]
+        if standard_passed and not case.passed:
+            for code, detail in hostile_findings(run.out, run.expected, run.q, run.k, bool(run.causal),
+                                                         block_n, drill.tolerance):
+                codes.setdefault(code, detail)
+    return worded(drill, codes)

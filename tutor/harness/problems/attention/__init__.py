@@ -5,7 +5,14 @@ every mode the drill lists, on fresh standard-normal fp16 inputs into a
 poisoned output, against a float64 reference; the visit map comes from the
 default shape's causal launch (or its only launch).  A fourth, "hostile" case
 runs its own shape on inputs built to break unsafe numerics
-(:mod:`tutor.harness.inputs`); when only it fails, its own diagnosis says why.
+(:mod:`.hostile`); when only it fails, its own diagnosis says why.
+
+This package is the attention problem's one home: the problem itself here,
+:mod:`.cases` (a launch's case and visit map, shared with the backward and
+sliding-window problems), :mod:`.reference` (float64 attention and what each
+known mistake outputs), :mod:`.readout` (the weights a kernel applies),
+:mod:`.diagnose` (the read-out and the fingerprints as named mistakes) and
+:mod:`.hostile` (the inputs that break unsafe numerics, and that case's launches).
 """
 
 from __future__ import annotations
@@ -21,52 +28,16 @@ from tutor.catalog import Drill
 from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
-from tutor.harness import inputs as hostile
 from tutor.harness import launch as launching
-from tutor.harness import readout as reading
-from tutor.harness.diagnose import CheckedLaunch, diagnose, worded
-from tutor.harness.problems import Correctness, Diagnosed, TimedLaunches
-from tutor.harness.reference import attention_reference
+from tutor.harness.findings import nan_explained, worded
+from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
+from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.attention.cases import evaluate, launch_modes, mode_words, visit_map
+from tutor.harness.problems.attention.diagnose import CheckedLaunch, diagnose
+from tutor.harness.problems.attention.hostile import hostile_diagnosis, hostile_launches
+from tutor.harness.problems.attention.reference import attention_reference
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, ReadOut, VisitMap
 from tutor.harness.shapes import plan_for
-
-
-def evaluate(name: str, causal: bool, run: launching.Launch, expected: torch.Tensor, tolerance: float) -> CaseResult:
-    """Compare one launch's output with the reference."""
-    measured = shared.measure_output(run.out, expected)
-    worst_row = (int(measured.error.argmax()) // run.out.shape[-1]) % run.out.shape[-2]
-    return shared.case_result(name, causal, list(run.out.shape), measured, tolerance, run.wrote_out_of_bounds,
-                              worst_row)
-
-
-def ideal_visits(seq: int, block_m: int, block_n: int, causal: bool) -> list[list[bool]]:
-    """Which key blocks a query block must visit: for causal attention, those whose
-    first key is not after the block's last existing row."""
-    n_m, n_n = launching.visit_grid(seq, block_m, block_n)
-    return [
-        [not causal or j * block_n <= min((i + 1) * block_m, seq) - 1 for j in range(n_n)]
-        for i in range(n_m)
-    ]
-
-
-def block_visit_map(visits: torch.Tensor, seq: int, block_m: int, block_n: int, ideal: list[list[bool]],
-                    label: str = "") -> VisitMap:
-    """A recorded (batch*heads, row blocks, column blocks) visit tensor as a map: each
-    cell counts the programs (heads) that visited it; ``ideal`` is what they must."""
-    return VisitMap(block_m=block_m, block_n=block_n, seq=seq, heads=visits.shape[0],
-                    counts=(visits != 0).sum(dim=0).cpu().tolist(), ideal=ideal, label=label)
-
-
-def visit_map(run: launching.Launch, seq: int, block_m: int, block_n: int, causal: bool) -> VisitMap:
-    assert run.visits is not None
-    return block_visit_map(run.visits, seq, block_m, block_n, ideal_visits(seq, block_m, block_n, causal))
-
-
-def launch_modes(drill: Drill) -> list[bool | None]:
-    """The ``causal`` argument of each launch; None: the launcher takes none."""
-    if "causal" not in drill.modes:
-        return [None]
-    return [mode == "causal" for mode in drill.modes]
 
 
 def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Callable[[], object]]:
@@ -107,7 +78,7 @@ def check_correctness(
     for name, case_shape in (plan.cases()[:1] if shape_only else [*plan.cases(), ("whole", plan.whole)]):
         q, k, v = launching.random_inputs(case_shape, device, generator)
         for causal in launch_modes(drill):
-            cost.step(f"the {name} case, shape {cost.shape_words(case_shape)}{_mode_words(drill, causal)}")
+            cost.step(f"the {name} case, shape {cost.shape_words(case_shape)}{mode_words(drill, causal)}")
             run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
             expected = attention_reference(q, k, v, causal=bool(causal))
             case = evaluate(name, bool(causal), run, expected, drill.tolerance)
@@ -127,7 +98,7 @@ def check_correctness(
         readouts = read_failing_modes(module, launches, modes, generator)
         diagnosis = diagnose(drill, launches, visits[0] if visits else None, block_m, block_n, readouts)
         findings, said = guard_report(drill, module, launches, runs, device, generator)
-        if any(d.code == "read-past-end" for d in said):  # the NaN is explained: not the kernel's own arithmetic
+        if nan_explained([d.code for d in said]):  # the NaN is explained: not the kernel's own arithmetic
             artifacts = {"nan-in-output", "nan-first-block"}
             if any(r.nan_rows for r in readouts.values()):  # NaN weights read out: their row sums say nothing more
                 artifacts.add("rows-not-normalised")
@@ -142,12 +113,6 @@ def check_correctness(
                        full_visits=full_visits)
 
 
-def _mode_words(drill: Drill, causal: bool | None) -> str:
-    if "full" in drill.modes and "causal" in drill.modes:
-        return ", causal" if causal else ", full"
-    return ""
-
-
 READ_WHERE = {"Q": "The last query block's load of Q", "K": "The last K/V block's load of K",
               "V": "The last K/V block's load of V"}
 READ_AFTER = {t: f"{where} has no mask (or one that lets rows past N_CTX through)." for t, where in READ_WHERE.items()}
@@ -155,16 +120,13 @@ READ_AFTER = {t: f"{where} has no mask (or one that lets rows past N_CTX through
 
 def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch], runs: list[tuple[bool | None, launching.Launch]],
                  device: str, generator: torch.Generator) -> tuple[list[GuardFinding], list[Diagnosis]]:
-    """What the guard bands saw: stores into a margin (every launch) and, for the
-    first launch with NaN in its output, which input's margin that NaN came from
-    (re-running it with finite margins, then NaN on one side of one tensor), and
-    whether the same launch at a block-multiple length is clean."""
-    findings: list[GuardFinding] = []
-    said: dict[str, str] = {}
-    for checked, (_, run) in zip(launches, runs, strict=True):
-        case = checked.case
-        shared.write_details(run.writes_past_the_end(), case.name, case.causal, case.shape,
-                             f" (seq={case.shape[2]}{_mode(drill, case)})", findings, said)
+    """What the guard bands saw (:func:`tutor.harness.guarded.guard_report`): stores into a
+    margin (every launch) and, for the first launch with NaN in its output, which input's
+    margin that NaN came from (re-running it with finite margins, then NaN on one side of
+    one tensor), and whether the same launch at a block-multiple length is clean."""
+    banded = [shared.Banded.of(run.bands, c.case, f" (seq={c.case.shape[2]}{_mode(drill, c.case)})")
+              for c, (_, run) in zip(launches, runs, strict=True)]
+    nan: shared.NanProbe | None = None
     nan_launch = next(((c, r) for c, r in zip(launches, runs, strict=True) if c.case.nonfinite), None)
     if nan_launch is not None:
         checked, (causal, _) = nan_launch
@@ -174,67 +136,24 @@ def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch]
                   inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] = (checked.q, checked.k, checked.v)) -> torch.Tensor:
             return launching.run_launcher(module, inputs, causal, record_visits=True, fills=fills).out
 
-        reads = shared.probe_reads(again, case.nonfinite, ("Q", "K", "V"))
-        clean = None
-        if reads:
+        def clean() -> list[int] | None:
+            """The same launch at the next block-multiple length: NaN-free there?"""
             block = max(int(module.BLOCK_M), int(module.BLOCK_N))
             batch, heads, seq, head_dim = case.shape
             whole = (batch, heads, -(-seq // block) * block, head_dim)
-            if whole[2] != seq:
-                out = again({}, launching.random_inputs(whole, device, generator))
-                clean = list(whole) if guarding.computed_nans(out, launching.POISON_BITS) == 0 else None
-        shared.read_details(reads, case.name, case.causal, case.shape, f"seq = {case.shape[2]}{_mode(drill, case)}",
-                            findings, said, clean, READ_AFTER)
-    shared.unused_read_details([(run.bands, c.case, f" (seq={c.case.shape[2]}{_mode(drill, c.case)})")
-                                for c, (_, run) in zip(launches, runs, strict=True)], findings, said)
+            if whole[2] == seq:
+                return None
+            out = again({}, launching.random_inputs(whole, device, generator))
+            return list(whole) if guarding.computed_nans(out, launching.POISON_BITS) == 0 else None
+
+        nan = shared.NanProbe(case, again, f"seq = {case.shape[2]}{_mode(drill, case)}", where_after=READ_AFTER,
+                              clean=clean)
+    findings, said = shared.guard_report(banded, nan)
     return findings, worded(drill, said)
 
 
 def _mode(drill: Drill, case: CaseResult) -> str:
-    return _mode_words(drill, case.causal)
-
-
-@dataclasses.dataclass
-class HostileRun:
-    """One launch of the hostile case, checked: what its diagnosis reads."""
-
-    case: CaseResult
-    causal: bool | None
-    q: torch.Tensor
-    k: torch.Tensor
-    out: torch.Tensor
-    expected: torch.Tensor
-    writes: list[tuple[str, str, int]]
-
-
-def hostile_launches(drill: Drill, module: ModuleType, shape: tuple[int, ...], device: str,
-                     generator: torch.Generator, cases: list[CaseResult]) -> list[HostileRun]:
-    """Run the hostile case in every mode (appending to ``cases``): part of the verdict."""
-    q, k, v = hostile.hostile_inputs(shape, device, generator)
-    runs = []
-    for causal in launch_modes(drill):
-        cost.step(f"the hostile case, shape {cost.shape_words(shape)}{_mode_words(drill, causal)}")
-        run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
-        expected = attention_reference(q, k, v, causal=bool(causal))
-        case = evaluate("hostile", bool(causal), run, expected, drill.tolerance)
-        cases.append(case)
-        runs.append(HostileRun(case, causal, q, k, run.out, expected, run.writes_past_the_end()))
-    return runs
-
-
-def hostile_diagnosis(drill: Drill, runs: list[HostileRun], standard_passed: bool, block_n: int,
-                      findings: list[GuardFinding]) -> list[Diagnosis]:
-    """The hostile launches' stores into a guard band (to ``findings``) and, only when
-    the standard cases all passed (otherwise their diagnosis stands), why they failed."""
-    codes: dict[str, str] = {}
-    for run in runs:
-        case = run.case
-        findings += [GuardFinding(t, side, "write", case.name, case.causal, case.shape, n) for t, side, n in run.writes]
-        if standard_passed and not case.passed:
-            for code, detail in hostile.hostile_findings(run.out, run.expected, run.q, run.k, bool(run.causal),
-                                                         block_n, drill.tolerance):
-                codes.setdefault(code, detail)
-    return worded(drill, codes)
+    return mode_words(drill, case.causal)
 
 
 def read_failing_modes(module: ModuleType, launches: list[CheckedLaunch], modes: list[bool | None],
@@ -308,3 +227,14 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
         return None
 
     return TimedLaunches(shape=list(shape), student=student, baseline=baseline, inputs=(q, k, v), verify=verify)
+
+
+def check_one_shape(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator,
+                    shape: tuple[int, int, int, int] | None = None) -> Correctness:
+    """:func:`check_correctness` on ``shape`` alone (no ragged, short or hostile case)."""
+    return check_correctness(drill, module, interpreter, device, generator, shape=shape, shape_only=True)
+
+
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
+                                 timing_visit_map=timing_visit_map, compile_warmups=compile_warmups,
+                                 check_one_shape=check_one_shape)

@@ -1,13 +1,13 @@
 """Say what the student got wrong, with a stable code per mistake, from measurements.
 
-Two tools.  The *read-out* (:mod:`tutor.harness.readout`) measures the weights
+Two tools.  The *read-out* (:mod:`.readout`) measures the weights
 the student's kernel actually applied in each failing mode: weight on keys a
 row must not see, keys never read, row sums, the softmax temperature, whether
 the K/V blocks share one scale, which inputs the output depends on.  Each
 diagnosis is one of those facts turned into a sentence; its words live in the
 drill's TOML file, with ``{placeholders}`` filled from the measured numbers.
 *Mistake fingerprinting* (the older tool) computes in PyTorch what the kernel
-would output with each known mistake (:mod:`tutor.harness.reference`) and
+would output with each known mistake (:mod:`.reference`) and
 matches the output against them; its code is said only when the read-out of
 that mode supports it (or there is no read-out).  When the two disagree, the
 read-out wins: it is what the kernel measurably does.  The visit map adds
@@ -17,14 +17,14 @@ used to diagnose.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from tutor.catalog import SEVERITIES, Drill
-from tutor.harness import reference
+from tutor.catalog import Drill
+from tutor.harness.findings import Findings, index_runs, matches, visit_findings
+from tutor.harness.problems.attention import reference
 from tutor.harness.result import CaseResult, Diagnosis, ReadOut, VisitMap
 
 
@@ -47,31 +47,6 @@ FINGERPRINTS: dict[str, Fingerprints] = {
     "causal_mask": lambda q, k, v, bm, bn, causal: reference.causal_variants(q, k, v, bm, bn, causal),
     "online_rescale": lambda q, k, v, bm, bn, causal: reference.online_variants(q, k, v, bn),
 }
-
-
-# Relative slack on top of the drill's tolerance when matching a wrong variant: a
-# mistake such as a missing final division leaves outputs in the tens, where fp16
-# rounding and the fp16 probabilities fed to the second dot alone cost ~0.5%
-# (seen at seq 2000); the reference comparison itself stays absolute.
-FINGERPRINT_RTOL = 1e-2
-
-
-def matches(out: torch.Tensor, expected: torch.Tensor, tolerance: float) -> bool:
-    """Does ``out`` equal ``expected`` wherever ``expected`` is defined?
-
-    Rows that ``expected`` leaves NaN (a row that saw no key) are ignored, so a
-    kernel that writes NaN *or* a guarded 0 there matches either way; ``out``
-    may not be NaN anywhere ``expected`` is finite.  A variant that is NaN
-    everywhere matches an output that is non-finite everywhere.
-    """
-    out = out.to(torch.float64)
-    defined = torch.isfinite(expected)
-    if not defined.any():
-        return bool((~torch.isfinite(out)).all())
-    if (~torch.isfinite(out) & defined).any():
-        return False
-    gap = (out - expected)[defined].abs()
-    return bool((gap <= tolerance + FINGERPRINT_RTOL * expected[defined].abs()).all())
 
 
 @dataclass(frozen=True)
@@ -122,22 +97,6 @@ def _consensus(per_launch: list[list[Match]]) -> list[str | None]:
         candidates = [m.code for m in found if m.code in support]
         chosen.append(max(candidates, key=lambda c: support[c]) if candidates else None)
     return chosen
-
-
-def index_runs(items: list[int]) -> str:
-    """Sorted indices (rows, keys, blocks) in words, as runs: "0..63", "3, 7, 9",
-    "0..2, 9"; past four runs the first three and how many there are: "3, 7, 9..12,
-    ... (14 in all)"."""
-    runs: list[list[int]] = []
-    for i in items:
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    words = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}..{b}" for a, b in runs]
-    if len(words) <= 4:
-        return ", ".join(words)
-    return f"{', '.join(words[:3])}, ... ({len(items)} in all)"
 
 
 def _describe_rows(launch: CheckedLaunch, block_m: int) -> str:
@@ -343,32 +302,6 @@ SUPPORTS: dict[str, Callable[[ReadOut], bool]] = {
 }
 
 
-def worded(drill: Drill, details: dict[str, str], values: dict[str, dict[str, str]] | None = None) -> list[Diagnosis]:
-    """Measured facts as diagnoses: each code's words from the drill's TOML (their
-    ``{placeholders}`` filled from ``values[code]`` when given) followed by its measured detail,
-    errors first, then findings, then notes.  Every problem module says its findings here."""
-    said = []
-    for code, detail in details.items():
-        text = drill.diagnosis_text(code)
-        message = text.message if values is None else fill(text.message, values.get(code, {}))
-        said.append(Diagnosis(code=code, message=message + detail, severity=text.severity))
-    return sorted(said, key=lambda d: SEVERITIES.index(d.severity) if d.severity in SEVERITIES else len(SEVERITIES))
-
-
-def fill(message: str, values: dict[str, str]) -> str:
-    """The TOML words with ``{placeholders}`` filled; a sentence whose numbers were not
-    measured is left out rather than shown half-filled."""
-    if "{" not in message:
-        return message
-    sentences = re.split(r"(?<=[.!?])\s+", message)
-    kept = []
-    for sentence in sentences:
-        names = re.findall(r"{(\w+)", sentence)
-        if all(values.get(n) for n in names):
-            kept.append(sentence.format_map(values))
-    return " ".join(kept)
-
-
 def diagnose(
     drill: Drill,
     launches: list[CheckedLaunch],
@@ -379,13 +312,11 @@ def diagnose(
 ) -> list[Diagnosis]:
     """Everything worth saying about a check that ran, errors first."""
     readouts = readouts or {}
-    codes: dict[str, str] = {}  # code -> extra detail; dicts keep the order found
-    values: dict[str, dict[str, str]] = {}  # code -> the measured numbers its words quote
+    codes = Findings(fills=True)  # in the order found; the words quote the numbers of each code's read-out
 
     def say(code: str, detail: str = "", ro: ReadOut | None = None) -> None:
         if code not in codes:
-            codes[code] = detail
-            values[code] = placeholders(ro) if ro is not None else {}
+            codes.say(code, detail, placeholders(ro) if ro is not None else None)
 
     both_modes = "full" in drill.modes and "causal" in drill.modes
     failing = [x for x in launches if not x.case.passed]
@@ -427,16 +358,11 @@ def diagnose(
             worst = "" if case.worst_row is None else f" The largest error is at row {case.worst_row} (query block {case.worst_row // block_m})"
             say("wrong-output", f"{worst}{where}." + (facts(ro) if ro is not None else ""), ro)
 
-    if visits is not None and visits.visited_blocks == 0:
-        say("no-visits-recorded")
-    elif visits is not None and "causal" in drill.modes:
-        if visits.visited_blocks == visits.total_blocks and visits.ideal_blocks < visits.total_blocks:
-            # PASSED with every block visited is a finding of its own ("todo1-open", which
-            # unlocks the loop-bound hint); on a failing kernel it is only said
-            say("all-blocks-visited" if failing else "todo1-open",
-                f" ({visits.visited_blocks}/{visits.total_blocks} blocks visited; a causal kernel needs {visits.ideal_blocks}.)")
-        elif visits.visited_blocks > visits.ideal_blocks:
-            extra = visits.visited_blocks - visits.ideal_blocks
-            say("extra-blocks", f" ({extra} blocks more than the {visits.ideal_blocks} needed.)")
+    if visits is not None:
+        # PASSED with every block visited is a finding of its own ("todo1-open", which
+        # unlocks the loop-bound hint); on a failing kernel it is only said
+        for code, detail in visit_findings([("", visits)], "causal" in drill.modes,
+                                           "all-blocks-visited" if failing else "todo1-open").items():
+            say(code, detail)
 
-    return worded(drill, codes, values)
+    return codes.worded(drill)

@@ -13,7 +13,7 @@ Q, K and measures where weight sits that must not, which keys carry no weight
 that should, what the rows sum to, the softmax temperature, whether the K/V
 blocks share one scale, and (when the weights do not look like a softmax of
 q·k at all) which inputs the output depends on.  The numbers go into a
-:class:`~tutor.harness.result.ReadOut`; :mod:`tutor.harness.diagnose` turns
+:class:`~tutor.harness.result.ReadOut`; :mod:`.diagnose` turns
 them into sentences.
 """
 
