@@ -127,8 +127,7 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
         warmups = problem.compile_warmups
         if warmups is not None and parallel_compile(dev) and job.shape is None:
             variants = warmups(drill, state.module, launching.torch_device_name(dev))
-            if len(variants) > 1:  # one variant: nothing to overlap, the verdict's own launch compiles it
-                compile_concurrently(variants)
+            compile_concurrently(variants)  # each kernel of each variant on a thread of its own
         check = problem.check_correctness
         if job.shape_only:
             if problem.check_one_shape is None:
