@@ -84,13 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - tell the parent why this worker cannot start
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1
-    from dataclasses import asdict
-
+    from tutor import codec
     from tutor.harness import cost
 
     cost.install()
     startup["total_s"] = time.perf_counter() - clock
-    send({"ready": True, "device": asdict(device), "pid": os.getpid(), "startup": startup})
+    send({"ready": True, "device": codec.encode(device), "pid": os.getpid(), "startup": startup})
     job_arrived = threading.Event()
     warming = None
     if args.warm_compiler:
