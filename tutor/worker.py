@@ -143,21 +143,21 @@ def _warm_up(device: Any, warm_drill: str | None, job_arrived: threading.Event, 
     with cost.abortable(job_arrived):
         try:  # a GPU compiles the warm-up kernel, the interpreter runs it once
             startup["compiler_warm_s"] = warm_compiler(torch_device_name(device))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a warm-up only saves time: whatever stops it, the check still runs
             startup["compiler_warm_s"] = -1.0
         if not device.interpreter and warm_drill and not job_arrived.is_set():
             before = time.perf_counter()
             try:
                 warm_harness(warm_drill, device)
                 startup["harness_warm_s"] = time.perf_counter() - before
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a warm-up only saves time: whatever stops it, the check still runs
                 startup["harness_warm_s"] = -1.0
     if not device.interpreter and not job_arrived.is_set():
         from tutor.harness.peaks import device_peaks
 
         try:  # the roofline's ceilings, measured once per device and cached
             device_peaks(device.name, device.torch)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - measured again when a check asks for them (or the table serves)
             pass
 
 

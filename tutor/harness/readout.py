@@ -283,8 +283,9 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
     result.fit_rms = rms
     result.temperature_name = name_temperature(slope, head_dim) if rms is not None and rms < 0.1 else ""
     clean = rows_ok & ~f_rows & ~m_rows
-    _blocks(result, wz, s, p, allowed, clean, block_n, slope if result.temperature_name else 1.0)
-    _phantoms(result, wz, s, allowed, clean, slope if result.temperature_name else 1.0, block_m, block_n)
+    fitted = slope if result.temperature_name and slope is not None else 1.0  # a name implies a fitted slope
+    _blocks(result, wz, s, p, allowed, clean, block_n, fitted)
+    _phantoms(result, wz, s, allowed, clean, fitted, block_m, block_n)
     _maps(result, wz, p, allowed, rows_ok, f_mass, missing)
     return result
 
