@@ -257,7 +257,7 @@ class Worker:
         came = self._later_phase("diagnosis", budget_s, cancel, "reading out your kernel")
         result.output = self.output_tail()
         if isinstance(came, dict):
-            result.apply_diagnosis(came)
+            result.apply_phase("diagnosis", came)
             return True
         why, reason = came
         status: DiagnosisStatus = "cancelled" if why == NoMessage("cancelled") else "failed"
@@ -278,7 +278,7 @@ class Worker:
         came = self._later_phase("performance", timeout_s, cancel, "timing your kernel")
         result.output = self.output_tail()
         if isinstance(came, dict):
-            result.apply_performance(came)
+            result.apply_phase("performance", came)
             return
         why, reason = came
         if why == NoMessage("timeout"):

@@ -12,10 +12,10 @@ Protocol (one JSON object per line):
    never returns is named by the runner's timeout;
 3. when that result's ``diagnosis_phase.status`` is ``"pending"`` (it FAILED) it
    runs the diagnosis (read-outs, probes) and writes ``{"diagnosis": {...}}``
-   (:meth:`CheckResult.diagnosis_dict`);
+   (:meth:`CheckResult.phase_dict`);
 4. when its ``performance.status`` is ``"pending"`` it runs the performance
    phase (timed launches, SDPA, roofline) and writes ``{"performance": {...}}``
-   (:meth:`CheckResult.performance_dict`); then it exits.
+   (:meth:`CheckResult.phase_dict`); then it exits.
 
 A spare worker (``--warm-compiler``) says it is ready first and warms up after,
 in a thread that gives way to the job the moment it arrives (at its next kernel
@@ -114,10 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         send({"result": result.to_dict()})
         if result.diagnosis_phase.status == "pending":
             run_diagnosis(job, device, result, state)
-            send({"diagnosis": result.diagnosis_dict()})
+            send({"diagnosis": result.phase_dict("diagnosis")})
         if result.performance.status == "pending":
             run_performance(job, device, result, state)
-            send({"performance": result.performance_dict()})
+            send({"performance": result.phase_dict("performance")})
     except Exception:  # noqa: BLE001 - a bug in the tutor, not the student: say so
         send({"internal_error": traceback.format_exc()})
         return 1

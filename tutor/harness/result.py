@@ -495,20 +495,6 @@ class CheckResult:
         if data.get("cost") is not None:
             self.costs[phase] = codec.decode(PhaseCost, data["cost"])
 
-    def diagnosis_dict(self) -> dict[str, Any]:
-        """The diagnosis phase's findings: what the worker sends after the verdict."""
-        return self.phase_dict("diagnosis")
-
-    def apply_diagnosis(self, data: dict[str, Any]) -> None:
-        self.apply_phase("diagnosis", data)
-
-    def performance_dict(self) -> dict[str, Any]:
-        """The performance phase's own figures: what the worker sends after the diagnosis."""
-        return self.phase_dict("performance")
-
-    def apply_performance(self, data: dict[str, Any]) -> None:
-        self.apply_phase("performance", data)
-
     # -- JSON ----------------------------------------------------------------------
     # The fields (tutor.codec), then JSON_PROPERTIES, then the visit map as "visit_map".
     def to_dict(self) -> dict[str, Any]:
@@ -522,8 +508,8 @@ class CheckResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
-        fields = {key: value for key, value in data.items() if key != "visit_map"}
-        return codec.decode(cls, {**fields, "visits": data.get("visit_map")}, ignore_unknown=True)
+        rest = {key: value for key, value in data.items() if key != "visit_map"}
+        return codec.decode(cls, {**rest, "visits": data.get("visit_map")}, ignore_unknown=True)
 
     @classmethod
     def from_json(cls, text: str) -> CheckResult:
