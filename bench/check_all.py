@@ -54,6 +54,10 @@ def agrees(expected: str, result) -> bool:
     return ",".join(said) == expected and (result.error is None)
 
 
+def fmt(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
@@ -89,7 +93,6 @@ def main() -> int:
           f"{'visited':>9}{'ideal':>7}{'sdpa f/c ms':>14}{'check s':>8}  diagnosis")
     for rel, r, wall, expected in rows:
         verdict = "ERROR" if r.error else ("PASSED" if r.passed else "FAILED")
-        fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
         sdpa = "-" if r.sdpa_full_ms is None else f"{r.sdpa_full_ms:.3f}/{fmt(r.sdpa_causal_ms, '.3f')}"
         print(f"{rel:<40}{verdict:>8}{str(r.solved):>7}{fmt(r.max_abs_err, '.1e'):>9}{fmt(r.full_ms, '.3f'):>9}"
               f"{fmt(r.causal_ms, '.3f'):>10}{fmt(r.speedup, '.2f'):>6}{fmt(r.visited_fraction, '.3f'):>9}"

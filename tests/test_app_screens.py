@@ -16,6 +16,7 @@ from tutor.app.screens.quiz import QuizScreen
 from tutor.app.screens.text_page import TextPage
 from tutor.catalog import all_drills, get_drill, pristine_path
 from tutor.engine import CheckFinished, CheckStarted, DeviceReady, WatcherStatus
+from tutor.harness.result import Roofline, RooflineLaunch
 from tutor.progress import DrillProgress
 from tutor.quiz import build_questions
 
@@ -301,11 +302,9 @@ async def test_the_verdict_shows_at_once_with_a_timing_indicator_until_the_perfo
         text = screen_text(app)
         assert "✔  PASSED" in text and "timing drills/01_causal_mask.py" in text and "wall clock" not in text
         timed.performance = Performance("done")
-        timed.roofline = {"shape": [1, 2, 200, 64], "block_m": 64, "block_n": 64, "element_bytes": 2, "peaks": None,
-                          "counted_on": "total over batch × heads", "ridge": None,
-                          "launches": [{"mode": "causal", "flops": 13402112, "bytes": 401408, "visited_tiles": 20,
-                                        "ideal_flops": 12800000.0, "ideal_bytes": 204800, "ideal_note": "",
-                                        "tflops": None, "gbps": None, "sdpa_tflops": None}]}
+        timed.roofline = Roofline(shape=[1, 2, 200, 64], block_m=64, block_n=64, element_bytes=2, launches=[
+            RooflineLaunch(mode="causal", flops=13402112, bytes=401408, visited_tiles=20, ideal_flops=12800000.0,
+                           ideal_bytes=204800, ideal_note="")])
         app.engine_event(PerformanceFinished("01", timed, verdict.record))
         await pilot.pause()
         text = screen_text(app)

@@ -183,3 +183,63 @@ def test_an_older_file_keeps_its_speedups_as_they_were_and_says_they_are_undecid
     again = store.drill("01")
     assert again.history[0].speedup_undecided and again.best_speedup == 1.34 and again.best_speedup_undecided
     assert again.history[0].work_ratio == pytest.approx(32 / 20)
+
+
+# A progress file as the first version of the tutor wrote it (commit 12088bd): no content
+# ids, no counted work ratio, no device of an attempt, no timed-or-not mark on the best.
+FIRST_FORMAT = """{
+ "version": 1,
+ "drills": {
+  "01": {
+   "status": "passed",
+   "attempts": 2,
+   "first_passed_at": 1700000100.5,
+   "attempts_to_pass": 2,
+   "best_max_abs_err": 0.0009765625,
+   "best_speedup": 1.5,
+   "last_checked_at": 1700000100.5,
+   "unlocked_hints": [0],
+   "history": [
+    {"at": 1700000000.25, "passed": false, "solved": false, "max_abs_err": 0.5, "speedup": null,
+     "codes": ["todo2-open"], "error": null},
+    {"at": 1700000100.5, "passed": true, "solved": true, "max_abs_err": 0.0009765625, "speedup": 1.5,
+     "codes": [], "error": null}
+   ]
+  }
+ },
+ "quiz": {
+  "hbm-naive-1k": {"answer": "16.8 MB", "correct": true, "at": 1700000200, "attempts": 2}
+ }
+}
+"""
+
+
+def test_a_first_format_file_is_read_and_written_again_in_the_current_form(tmp_path: Path) -> None:
+    """Fields added since take their defaults; the next change writes the whole file in
+    today's form, every value that was there kept."""
+    state_dir = tmp_path / ".flashtutor"
+    state_dir.mkdir()
+    (state_dir / "progress.json").write_text(FIRST_FORMAT)
+    store = ProgressStore(tmp_path)
+    assert not store.warnings  # read, not moved aside
+    progress = store.drill("01")
+    assert (progress.status, progress.attempts, progress.attempts_to_pass, progress.unlocked_hints) == (
+        PASSED, 2, 2, [0])
+    assert [a.codes for a in progress.history] == [["todo2-open"], []]
+    assert progress.history[1].content is None and progress.history[1].ran_on is None
+    assert progress.best_speedup_undecided and progress.best_work_ratio is None  # cannot be told: said so
+    assert store.quiz_answers()["hbm-naive-1k"] == {"answer": "16.8 MB", "correct": True, "at": 1700000200.0,
+                                                    "attempts": 2}
+
+    store.record_quiz_answer("other-question", "4", correct=False)  # any change writes the file again
+    written = json.loads((state_dir / "progress.json").read_text())
+    old = json.loads(FIRST_FORMAT)
+    drill, old_drill = written["drills"]["01"], old["drills"]["01"]
+    assert written["version"] == 1
+    assert {key: drill[key] for key in old_drill if key != "history"} == {
+        key: value for key, value in old_drill.items() if key != "history"}
+    assert (drill["best_speedup_timed"], drill["best_work_ratio"]) == (False, None)
+    for attempt, old_attempt in zip(drill["history"], old_drill["history"], strict=True):
+        assert attempt == {**old_attempt, "content": None, "work_ratio": None, "ran_on": None}
+    assert written["quiz"]["hbm-naive-1k"] == {**old["quiz"]["hbm-naive-1k"], "at": 1700000200.0}
+    assert ProgressStore(tmp_path).drill("01") == progress  # and reads back as it was

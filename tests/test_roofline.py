@@ -10,7 +10,7 @@ import pytest
 import torch
 from helpers_app import recorded_result
 
-from tutor import roofline
+from tutor.harness import roofline
 from tutor.harness.peaks import device_peaks, table_peaks
 from tutor.harness.result import VisitMap
 from tutor.quiz import formulas
@@ -70,7 +70,7 @@ def test_full_attention_counts_match_the_quiz_formulas():
     assert launch.ideal_bytes == batch * heads * formulas.fused_hbm_bytes(n, d, 2)
     # K and V are loaded once per query block: T times the compulsory reads of K and V
     assert launch.bytes == batch * heads * (2 * n * d * 2 + t * 2 * n * d * 2)
-    assert launch.tflops is None and roof.to_dict()["launches"][0]["bound"] is None  # no rates without a time
+    assert launch.tflops is None and launch.bound is None  # no rates without a time
 
 
 def test_causal_ideal_uses_the_block_skipping_fraction_and_a_timed_launch_gets_rates():
@@ -86,7 +86,7 @@ def test_causal_ideal_uses_the_block_skipping_fraction_and_a_timed_launch_gets_r
     assert launch.ideal_flops == formulas.forward_flops(n, d) * formulas.causal_visited_fraction(n, block)
     assert launch.tflops == pytest.approx(launch.flops / 1e-5 / 1e12)
     assert launch.gbps == pytest.approx(launch.bytes / 1e-5 / 1e9)
-    assert roof.bound(launch) == ("compute" if launch.intensity >= 100.0 else "memory")
+    assert launch.bound == roof.bound(launch) == ("compute" if launch.intensity >= 100.0 else "memory")
 
 
 def test_peaks_come_from_the_table_or_a_cached_measurement_in_the_user_cache(tmp_path, monkeypatch):
@@ -117,5 +117,5 @@ def test_the_roofline_at_a_timing_shape_unlike_the_verdicts_counts_there(tmp_pat
     run_performance(job, dev, result, state)
     assert result.performance.status == "done", result.performance.reason
     assert result.timing_shape == [1, 2, 200, 64]
-    tiles = {launch["mode"]: launch["visited_tiles"] for launch in result.roofline["launches"]}
+    tiles = {launch.mode: launch.visited_tiles for launch in result.roofline.launches}
     assert tiles == {"full": 32, "causal": 20}  # 2 heads x 16 tiles; 2 heads x 10 needed

@@ -65,9 +65,9 @@ def test_the_verdict_comes_first_and_the_performance_of_the_same_content_follows
         assert result.performance.status == "done" and result.performance.duration_s > 0
         assert result.full_ms > 0 and result.causal_ms > 0
         assert result.outcome == "solved" and result.visits == verdict.result.visits  # the same verdict
-        modes = {launch["mode"]: launch for launch in result.roofline["launches"]}
-        assert set(modes) == {"full", "causal"} and modes["causal"]["visited_tiles"] == 20
-        assert all(launch["tflops"] is None and launch["gbps"] is None for launch in modes.values())  # no rates
+        modes = {launch.mode: launch for launch in result.roofline.launches}
+        assert set(modes) == {"full", "causal"} and modes["causal"].visited_tiles == 20
+        assert all(launch.tflops is None and launch.gbps is None for launch in modes.values())  # no rates
         # recorded: the same attempt (not a second one) carries the counted work ratio, and no
         # speed-up: the interpreter's wall clock is none (a GPU's timed ratio has its own field)
         progress = engine.progress.drill("01")

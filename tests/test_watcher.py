@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 # imported before any test lowers the open-file limit: an import needs file descriptors
-import watchdog.observers.inotify  # noqa: F401
-import watchdog.observers.polling  # noqa: F401
+import watchdog.observers.inotify
+import watchdog.observers.polling
 import watchdog.utils.dirsnapshot  # noqa: F401
 from helpers_loop import QUIET_S, WAIT_S, save_by_rename, save_in_place, save_vim_style
 

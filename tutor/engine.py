@@ -363,7 +363,7 @@ class TutorEngine:
     def _emit(self, event: Event) -> None:
         try:
             self._on_event(event)
-        except Exception:  # noqa: BLE001 - a front end's bug must not stop the checks
+        except Exception:  # a front end's bug must not stop the checks (logged with its traceback)
             log.exception("flashtutor: the engine's event callback failed on %r", event)
 
     def _emit_warnings(self) -> None:
@@ -450,7 +450,7 @@ class TutorEngine:
             drill_id = task.drill
             try:
                 self._check(drill_id, task.request, task.cancel)
-            except Exception as exc:  # noqa: BLE001 - a tutor bug: say it, keep going
+            except Exception as exc:  # a tutor bug: say it (logged with its traceback), keep going
                 log.exception("flashtutor: checking %s failed", drill_id)
                 self._emit(EngineError(f"checking {drill_id} failed inside the tutor: {exc!r}"))
             finally:

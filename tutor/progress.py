@@ -61,7 +61,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, get_args
 
@@ -70,6 +70,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: one process per workspace, then
     fcntl = None  # type: ignore[assignment]
 
+from tutor import codec
 from tutor.atomic import write_text_atomically
 from tutor.catalog import Drill, Hint, get_drill
 from tutor.harness.result import CheckResult
@@ -292,16 +293,36 @@ class CheckRecord:
 
 
 @dataclass
+class QuizAnswer:
+    """The latest answer to one quiz question."""
+
+    answer: str
+    correct: bool
+    at: float  # seconds since the epoch
+    attempts: int  # answers given to this question
+
+    def __post_init__(self) -> None:  # as the file may hold them (an integer time)
+        self.answer, self.correct = str(self.answer), bool(self.correct)
+        self.at, self.attempts = float(self.at), int(self.attempts)
+
+
+@dataclass
 class _State:
+    """What the file holds, besides its ``version``: written and read by :mod:`tutor.codec`
+    from the dataclasses above, so a new field is one line (with its default).
+
+    Older files: a field added later is absent there and takes its default, and the
+    file is written whole in the current form at the next change.  A change that an
+    absent field's default cannot express (a field renamed, removed or given another
+    meaning) raises ``FORMAT_VERSION`` and converts the older versions' data in
+    :meth:`from_json` before it is decoded."""
+
     drills: dict[str, DrillProgress] = field(default_factory=dict)
-    quiz: dict[str, dict[str, Any]] = field(default_factory=dict)
+    quiz: dict[str, QuizAnswer] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        data = {
-            "version": FORMAT_VERSION,
-            "drills": {key: asdict(value) for key, value in sorted(self.drills.items())},
-            "quiz": self.quiz,
-        }
+        data = {"version": FORMAT_VERSION, **codec.encode(self)}
+        data["drills"] = dict(sorted(data["drills"].items()))
         return json.dumps(data, indent=1, allow_nan=False) + "\n"
 
     @classmethod
@@ -310,27 +331,20 @@ class _State:
             data = json.loads(text)
             if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
                 raise CorruptProgress(f"not a version-{FORMAT_VERSION} progress file")
-            drills = {str(key): _drill_from_dict(value) for key, value in data.get("drills", {}).items()}
-            quiz = {str(key): _quiz_entry(value) for key, value in data.get("quiz", {}).items()}
+            state = codec.decode(cls, data, ignore_unknown=True)  # "version", and any other key beside the two
+            for progress in state.drills.values():
+                _check(progress)
         except CorruptProgress:
             raise
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise CorruptProgress(f"{type(exc).__name__}: {exc}") from None
-        return cls(drills=drills, quiz=quiz)
+        return state
 
 
-def _drill_from_dict(data: dict[str, Any]) -> DrillProgress:
-    progress = DrillProgress(**{**data, "history": [Attempt(**a) for a in data.get("history", [])]})
+def _check(progress: DrillProgress) -> None:
     if progress.status not in STATUSES:
         raise CorruptProgress(f"unknown status {progress.status!r}")
     progress.unlocked_hints = sorted(int(i) for i in progress.unlocked_hints)
-    return progress
-
-
-def _quiz_entry(data: dict[str, Any]) -> dict[str, Any]:
-    entry = {"answer": str(data["answer"]), "correct": bool(data["correct"]), "at": float(data["at"]),
-             "attempts": int(data["attempts"])}
-    return entry
 
 
 def _finite(value: float | None) -> float | None:
@@ -400,7 +414,7 @@ class ProgressStore:
         """question id -> {"answer", "correct", "at", "attempts"} (the latest answer)."""
         with self._lock:
             self._refresh()
-            return {key: dict(value) for key, value in self._state.quiz.items()}
+            return {key: codec.encode(value) for key, value in self._state.quiz.items()}
 
     # -- changing ------------------------------------------------------------------
     def record_check(self, result: CheckResult, drill: Drill | None = None, content: str | None = None) -> CheckRecord:
@@ -552,15 +566,11 @@ class ProgressStore:
 
         def change(state: _State) -> None:
             previous = state.quiz.get(question_id)
-            state.quiz[question_id] = {
-                "answer": answer,
-                "correct": bool(correct),
-                "at": time.time(),
-                "attempts": (previous["attempts"] if previous else 0) + 1,
-            }
+            state.quiz[question_id] = QuizAnswer(answer=answer, correct=bool(correct), at=time.time(),
+                                                 attempts=(previous.attempts if previous else 0) + 1)
             if drill is not None:
                 progress = state.drills.setdefault(drill.id, DrillProgress())
-                answers = sum(entry["attempts"] for entry in state.quiz.values())
+                answers = sum(entry.attempts for entry in state.quiz.values())
                 progress.attempts = answers  # a paper drill's attempts: its answers, one count everywhere
                 earned = earned_unlocks(drill, answers, slips)
                 newly[:] = sorted(earned - set(progress.unlocked_hints))

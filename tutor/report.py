@@ -195,7 +195,7 @@ def performance_lines(result: CheckResult) -> list[str]:
     if result.roofline is not None:
         from tutor.roofline import lines as roofline_lines
 
-        lines += [f"{'roofline':<{LABEL_WIDTH}}: {result.roofline['counted_on']}"
+        lines += [f"{'roofline':<{LABEL_WIDTH}}: {result.roofline.counted_on}"
                   + ("" if not interpreter else "; counts only on the interpreter, no rates")]
         lines += roofline_lines(result.roofline)
     return lines

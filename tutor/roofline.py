@@ -1,195 +1,12 @@
-"""The student's kernel on a roofline: counted work, drill 03's ideal, achieved rates.
+"""The roofline in words and a small terminal drawing, shared by the report and the app.
 
-Everything here comes from the counted visit map and the shape:
-
-* **FLOPs done**: the two matmuls of every visited (query block, key block)
-  tile, ``4 · rows · cols · d`` (a multiply-add is two FLOPs, as in drill 03),
-  on the tile's real rows and columns (the padding of a ragged last block is
-  not counted);
-* **bytes loaded and stored**: each (head, query block) program loads its Q
-  tile once and stores its O tile once; each visited tile loads one K and one
-  V tile.  These are the tile loads the kernel issues from global memory; a
-  GPU's L2 may serve some of the repeated K/V loads, so they bound the HBM
-  traffic from above;
-* **drill 03's ideal** for the same shape, from the quiz's formulas
-  (:mod:`tutor.quiz.formulas`, the one source): compulsory traffic (Q, K, V
-  read once, O written once) and the FLOPs of full attention, times the
-  block-skipping fraction for causal attention with square blocks.
-
-On a GPU, with a timed launch, the achieved TFLOP/s and GB/s are set against
-the device's peaks (:mod:`tutor.harness.peaks`); on the interpreter there are
-counts only, never a rate.  Every count is a total over batch × heads.
-
-No torch here: the worker fills it and every front end reads ``to_dict()``.
+The figures themselves are counted in the worker (:mod:`tutor.harness.roofline`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from tutor.harness.result import Roofline
 
-from tutor.harness.result import VisitMap
-from tutor.quiz import formulas
-
-ELEMENT_BYTES = 2  # fp16 inputs and output
-
-
-@dataclass(frozen=True)
-class WorkCount:
-    """Counted work of one launch, in total over batch × heads."""
-
-    flops: int
-    q_bytes: int
-    k_bytes: int
-    v_bytes: int
-    o_bytes: int
-    visited_tiles: int
-
-    @property
-    def bytes(self) -> int:
-        return self.q_bytes + self.k_bytes + self.v_bytes + self.o_bytes
-
-
-def _extent(index: int, block: int, seq: int) -> int:
-    """Real rows (or columns) of block ``index``: the last block may be ragged."""
-    return max(0, min(block, seq - index * block))
-
-
-def count_work(visits: VisitMap, head_dim: int, element_bytes: int = ELEMENT_BYTES) -> WorkCount:
-    """FLOPs and bytes of the launch whose visit map this is (see the module docstring)."""
-    seq, d, b = visits.seq, head_dim, element_bytes
-    rows = [_extent(i, visits.block_m, seq) for i in range(len(visits.counts))]
-    cols = [_extent(j, visits.block_n, seq) for j in range(len(visits.counts[0]) if visits.counts else 0)]
-    flops = kv_elements = tiles = 0
-    for i, row in enumerate(visits.counts):
-        for j, count in enumerate(row):
-            flops += count * 4 * rows[i] * cols[j] * d
-            kv_elements += count * cols[j] * d
-            tiles += count
-    q_elements = visits.heads * sum(rows) * d  # one Q tile per (head, query block) program
-    return WorkCount(
-        flops=flops,
-        q_bytes=q_elements * b,
-        k_bytes=kv_elements * b,
-        v_bytes=kv_elements * b,
-        o_bytes=q_elements * b,  # one O tile stored per program
-        visited_tiles=tiles,
-    )
-
-
-@dataclass(frozen=True)
-class Ideal:
-    """Drill 03's fused attention at this shape, in total over batch × heads."""
-
-    flops: float
-    bytes: int
-    note: str
-
-
-def ideal_work(shape: list[int], causal: bool, block_m: int, block_n: int,
-               element_bytes: int = ELEMENT_BYTES) -> Ideal:
-    batch, heads, n, d = shape
-    programs = batch * heads
-    hbm = programs * formulas.fused_hbm_bytes(n, d, element_bytes)
-    flops = programs * formulas.forward_flops(n, d)
-    if not causal:
-        return Ideal(flops=flops, bytes=hbm, note="fused: Q, K, V read once, O written once; 4·n²·d FLOPs")
-    if block_m == block_n:
-        fraction = formulas.causal_visited_fraction(n, block_n)
-        return Ideal(flops=float(flops * fraction), bytes=hbm,
-                     note=f"fused, causal: 4·n²·d × (T+1)/(2T) = {fraction} with {block_n}-blocks")
-    return Ideal(flops=flops / 2, bytes=hbm, note="fused, causal: about half of 4·n²·d (blocks not square)")
-
-
-@dataclass
-class Launch:
-    """One launch (full or causal) on the roofline."""
-
-    mode: str  # "full" or "causal"
-    flops: int
-    bytes: int
-    visited_tiles: int
-    ideal_flops: float
-    ideal_bytes: int
-    ideal_note: str
-    ms: float | None = None  # timed (GPU only)
-    tflops: float | None = None
-    gbps: float | None = None
-    sdpa_ms: float | None = None  # torch's SDPA, same shape, timed (GPU only)
-    sdpa_tflops: float | None = None  # at the ideal FLOPs (its own tiling is unknown)
-
-    @property
-    def intensity(self) -> float:
-        return self.flops / self.bytes if self.bytes else 0.0
-
-
-@dataclass
-class Roofline:
-    shape: list[int]
-    block_m: int
-    block_n: int
-    element_bytes: int
-    launches: list[Launch] = field(default_factory=list)
-    peaks: dict[str, Any] | None = None  # {"tflops", "gbps", "source"} on a GPU
-    counted_on: str = "total over batch × heads"
-
-    @property
-    def ridge(self) -> float | None:
-        """FLOPs per byte where the two ceilings meet."""
-        if not self.peaks:
-            return None
-        return float(self.peaks["tflops"] * 1e12 / (self.peaks["gbps"] * 1e9))
-
-    def bound(self, launch: Launch) -> str | None:
-        """"compute" or "memory" at the counted tile loads, against the device's ridge."""
-        ridge = self.ridge
-        if ridge is None or not launch.bytes:
-            return None
-        return "compute" if launch.intensity >= ridge else "memory"
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        for launch, out in zip(self.launches, data["launches"], strict=True):
-            out["intensity"] = launch.intensity
-            out["bound"] = self.bound(launch)
-        data["ridge"] = self.ridge
-        return data
-
-
-def sdpa_rate(ideal_flops: float, ms: float | None) -> float | None:
-    """torch's SDPA in TFLOP/s at the ideal FLOPs (its own tiling is not counted)."""
-    return None if not ms else ideal_flops / (ms * 1e-3) / 1e12
-
-
-def build(shape: list[int], visits_by_mode: dict[str, VisitMap], *, ms: Mapping[str, float | None] | None = None,
-          sdpa_ms: Mapping[str, float | None] | None = None, peaks: dict[str, Any] | None = None,
-          element_bytes: int = ELEMENT_BYTES) -> Roofline:
-    """The roofline of the launches whose visit maps are given (keyed "full"/"causal").
-    ``ms`` and ``sdpa_ms`` are GPU timings at ``shape``; leave them out on the
-    interpreter (its milliseconds are not a device's rate)."""
-    first = next(iter(visits_by_mode.values()))
-    roof = Roofline(shape=list(shape), block_m=first.block_m, block_n=first.block_n,
-                    element_bytes=element_bytes, peaks=peaks)
-    for mode, visits in visits_by_mode.items():
-        work = count_work(visits, shape[3], element_bytes)
-        ideal = ideal_work(shape, mode == "causal", visits.block_m, visits.block_n, element_bytes)
-        launch = Launch(mode=mode, flops=work.flops, bytes=work.bytes, visited_tiles=work.visited_tiles,
-                        ideal_flops=ideal.flops, ideal_bytes=ideal.bytes, ideal_note=ideal.note)
-        t = (ms or {}).get(mode)
-        if t:
-            launch.ms = t
-            launch.tflops = work.flops / (t * 1e-3) / 1e12
-            launch.gbps = work.bytes / (t * 1e-3) / 1e9
-        s = (sdpa_ms or {}).get(mode)
-        if s:
-            launch.sdpa_ms = s
-            launch.sdpa_tflops = sdpa_rate(ideal.flops, s)
-        roof.launches.append(launch)
-    return roof
-
-
-# -- words and a small terminal drawing, shared by the report and the app ----------
 
 def human(value: float, unit: str) -> str:
     """1.3 GFLOP, 420.0 KB: three significant figures with an SI prefix."""
@@ -205,24 +22,23 @@ def bar(fraction: float, width: int = 20) -> str:
     return "█" * filled + "·" * (width - filled) + "|"
 
 
-def lines(data: dict[str, Any]) -> list[str]:
-    """The roofline as plain text lines (``data`` is ``Roofline.to_dict()``)."""
+def lines(roof: Roofline) -> list[str]:
+    """The roofline as plain text lines."""
     out = []
-    peaks = data.get("peaks")
-    for launch in data["launches"]:
-        mode = launch["mode"]
+    peaks = roof.peaks
+    for launch in roof.launches:
         out.append(
-            f"{'  ' + mode:<14}: {human(launch['flops'], 'FLOP')}, {human(launch['bytes'], 'B')} of tile loads "
-            f"({launch['intensity']:.0f} FLOP/B); ideal {human(launch['ideal_flops'], 'FLOP')}, "
-            f"{human(launch['ideal_bytes'], 'B')}"
+            f"{'  ' + launch.mode:<14}: {human(launch.flops, 'FLOP')}, {human(launch.bytes, 'B')} of tile loads "
+            f"({launch.intensity:.0f} FLOP/B); ideal {human(launch.ideal_flops, 'FLOP')}, "
+            f"{human(launch.ideal_bytes, 'B')}"
         )
-        if launch.get("tflops") is not None and peaks:
-            compute = launch["tflops"] / peaks["tflops"]
-            memory = launch["gbps"] / peaks["gbps"]
-            out.append(f"  compute {bar(compute)} {launch['tflops']:.0f}/{peaks['tflops']:.0f} TFLOP/s")
-            out.append(f"  memory  {bar(memory)} {launch['gbps']:.0f}/{peaks['gbps']:.0f} GB/s (tile loads)")
-            if launch.get("bound"):
-                out.append(f"  {launch['bound']}-bound at this shape (ridge {data['ridge']:.0f} FLOP/B)")
-        if launch.get("sdpa_tflops") is not None:
-            out.append(f"  torch sdpa: {launch['sdpa_tflops']:.0f} TFLOP/s at the ideal FLOPs")
+        if launch.tflops is not None and launch.gbps is not None and peaks:
+            compute = launch.tflops / peaks["tflops"]
+            memory = launch.gbps / peaks["gbps"]
+            out.append(f"  compute {bar(compute)} {launch.tflops:.0f}/{peaks['tflops']:.0f} TFLOP/s")
+            out.append(f"  memory  {bar(memory)} {launch.gbps:.0f}/{peaks['gbps']:.0f} GB/s (tile loads)")
+            if launch.bound and roof.ridge is not None:
+                out.append(f"  {launch.bound}-bound at this shape (ridge {roof.ridge:.0f} FLOP/B)")
+        if launch.sdpa_tflops is not None:
+            out.append(f"  torch sdpa: {launch.sdpa_tflops:.0f} TFLOP/s at the ideal FLOPs")
     return out

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tutor import codec
 from tutor.harness.device import DeviceChoice
 from tutor.harness.job import CheckJob
 from tutor.harness.result import (
@@ -148,7 +149,7 @@ class Worker:
             self.kill()
             reason = message.get("error") if isinstance(message, dict) else self.output_tail() or "no output"
             raise WorkerStartError(f"the check worker could not start: {reason}")
-        self.device = Device(**message["device"])
+        self.device = codec.decode(Device, message["device"])
         self.startup = message.get("startup", {})
         return self.device
 
@@ -256,7 +257,7 @@ class Worker:
         came = self._later_phase("diagnosis", budget_s, cancel, "reading out your kernel")
         result.output = self.output_tail()
         if isinstance(came, dict):
-            result.apply_diagnosis(came)
+            result.apply_phase("diagnosis", came)
             return True
         why, reason = came
         status: DiagnosisStatus = "cancelled" if why == NoMessage("cancelled") else "failed"
@@ -277,7 +278,7 @@ class Worker:
         came = self._later_phase("performance", timeout_s, cancel, "timing your kernel")
         result.output = self.output_tail()
         if isinstance(came, dict):
-            result.apply_performance(came)
+            result.apply_phase("performance", came)
             return
         why, reason = came
         if why == NoMessage("timeout"):
@@ -450,11 +451,8 @@ class CheckRunner:
             result.sdpa_full_ms, result.sdpa_causal_ms = baseline
             result.sdpa_from_earlier_check = True
             if result.roofline is not None:  # the same SDPA times on the roofline
-                from tutor.roofline import sdpa_rate
-
-                for launch in result.roofline["launches"]:
-                    launch["sdpa_ms"] = baseline[0] if launch["mode"] == "full" else baseline[1]
-                    launch["sdpa_tflops"] = sdpa_rate(launch["ideal_flops"], launch["sdpa_ms"])
+                for launch in result.roofline.launches:
+                    launch.take_sdpa(baseline[0] if launch.mode == "full" else baseline[1])
 
     def _ensure_spare(self) -> None:
         with self._lock:

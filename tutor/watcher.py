@@ -147,7 +147,7 @@ class SaveDebouncer:
             for path in due:
                 try:
                     self._on_save(path)
-                except Exception:  # noqa: BLE001 - one bad callback must not stop the watching
+                except Exception:  # one bad callback must not stop the watching (logged)
                     log.exception("flashtutor: the save callback for %s failed", path)
 
 
@@ -299,7 +299,7 @@ class DrillWatcher:
         self.mode, self.reason = mode, reason
         try:
             self._on_status(mode, reason)
-        except Exception:  # noqa: BLE001
+        except Exception:  # a front end's callback must not stop the watching (logged)
             log.exception("flashtutor: the watcher status callback failed")
 
     # -- supervision -----------------------------------------------------------------

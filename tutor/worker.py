@@ -12,10 +12,10 @@ Protocol (one JSON object per line):
    never returns is named by the runner's timeout;
 3. when that result's ``diagnosis_phase.status`` is ``"pending"`` (it FAILED) it
    runs the diagnosis (read-outs, probes) and writes ``{"diagnosis": {...}}``
-   (:meth:`CheckResult.diagnosis_dict`);
+   (:meth:`CheckResult.phase_dict`);
 4. when its ``performance.status`` is ``"pending"`` it runs the performance
    phase (timed launches, SDPA, roofline) and writes ``{"performance": {...}}``
-   (:meth:`CheckResult.performance_dict`); then it exits.
+   (:meth:`CheckResult.phase_dict`); then it exits.
 
 A spare worker (``--warm-compiler``) says it is ready first and warms up after,
 in a thread that gives way to the job the moment it arrives (at its next kernel
@@ -84,13 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - tell the parent why this worker cannot start
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 1
-    from dataclasses import asdict
-
+    from tutor import codec
     from tutor.harness import cost
 
     cost.install()
     startup["total_s"] = time.perf_counter() - clock
-    send({"ready": True, "device": asdict(device), "pid": os.getpid(), "startup": startup})
+    send({"ready": True, "device": codec.encode(device), "pid": os.getpid(), "startup": startup})
     job_arrived = threading.Event()
     warming = None
     if args.warm_compiler:
@@ -115,10 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         send({"result": result.to_dict()})
         if result.diagnosis_phase.status == "pending":
             run_diagnosis(job, device, result, state)
-            send({"diagnosis": result.diagnosis_dict()})
+            send({"diagnosis": result.phase_dict("diagnosis")})
         if result.performance.status == "pending":
             run_performance(job, device, result, state)
-            send({"performance": result.performance_dict()})
+            send({"performance": result.phase_dict("performance")})
     except Exception:  # noqa: BLE001 - a bug in the tutor, not the student: say so
         send({"internal_error": traceback.format_exc()})
         return 1
@@ -144,21 +143,21 @@ def _warm_up(device: Any, warm_drill: str | None, job_arrived: threading.Event, 
     with cost.abortable(job_arrived):
         try:  # a GPU compiles the warm-up kernel, the interpreter runs it once
             startup["compiler_warm_s"] = warm_compiler(torch_device_name(device))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a warm-up only saves time: whatever stops it, the check still runs
             startup["compiler_warm_s"] = -1.0
         if not device.interpreter and warm_drill and not job_arrived.is_set():
             before = time.perf_counter()
             try:
                 warm_harness(warm_drill, device)
                 startup["harness_warm_s"] = time.perf_counter() - before
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a warm-up only saves time: whatever stops it, the check still runs
                 startup["harness_warm_s"] = -1.0
     if not device.interpreter and not job_arrived.is_set():
         from tutor.harness.peaks import device_peaks
 
         try:  # the roofline's ceilings, measured once per device and cached
             device_peaks(device.name, device.torch)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - measured again when a check asks for them (or the table serves)
             pass
 
 

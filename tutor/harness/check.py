@@ -12,7 +12,7 @@ that re-run a launch with other guard fills, the named mistakes (the problem's
 compiled; the runner gives it its own time budget, not the student's.
 
 ``run_performance`` last times full and causal launches (and torch's SDPA on
-a GPU) and puts the kernel on a roofline (:mod:`tutor.roofline`).
+a GPU) and puts the kernel on a roofline (:mod:`tutor.harness.roofline`).
 ``run_check`` runs them all, for callers that want one result.  Everything
 any phase reports was measured from the student's kernel.  Each phase's
 launches, compiles and seconds go into ``result.costs``
@@ -29,7 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import torch
 
@@ -41,7 +40,7 @@ from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.problems import Diagnosed, Problem, TimedLaunches, problem_for
 from tutor.harness.read_trace import tracing_reads
-from tutor.harness.result import CheckResult, Device, DiagnosisPhase, Performance, VisitMap
+from tutor.harness.result import CheckResult, Device, DiagnosisPhase, Performance, Roofline, VisitMap
 from tutor.pristine import blob_id
 
 # "0": compile each phase's Triton variants one after another (GPU); by default they are
@@ -265,8 +264,8 @@ def _compile_timed_concurrently(state: VerdictState, timed: TimedLaunches) -> di
 
 
 def _roofline(state: VerdictState, dev: Device, result: CheckResult, timed: TimedLaunches,
-              maps: dict[str, VisitMap] | None = None) -> dict[str, Any] | None:
-    from tutor import roofline
+              maps: dict[str, VisitMap] | None = None) -> Roofline | None:
+    from tutor.harness import roofline  # only here: it reads drill 03's formulas (tutor.quiz)
 
     if maps is None:
         maps = {mode: _timing_map(state, timed, mode) for mode in _counted_modes(state)}
@@ -279,7 +278,7 @@ def _roofline(state: VerdictState, dev: Device, result: CheckResult, timed: Time
         from tutor.harness.peaks import device_peaks
 
         peaks = device_peaks(dev.name, dev.torch)
-    return roofline.build(result.timing_shape, maps, ms=ms, sdpa_ms=sdpa, peaks=peaks).to_dict()
+    return roofline.build(result.timing_shape, maps, ms=ms, sdpa_ms=sdpa, peaks=peaks)
 
 
 def run_check(job: CheckJob, dev: Device) -> CheckResult:

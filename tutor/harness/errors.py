@@ -62,15 +62,26 @@ def not_utf8(exc: UnicodeDecodeError, data: bytes, file: str) -> CheckError:
     )
 
 
-def launcher_mismatch(exc: BaseException, file: str) -> CheckError:
+class LauncherMismatch(TypeError):
+    """The launcher's parameters do not take the call the tutor makes
+    (raised by :func:`tutor.harness.loader.check_launcher_call`)."""
+
+    def __init__(self, launcher: object, expected: str, reason: str):
+        super().__init__(reason)
+        self.launcher = launcher
+        self.expected = expected
+        self.reason = reason
+
+
+def launcher_mismatch(exc: LauncherMismatch, file: str) -> CheckError:
     """The launcher's ``def`` does not take the tutor's call: point at the ``def``."""
-    code = getattr(exc.launcher, "__code__", None)  # type: ignore[attr-defined]
+    code = getattr(exc.launcher, "__code__", None)
     here = code is not None and Path(code.co_filename).resolve() == Path(file).resolve()
     line = code.co_firstlineno if here and code is not None else None
     return CheckError(
         kind="missing-function",
-        message=f"the launcher's signature does not take the tutor's call ({exc.reason}); "  # type: ignore[attr-defined]
-                f"expected: {exc.expected}",  # type: ignore[attr-defined]
+        message=f"the launcher's signature does not take the tutor's call ({exc.reason}); "
+                f"expected: {exc.expected}",
         file=file,
         line=line,
         source_line=_source_line(file, line),
@@ -155,7 +166,7 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None,
     """
     if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).resolve() == Path(file).resolve():
         return syntax_error(exc, file)
-    if type(exc).__name__ == "LauncherMismatch":
+    if isinstance(exc, LauncherMismatch):
         return launcher_mismatch(exc, file)
     if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"):
         line = _compile_error_line(exc, module)

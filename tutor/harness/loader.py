@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 from tutor.harness import errors
+from tutor.harness.errors import LauncherMismatch
 from tutor.harness.result import CheckError
 
 LAUNCHER = "attention"
@@ -94,16 +95,6 @@ def load_student_module(path: Path, data: bytes | None = None) -> ModuleType:
     return module
 
 
-class LauncherMismatch(TypeError):
-    """The launcher's parameters do not take the call the tutor makes."""
-
-    def __init__(self, launcher: object, expected: str, reason: str):
-        super().__init__(reason)
-        self.launcher = launcher
-        self.expected = expected
-        self.reason = reason
-
-
 def expected_call(names: tuple[str, ...], keywords: Mapping[str, object]) -> str:
     """The launcher's ``def`` line the tutor's call fits:
     ``def attention(q, k, v, causal=False, out=None, visits=None)``."""
@@ -113,13 +104,13 @@ def expected_call(names: tuple[str, ...], keywords: Mapping[str, object]) -> str
     return f"def {LAUNCHER}({', '.join(params)})"
 
 
-def check_launcher_call(launcher: object, names: tuple[str, ...], args: tuple[object, ...],
+def check_launcher_call(launcher: Callable[..., object], names: tuple[str, ...], args: tuple[object, ...],
                         keywords: Mapping[str, object]) -> None:
     """Raise :class:`LauncherMismatch` when ``launcher(*args, **keywords)`` cannot bind
     (a missing or misspelt parameter), before the call: Python's own TypeError for
     it names no line of the student's file."""
     try:
-        signature = inspect.signature(launcher)  # type: ignore[arg-type]
+        signature = inspect.signature(launcher)
     except (TypeError, ValueError):  # not introspectable: let the call itself say
         return
     try:

@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import cast
+
+from tutor.harness.result import Peaks
 
 # name fragment -> (dense fp16 TFLOP/s, HBM GB/s), datasheet figures
 KNOWN_GPUS: dict[str, tuple[float, float]] = {
@@ -33,7 +35,7 @@ COPY_BYTES = 1 << 30  # 1 GiB copied (read + write: 2 GiB moved)
 MATMUL_N = 8192
 
 
-def table_peaks(device_name: str) -> dict[str, Any] | None:
+def table_peaks(device_name: str) -> Peaks | None:
     for fragment, (tflops, gbps) in KNOWN_GPUS.items():
         if fragment.lower() in device_name.lower():
             return {"tflops": tflops, "gbps": gbps, "source": f"datasheet ({fragment})"}
@@ -53,16 +55,16 @@ def _key(device_name: str, torch_version: str) -> str:
     return f"{device_name} | torch {torch_version}"
 
 
-def cached_peaks(device_name: str, torch_version: str) -> dict[str, Any] | None:
+def cached_peaks(device_name: str, torch_version: str) -> Peaks | None:
     try:
         data = json.loads(_cache_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     entry = data.get(_key(device_name, torch_version)) if isinstance(data, dict) else None
-    return entry if isinstance(entry, dict) and {"tflops", "gbps"} <= entry.keys() else None
+    return cast(Peaks, entry) if isinstance(entry, dict) and {"tflops", "gbps"} <= entry.keys() else None
 
 
-def store_peaks(device_name: str, torch_version: str, peaks: dict[str, Any]) -> None:
+def store_peaks(device_name: str, torch_version: str, peaks: Peaks) -> None:
     path = _cache_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +81,7 @@ def store_peaks(device_name: str, torch_version: str, peaks: dict[str, Any]) -> 
         pass  # a read-only home: measure again next time
 
 
-def measure_peaks() -> dict[str, Any]:
+def measure_peaks() -> Peaks:
     """Time one large fp16 matmul and one device copy on the current GPU."""
     import torch
     import triton.testing
@@ -97,7 +99,7 @@ def measure_peaks() -> dict[str, Any]:
     }
 
 
-def device_peaks(device_name: str, torch_version: str, measure: bool = True) -> dict[str, Any] | None:
+def device_peaks(device_name: str, torch_version: str, measure: bool = True) -> Peaks | None:
     """The peaks the roofline draws against (see the module docstring); GPU only."""
     peaks = cached_peaks(device_name, torch_version)
     if peaks is None and measure:

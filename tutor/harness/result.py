@@ -1,7 +1,8 @@
 """The structured result of one check: what the harness measured, as data.
 
 A :class:`CheckResult` crosses the process boundary as JSON (``to_json`` /
-``from_json``) and is what every front end shows: ``flashtutor check`` prints
+``from_json``, written and read by :mod:`tutor.codec` from the fields below: a
+new field is one line) and is what every front end shows: ``flashtutor check`` prints
 it, the watch loop records it, the app draws it.  Nothing here is computed for
 display only: every number comes from running the student's kernel.
 """
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, ClassVar, Literal, NotRequired, TypedDict, get_args
 
+from tutor import codec
 from tutor.catalog import Severity  # a diagnosis's weight, as its words in the drill's data give it
 
 # The one decision about a check, read by every front end (the report's verdict,
@@ -99,6 +101,8 @@ class Device:
     torch: str = ""
     triton: str = ""
 
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("label",)  # written after the fields (tutor.codec)
+
     @property
     def label(self) -> str:
         if self.interpreter:
@@ -127,8 +131,9 @@ class GuardFinding:
 
     tensor: str  # "Q", "K", "V", "output", "visit map"
     side: str  # "before" or "after" the tensor
-    access: str  # "read" (NaN from the margin reached the output), "write" (a margin changed) or
+    # "read" (NaN from the margin reached the output), "write" (a margin changed) or
     # "read-unused" (a load read the margin and the value reached nothing: counted on the interpreter)
+    access: Literal["read", "write", "read-unused"]
     case: str  # the case it was seen on ("default", "ragged", ...)
     causal: bool
     shape: list[int]
@@ -197,6 +202,23 @@ class PhaseCost:
     compiles: int | None = None
 
 
+# What a read-out found, in the words the diagnosis compares (tutor.harness.readout
+# decides them; "" is "not seen" or "not measured").
+AttentionMode = Literal["causal", "full"]
+ForbiddenWhere = Literal[
+    "", "next-key", "diagonal-block", "part-of-diagonal-block", "future-blocks", "diagonal-and-future-blocks",
+]
+ForbiddenScore = Literal["", "true", "zero", "other"]  # the key's real score, a 0 mask, neither
+MissingWhere = Literal["", "own-key", "future-keys", "ragged-tail", "whole-blocks", "part-of-blocks"]
+ExtraInSum = Literal["", "score-0-keys", "future-keys"]  # what the surplus in the denominator equals
+TemperatureName = Literal[  # tutor.harness.readout.temperature_names, "other", or "" (no softmax of q·k)
+    "", "right", "scale-missing", "scale-twice", "scale-inverted", "exp-not-exp2", "exp2-without-log2e",
+    "scale-missing-exp-not-exp2", "scale-missing-exp2-without-log2e", "scale-twice-exp-not-exp2",
+    "scale-twice-exp2-without-log2e", "other",
+]
+BlockPattern = Literal["", "consistent", "one-factor", "own-block-max", "stale-max", "other"]
+
+
 @dataclass
 class ReadOut:
     """The weights the student's kernel actually applied, read out in one mode.
@@ -210,7 +232,7 @@ class ReadOut:
     weight (at least 1e-3) where the kernel gave exactly none.  Masses are fractions of a row's weight (1 = all).
     """
 
-    mode: str  # "causal" or "full"
+    mode: AttentionMode
     case: str  # the correctness case whose Q, K were read out
     shape: list[int]
     block_m: int
@@ -221,13 +243,12 @@ class ReadOut:
     forbidden_mass: float = 0.0  # the most weight one row puts on keys it must not see
     forbidden_row: int | None = None
     forbidden_rows: int = 0  # positions with forbidden weight (any head)
-    forbidden_where: str = ""  # "next-key", "diagonal-block" (all of its later keys), "part-of-diagonal-block",
-    # "future-blocks", "diagonal-and-future-blocks"
-    forbidden_score: str = ""  # "true" (the key's real score), "zero" (a 0 mask), "other"
+    forbidden_where: ForbiddenWhere = ""  # "diagonal-block": all of its later keys
+    forbidden_score: ForbiddenScore = ""
     missing_mass: float = 0.0  # the most reference weight one row never gives
     missing_row: int | None = None
     missing_rows: int = 0
-    missing_where: str = ""  # "own-key", "future-keys", "ragged-tail", "whole-blocks", "part-of-blocks"
+    missing_where: MissingWhere = ""
     missing_keys: list[int] = field(default_factory=list)  # first and last key missing in missing_row
     skipped_blocks: list[list[int]] = field(default_factory=list)  # (query block, key block) wholly unread
     row_sum_min: float | None = None
@@ -236,11 +257,11 @@ class ReadOut:
     # output)?  None: not measured
     sums_are_denominators: bool | None = None
     phantom_keys: float | None = None  # rows short of 1 as if this many score-0 keys were in the sum
-    extra_in_sum: str = ""  # "score-0-keys", "future-keys": what the surplus in the denominator equals
+    extra_in_sum: ExtraInSum = ""
     temperature: float | None = None  # slope of log W against the true scores (1 = right)
-    temperature_name: str = ""  # "right", "scale-missing", "scale-twice", "exp-not-exp2", ...
+    temperature_name: TemperatureName = ""
     fit_rms: float | None = None  # how far log W is from a line in the scores (0 = a softmax of q·k)
-    block_pattern: str = ""  # "consistent", "one-factor", "own-block-max", "stale-max", "other"
+    block_pattern: BlockPattern = ""
     # per key block: student / reference weight (median row)
     block_ratio: list[float | None] = field(default_factory=list)
     row_factor: float | None = None  # "one-factor": every block scaled by this (median row)
@@ -259,6 +280,89 @@ class ReadOut:
         return lo is not None and hi is not None and abs(lo - 1) < 0.01 and abs(hi - 1) < 0.01
 
 
+# where a launch sits against the device's ridge (at the counted tile loads)
+Bound = Literal["compute", "memory"]
+
+
+class Peaks(TypedDict):
+    """The device's two ceilings (:mod:`tutor.harness.peaks`), with where they came from."""
+
+    tflops: float
+    gbps: float
+    source: str  # "datasheet (H200)", "measured once on this device (...)"
+    datasheet_tflops: NotRequired[float]  # the table's figures beside measured ones
+    datasheet_gbps: NotRequired[float]
+
+
+@dataclass
+class RooflineLaunch:
+    """One launch (full or causal) on the roofline."""
+
+    mode: str  # "full" or "causal"
+    flops: int
+    bytes: int
+    visited_tiles: int
+    ideal_flops: float
+    ideal_bytes: int
+    ideal_note: str
+    ms: float | None = None  # timed (GPU only)
+    tflops: float | None = None
+    gbps: float | None = None
+    sdpa_ms: float | None = None  # torch's SDPA, same shape, timed (GPU only)
+    sdpa_tflops: float | None = None  # at the ideal FLOPs (its own tiling is unknown)
+    intensity: float = field(init=False)  # FLOPs per byte of the counted tile loads
+    bound: Bound | None = None  # against the device's ridge (:meth:`Roofline.bound`), set by the build
+
+    def __post_init__(self) -> None:
+        self.intensity = self.flops / self.bytes if self.bytes else 0.0
+
+    def take_sdpa(self, ms: float | None) -> None:
+        """torch's SDPA at this launch's shape took ``ms`` (None: not timed)."""
+        self.sdpa_ms, self.sdpa_tflops = ms, sdpa_rate(self.ideal_flops, ms)
+
+
+@dataclass
+class Roofline:
+    """The kernel's launches on a roofline (:func:`tutor.harness.roofline.build`): counted
+    work, drill 03's ideal, and on a GPU the achieved rates against the device's peaks."""
+
+    shape: list[int]
+    block_m: int
+    block_n: int
+    element_bytes: int
+    launches: list[RooflineLaunch] = field(default_factory=list)
+    peaks: Peaks | None = None  # on a GPU
+    counted_on: str = "total over batch × heads"
+
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("ridge",)  # written after the fields (tutor.codec)
+
+    @property
+    def ridge(self) -> float | None:
+        """FLOPs per byte where the two ceilings meet."""
+        if not self.peaks:
+            return None
+        return float(self.peaks["tflops"] * 1e12 / (self.peaks["gbps"] * 1e9))
+
+    def bound(self, launch: RooflineLaunch) -> Bound | None:
+        """"compute" or "memory" at the counted tile loads, against the device's ridge."""
+        ridge = self.ridge
+        if ridge is None or not launch.bytes:
+            return None
+        return "compute" if launch.intensity >= ridge else "memory"
+
+
+def sdpa_rate(ideal_flops: float, ms: float | None) -> float | None:
+    """torch's SDPA in TFLOP/s at the ideal FLOPs (its own tiling is not counted)."""
+    return None if not ms else ideal_flops / (ms * 1e-3) / 1e12
+
+
+# which phase of a check fills a field (``field(metadata=...)``): the worker sends
+# those fields when that phase ends (:meth:`CheckResult.phase_dict`)
+DIAGNOSIS: dict[str, str] = {"phase": "diagnosis"}
+PERFORMANCE: dict[str, str] = {"phase": "performance"}
+PhaseName = Literal["diagnosis", "performance"]
+
+
 @dataclass
 class CheckResult:
     drill: str
@@ -269,18 +373,22 @@ class CheckResult:
     shape: list[int] = field(default_factory=list)  # the default correctness shape
     max_abs_err: float | None = None  # worst over every case (None if any was non-finite)
     cases: list[CaseResult] = field(default_factory=list)
-    timing_shape: list[int] = field(default_factory=list)
-    timing_method: str = ""  # "do_bench median (ms)" or "wall clock (relative only)"
-    full_ms: float | None = None
-    causal_ms: float | None = None
-    sdpa_full_ms: float | None = None  # torch's own attention, same shape (GPU only)
-    sdpa_causal_ms: float | None = None
-    sdpa_from_earlier_check: bool = False  # SDPA's times were measured by this session's first timed check
+    timing_shape: list[int] = field(default_factory=list, metadata=PERFORMANCE)
+    # "do_bench median (ms)" or "wall clock (relative only)"
+    timing_method: str = field(default="", metadata=PERFORMANCE)
+    full_ms: float | None = field(default=None, metadata=PERFORMANCE)
+    causal_ms: float | None = field(default=None, metadata=PERFORMANCE)
+    sdpa_full_ms: float | None = field(default=None, metadata=PERFORMANCE)  # torch's own attention, same shape (GPU)
+    sdpa_causal_ms: float | None = field(default=None, metadata=PERFORMANCE)
+    # SDPA's times were measured by this session's first timed check
+    sdpa_from_earlier_check: bool = field(default=False, metadata=PERFORMANCE)
     visits: VisitMap | None = None  # from the causal launch (or the full one for full-only drills)
     extra_visits: list[VisitMap] = field(default_factory=list)  # a problem's other loops (drill 04's dQ loop)
-    diagnosis: list[Diagnosis] = field(default_factory=list)
-    guard_findings: list[GuardFinding] = field(default_factory=list)  # which tensor, side and shape
-    readout: dict[str, ReadOut] = field(default_factory=dict)  # mode -> the weights read out (failing modes)
+    diagnosis: list[Diagnosis] = field(default_factory=list, metadata=DIAGNOSIS)
+    # which tensor, side and shape
+    guard_findings: list[GuardFinding] = field(default_factory=list, metadata=DIAGNOSIS)
+    # mode -> the weights read out (failing modes)
+    readout: dict[str, ReadOut] = field(default_factory=dict, metadata=DIAGNOSIS)
     error: CheckError | None = None
     # git blob id of the bytes this check loaded (tutor.pristine.blob_id; None: the file
     # could not be read): progress counts attempts by it, so a save during the check
@@ -291,10 +399,16 @@ class CheckResult:
     # K/V blocks the *full* launch of the default shape visited (summed over heads):
     # against ``visits`` it gives the counted work ratio of causal vs full
     full_visited_blocks: int | None = None
-    performance: Performance = field(default_factory=Performance)
-    roofline: dict[str, Any] | None = None  # tutor.roofline.Roofline.to_dict(), when computed
-    diagnosis_phase: DiagnosisPhase = field(default_factory=DiagnosisPhase)
+    performance: Performance = field(default_factory=Performance, metadata=PERFORMANCE)
+    roofline: Roofline | None = field(default=None, metadata=PERFORMANCE)  # when computed
+    diagnosis_phase: DiagnosisPhase = field(default_factory=DiagnosisPhase, metadata=DIAGNOSIS)
     costs: dict[str, PhaseCost] = field(default_factory=dict)  # "verdict", "diagnosis", "performance"
+
+    # figures derived from the fields, written after them in the JSON (tutor.codec)
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = (
+        "speedup", "work_ratio", "solved", "outcome", "visited_blocks", "total_blocks", "ideal_blocks",
+        "visited_fraction", "ideal_fraction",
+    )
 
     # -- derived figures ---------------------------------------------------------
     @property
@@ -302,6 +416,18 @@ class CheckResult:
         if self.full_ms and self.causal_ms:
             return self.full_ms / self.causal_ms
         return None
+
+    @property
+    def visited_blocks(self) -> int | None:
+        return None if self.visits is None else self.visits.visited_blocks
+
+    @property
+    def total_blocks(self) -> int | None:
+        return None if self.visits is None else self.visits.total_blocks
+
+    @property
+    def ideal_blocks(self) -> int | None:
+        return None if self.visits is None else self.visits.ideal_blocks
 
     @property
     def visited_fraction(self) -> float | None:
@@ -353,60 +479,27 @@ class CheckResult:
         return [d.code for d in self.diagnosis]
 
     # -- the later phases ---------------------------------------------------------
-    def performance_dict(self) -> dict[str, Any]:
-        """The performance phase's own figures: what the worker sends after the diagnosis."""
-        data = {name: getattr(self, name) for name in PERFORMANCE_FIELDS}
-        data["performance"] = asdict(self.performance)
-        data["cost"] = _cost_dict(self.costs.get("performance"))
+    def phase_dict(self, phase: PhaseName) -> dict[str, Any]:
+        """The fields ``phase`` fills (tagged ``metadata=DIAGNOSIS``/``PERFORMANCE``) and
+        its cost: what the worker sends when that phase ends."""
+        data = {f.name: codec.encode(getattr(self, f.name)) for f in _phase_fields(phase)}
+        data["cost"] = codec.encode(self.costs.get(phase))
         finite: dict[str, Any] = _finite(data)
         return finite
 
-    def apply_performance(self, data: dict[str, Any]) -> None:
-        """Take the figures of :meth:`performance_dict` (from the worker) into this result."""
-        for name in PERFORMANCE_FIELDS:
-            if name in data:
-                value = data[name]
-                setattr(self, name, list(value) if isinstance(value, list) else value)
-        self.performance = Performance(**data.get("performance", {}))
-        _take_cost(self.costs, "performance", data.get("cost"))
-
-    def diagnosis_dict(self) -> dict[str, Any]:
-        """The diagnosis phase's findings: what the worker sends after the verdict."""
-        data: dict[str, Any] = {
-            "diagnosis": [asdict(d) for d in self.diagnosis],
-            "guard_findings": [asdict(g) for g in self.guard_findings],
-            "readout": {mode: asdict(r) for mode, r in self.readout.items()},
-            "diagnosis_phase": asdict(self.diagnosis_phase),
-            "cost": _cost_dict(self.costs.get("diagnosis")),
-        }
-        finite: dict[str, Any] = _finite(data)
-        return finite
-
-    def apply_diagnosis(self, data: dict[str, Any]) -> None:
-        """Take the findings of :meth:`diagnosis_dict` (from the worker) into this result."""
-        self.diagnosis = [Diagnosis(**d) for d in data.get("diagnosis", [])]
-        self.guard_findings = [GuardFinding(**g) for g in data.get("guard_findings", [])]
-        self.readout = {mode: ReadOut(**r) for mode, r in (data.get("readout") or {}).items()}
-        self.diagnosis_phase = DiagnosisPhase(**data.get("diagnosis_phase", {}))
-        _take_cost(self.costs, "diagnosis", data.get("cost"))
+    def apply_phase(self, phase: PhaseName, data: dict[str, Any]) -> None:
+        """Take the fields of :meth:`phase_dict` (from the worker) into this result."""
+        for f in _phase_fields(phase):
+            if f.name in data:
+                setattr(self, f.name, codec.decode_field(CheckResult, f.name, data[f.name]))
+        if data.get("cost") is not None:
+            self.costs[phase] = codec.decode(PhaseCost, data["cost"])
 
     # -- JSON ----------------------------------------------------------------------
+    # The fields (tutor.codec), then JSON_PROPERTIES, then the visit map as "visit_map".
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["device"] = None if self.device is None else {**asdict(self.device), "label": self.device.label}
-        visits = data.pop("visits")
-        data.update(
-            speedup=self.speedup,
-            work_ratio=self.work_ratio,
-            solved=self.solved,
-            outcome=self.outcome,
-            visited_blocks=None if self.visits is None else self.visits.visited_blocks,
-            total_blocks=None if self.visits is None else self.visits.total_blocks,
-            ideal_blocks=None if self.visits is None else self.visits.ideal_blocks,
-            visited_fraction=self.visited_fraction,
-            ideal_fraction=self.ideal_fraction,
-            visit_map=visits,
-        )
+        data = codec.encode(self)
+        data["visit_map"] = data.pop("visits")
         finite: dict[str, Any] = _finite(data)
         return finite
 
@@ -415,60 +508,16 @@ class CheckResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
-        device = data.get("device")
-        visits = data.get("visit_map")
-        error = data.get("error")
-        return cls(
-            drill=data["drill"],
-            file=data["file"],
-            device=None if device is None else Device(**{k: v for k, v in device.items() if k != "label"}),
-            passed=data.get("passed", False),
-            tolerance=data.get("tolerance", 0.0),
-            shape=list(data.get("shape", [])),
-            max_abs_err=data.get("max_abs_err"),
-            cases=[CaseResult(**c) for c in data.get("cases", [])],
-            timing_shape=list(data.get("timing_shape", [])),
-            timing_method=data.get("timing_method", ""),
-            full_ms=data.get("full_ms"),
-            causal_ms=data.get("causal_ms"),
-            sdpa_full_ms=data.get("sdpa_full_ms"),
-            sdpa_causal_ms=data.get("sdpa_causal_ms"),
-            sdpa_from_earlier_check=data.get("sdpa_from_earlier_check", False),
-            visits=None if visits is None else VisitMap(**visits),
-            extra_visits=[VisitMap(**m) for m in data.get("extra_visits", [])],
-            diagnosis=[Diagnosis(**d) for d in data.get("diagnosis", [])],
-            guard_findings=[GuardFinding(**g) for g in data.get("guard_findings", [])],
-            readout={mode: ReadOut(**r) for mode, r in (data.get("readout") or {}).items()},
-            error=None if error is None else CheckError(**error),
-            content_id=data.get("content_id"),
-            output=data.get("output", ""),
-            duration_s=data.get("duration_s", 0.0),
-            full_visited_blocks=data.get("full_visited_blocks"),
-            performance=Performance(**data.get("performance", {})),
-            roofline=data.get("roofline"),
-            diagnosis_phase=DiagnosisPhase(**data.get("diagnosis_phase", {})),
-            costs={phase: PhaseCost(**cost) for phase, cost in (data.get("costs") or {}).items()},
-        )
+        rest = {key: value for key, value in data.items() if key != "visit_map"}
+        return codec.decode(cls, {**rest, "visits": data.get("visit_map")}, ignore_unknown=True)
 
     @classmethod
     def from_json(cls, text: str) -> CheckResult:
         return cls.from_dict(json.loads(text))
 
 
-# the fields the performance phase fills (the timed launches, SDPA, the roofline)
-PERFORMANCE_FIELDS = (
-    "timing_shape", "timing_method", "full_ms", "causal_ms", "sdpa_full_ms", "sdpa_causal_ms",
-    "sdpa_from_earlier_check", "roofline",
-)
-
-
-def _cost_dict(cost: PhaseCost | None) -> dict[str, Any] | None:
-    return None if cost is None else asdict(cost)
-
-
-def _take_cost(costs: dict[str, PhaseCost], phase: str, data: dict[str, Any] | None) -> None:
-    if data is not None:
-        costs[phase] = PhaseCost(**data)
+def _phase_fields(phase: PhaseName) -> list[Field[Any]]:
+    return [f for f in fields(CheckResult) if f.metadata.get("phase") == phase]
 
 
 def _finite(value: Any) -> Any:

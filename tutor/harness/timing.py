@@ -44,8 +44,10 @@ def time_ms(fn: Callable[[], object], interpreter: bool) -> float:
 
 def sdpa_ms(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> float:
     """torch's own scaled_dot_product_attention on the same inputs (GPU only)."""
-    fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
-    return time_ms(fn, interpreter=False)
+    def sdpa() -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return time_ms(sdpa, interpreter=False)
 
 
 def method_label(interpreter: bool) -> str:

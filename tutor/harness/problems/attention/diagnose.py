@@ -254,11 +254,12 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
         pass  # no softmax of q·k at any temperature: the facts are said under wrong-output
     elif ro.temperature_name not in ("", "right"):
         codes.append("wrong-temperature")
-    elif ro.block_pattern in ("one-factor", "consistent") and not ro.sums_to_one and ro.row_sum_min is not None:
+    elif (ro.block_pattern in ("one-factor", "consistent") and not ro.sums_to_one
+          and ro.row_sum_min is not None and ro.row_sum_max is not None):
         if ro.row_sum_min > 0.99 and ro.row_sum_max > 1.01 and ro.sums_are_denominators is not False:
             codes.append("no-final-division")  # every row sums to l_i >= 1 (a row that saw one key: exactly 1)
         elif ro.extra_in_sum == "score-0-keys" and ro.shape and -ro.shape[2] % ro.block_n \
-                and abs(ro.phantom_keys - (-ro.shape[2] % ro.block_n)) < 1.0:
+                and ro.phantom_keys is not None and abs(ro.phantom_keys - (-ro.shape[2] % ro.block_n)) < 1.0:
             codes.append("ragged-unmasked")
         elif ro.extra_in_sum == "future-keys":
             codes.append("future-in-sum")
@@ -292,11 +293,12 @@ SUPPORTS: dict[str, Callable[[ReadOut], bool]] = {
     "loop-stops-before-diagonal": lambda ro: bool(ro.skipped_blocks) and not ro.forbidden_rows,
     "ragged-unmasked": lambda ro: ro.phantom_keys is not None and ro.phantom_keys >= 0.5 and not ro.missing_rows,
     "full-broken": lambda ro: ro.missing_rows > 0 and not ro.forbidden_rows,
-    "sum-not-rescaled": lambda ro: ro.row_sum_max is not None and ro.row_sum_max < 1.01 and ro.row_sum_min < 0.99
+    "sum-not-rescaled": lambda ro: ro.row_sum_max is not None and ro.row_sum_min is not None
+    and ro.row_sum_max < 1.01 and ro.row_sum_min < 0.99
     and ro.block_pattern in ("one-factor", "consistent") and not ro.missing_rows and not ro.forbidden_rows,
     "acc-not-rescaled": lambda ro: ro.block_pattern in ("stale-max", "other") and not ro.missing_rows,
-    "no-final-division": lambda ro: ro.row_sum_min is not None and ro.row_sum_min > 0.99 and ro.row_sum_max > 1.01
-    and ro.sums_are_denominators is not False,
+    "no-final-division": lambda ro: ro.row_sum_min is not None and ro.row_sum_max is not None
+    and ro.row_sum_min > 0.99 and ro.row_sum_max > 1.01 and ro.sums_are_denominators is not False,
     "never-rescaled": lambda ro: ro.block_pattern in ("own-block-max", "other") and not ro.missing_rows,
     "nan-first-block": lambda ro: bool(ro.nan_rows) and len(ro.nan_rows) == ro.shape[2],
 }

@@ -26,7 +26,7 @@ from types import ModuleType
 import torch
 
 from tutor.harness import launch as launching
-from tutor.harness.result import ReadOut
+from tutor.harness.result import BlockPattern, ForbiddenScore, MissingWhere, ReadOut, TemperatureName
 
 READ = 0.0  # a weight above this was given: a masked key gets exactly 0 (p = exp2(-inf) = 0, times one-hot V)
 ROW_MASS = 2e-3  # a row's misplaced or missing mass worth reporting (fp16 noise is ~1e-4 a row)
@@ -102,7 +102,7 @@ def softmax_on(s: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
 
 
 # -- temperature -------------------------------------------------------------------------
-def temperature_names(head_dim: int) -> dict[str, float]:
+def temperature_names(head_dim: int) -> dict[TemperatureName, float]:
     """Slopes of log W against the true scores that a known mistake gives."""
     scale = head_dim**-0.5
     return {
@@ -119,7 +119,7 @@ def temperature_names(head_dim: int) -> dict[str, float]:
     }
 
 
-def name_temperature(slope: float | None, head_dim: int) -> str:
+def name_temperature(slope: float | None, head_dim: int) -> TemperatureName:
     if slope is None or not math.isfinite(slope):
         return ""
     for name, value in temperature_names(head_dim).items():
@@ -283,19 +283,21 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
     result.fit_rms = rms
     result.temperature_name = name_temperature(slope, head_dim) if rms is not None and rms < 0.1 else ""
     clean = rows_ok & ~f_rows & ~m_rows
-    _blocks(result, wz, s, p, allowed, clean, block_n, slope if result.temperature_name else 1.0)
-    _phantoms(result, wz, s, allowed, clean, slope if result.temperature_name else 1.0, block_m, block_n)
+    fitted = slope if result.temperature_name and slope is not None else 1.0  # a name implies a fitted slope
+    _blocks(result, wz, s, p, allowed, clean, block_n, fitted)
+    _phantoms(result, wz, s, allowed, clean, fitted, block_m, block_n)
     _maps(result, wz, p, allowed, rows_ok, f_mass, missing)
     return result
 
 
 def _forbidden_score(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, sel: torch.Tensor,
-                     f_rows: torch.Tensor) -> str:
+                     f_rows: torch.Tensor) -> ForbiddenScore:
     """What score the forbidden keys a row read got: their real one, or 0 (a mask that
     writes 0 instead of -inf).  Judged on rows that read every allowed key."""
     seen = (allowed & (w > READ)) | sel
-    verdicts = []
-    for name, fill in (("true", None), ("zero", 0.0)):
+    verdicts: list[tuple[ForbiddenScore, float]] = []
+    fills: tuple[tuple[ForbiddenScore, float | None], ...] = (("true", None), ("zero", 0.0))
+    for name, fill in fills:
         alt = s if fill is None else torch.where(sel, torch.full_like(s, fill), s)
         pred = softmax_on(alt, seen)
         # compared in proportion: keys V cannot show (past the end, loaded as zeros but
@@ -309,8 +311,9 @@ def _forbidden_score(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, se
 
 
 def _where_missing(missing: torch.Tensor, needed: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, seq: int,
-                   block_m: int, block_n: int) -> tuple[str, list[list[int]]]:
+                   block_m: int, block_n: int) -> tuple[MissingWhere, list[list[int]]]:
     blocks = -(-seq // block_n)
+    where: MissingWhere
     own = (cols == rows).expand_as(missing)
     if bool((missing <= own).all()):
         where = "own-key"
@@ -370,7 +373,9 @@ def _blocks(result: ReadOut, w: torch.Tensor, s: torch.Tensor, p: torch.Tensor, 
     running = torch.cummax(bmax, dim=-1).values
     top = bmax.amax(-1, keepdim=True)
     result.block_pattern = "other"
-    for name, pred in (("own-block-max", top - bmax), ("stale-max", top - running)):
+    patterns: tuple[tuple[BlockPattern, torch.Tensor], ...] = (
+        ("own-block-max", top - bmax), ("stale-max", top - running))
+    for name, pred in patterns:
         gap = torch.where(use, log_ratio - pred, torch.zeros_like(log_ratio))
         gap_mean = gap.sum(-1) / counts.clamp(min=1)
         resid = torch.where(use, (gap - gap_mean[..., None]).abs(), torch.zeros_like(gap))[multi]
