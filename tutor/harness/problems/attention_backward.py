@@ -61,7 +61,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 
 import torch
@@ -802,77 +802,113 @@ def hostile_detail(launch: BackwardLaunch, tolerance: float) -> str:
 def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int,
              block_n: int, guard_said: dict[str, str] | None = None, probe: Probe | None = None) -> list[Diagnosis]:
     """``guard_said``: what the guard bands measured (:func:`guard_report`); NaN that a
-    read past the end explains is not said again."""
+    read past the end explains is not said again.  In steps: each failing case's
+    findings (:func:`_case_findings`), the cases reconciled (:func:`_reconcile`), the
+    loops' visit maps."""
     codes = Findings((guard_said or {}).items())
     generic = Findings()  # said only where nothing more specific is
 
     def say(code: str, detail: str = "") -> None:
         (generic if code in GENERIC else codes).say(code, detail)
 
-    tolerance = drill.tolerance
-    passed_modes = {(x.case.name, x.case.causal) for x in launches if x.case.passed}
-    standard_failed = any(not x.case.passed for x in launches if x.case.name != "hostile")
-    explained: list[str] = []  # what each failing launch with finite, written gradients was explained as
+    context = _Cases(
+        passed_modes={(x.case.name, x.case.causal) for x in launches if x.case.passed},
+        standard_failed=any(not x.case.passed for x in launches if x.case.name != "hostile"),
+    )
     for launch in launches:
-        case = launch.case
-        if case.passed:
-            continue
-        where = _where(case)
-        if case.name == "hostile":
-            if standard_failed:
-                continue  # the standard cases' diagnosis explains the kernel; this case adds nothing sure
-            if not launch.forward_ok:
-                say("forward-changed", launch.forward_detail + where + ".")
-            elif case.unwritten or case.wrote_out_of_bounds:
-                pass  # the guard bands and the unwritten count say it below, like any case
-            elif case.nonfinite:
-                say("large-scores-overflow", nonfinite_detail(launch) + where + ".")
-                continue
-            else:
-                say("large-scores-wrong", hostile_detail(launch, tolerance) + where + ".")
-                continue
-        if not launch.forward_ok:
-            say("forward-changed", launch.forward_detail + where + ".")
-            continue
-        if case.unwritten:
-            which = ", ".join(f"{g}: {n}" for g, n in launch.unwritten.items() if n)
-            say("unwritten-output", f" ({which} elements never written){where}.")
-        if case.wrote_out_of_bounds:
-            which = ", ".join(g for g, o in launch.out_of_bounds.items() if o)
-            say("store-out-of-bounds", f" ({which}){where}.")
-        if case.nonfinite:
-            say("nan-in-output", nonfinite_detail(launch) + where + ".")
-        if case.unwritten or case.nonfinite or case.wrote_out_of_bounds:
-            continue
-        found = explain(launch, tolerance, block_m, block_n, probe)
-        explained.append(found[0] if found is not None else "")
-        if found is None:
-            continue
-        code, detail = found
-        if code in GENERIC:
-            other_mode = (case.name, not case.causal)
-            if case.causal and other_mode in passed_modes:
-                code, detail = "causal-only-wrong", detail
-            elif not case.causal and other_mode in passed_modes:
-                code = "full-broken"
-        say(code, detail + where)
+        if not launch.case.passed:
+            for code, detail in _case_findings(launch, drill.tolerance, block_m, block_n, probe, context):
+                say(code, detail)
+    _reconcile(codes, generic, context.explained)
+    if not codes:
+        codes.update(generic)
+    for code, detail in _loop_findings(drill, launches, maps).items():
+        say(code, detail)
+    drop_explained_nan(codes)  # the NaN is explained: not the kernel's own arithmetic
+    return codes.worded(drill)
+
+
+@dataclass
+class _Cases:
+    """What one case's diagnosis needs to know of the others."""
+
+    passed_modes: set[tuple[str, bool]]  # (case name, causal) of the cases that passed
+    standard_failed: bool  # a case other than the hostile one failed
+    explained: list[str] = field(default_factory=list)  # each explained launch's code ("" where none fits)
+
+
+def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int, probe: Probe | None,
+                   cases: _Cases) -> list[tuple[str, str]]:
+    """(code, detail) of one failing case, in the order they are said: the hostile case's
+    own, a changed forward, what its outputs show (unwritten, stored out of bounds,
+    non-finite), else what the gradients are explained as."""
+    case = launch.case
+    where = _where(case)
+    if case.name == "hostile":
+        if cases.standard_failed:
+            return []  # the standard cases' diagnosis explains the kernel; this case adds nothing sure
+        hostile = _hostile_findings(launch, tolerance, where)
+        if hostile is not None:
+            return hostile
+    if not launch.forward_ok:
+        return [("forward-changed", launch.forward_detail + where + ".")]
+    outputs = _output_findings(launch, where)
+    if outputs:
+        return outputs
+    found = explain(launch, tolerance, block_m, block_n, probe)
+    cases.explained.append(found[0] if found is not None else "")
+    if found is None:
+        return []
+    code, detail = found
+    if code in GENERIC:
+        other_mode = (case.name, not case.causal)
+        if case.causal and other_mode in cases.passed_modes:
+            code = "causal-only-wrong"
+        elif not case.causal and other_mode in cases.passed_modes:
+            code = "full-broken"
+    return [(code, detail + where)]
+
+
+def _hostile_findings(launch: BackwardLaunch, tolerance: float, where: str) -> list[tuple[str, str]] | None:
+    """The large-score case's own finding, or None where it is diagnosed like any case
+    (a changed forward, unwritten or out-of-bounds gradients)."""
+    case = launch.case
+    if not launch.forward_ok or case.unwritten or case.wrote_out_of_bounds:
+        return None
+    if case.nonfinite:
+        return [("large-scores-overflow", nonfinite_detail(launch) + where + ".")]
+    return [("large-scores-wrong", hostile_detail(launch, tolerance) + where + ".")]
+
+
+def _output_findings(launch: BackwardLaunch, where: str) -> list[tuple[str, str]]:
+    """What the gradient buffers show: elements never written, stores past them, NaN/Inf."""
+    case = launch.case
+    found = []
+    if case.unwritten:
+        which = ", ".join(f"{g}: {n}" for g, n in launch.unwritten.items() if n)
+        found.append(("unwritten-output", f" ({which} elements never written){where}."))
+    if case.wrote_out_of_bounds:
+        which = ", ".join(g for g, o in launch.out_of_bounds.items() if o)
+        found.append(("store-out-of-bounds", f" ({which}){where}."))
+    if case.nonfinite:
+        found.append(("nan-in-output", nonfinite_detail(launch) + where + "."))
+    return found
+
+
+def _reconcile(codes: Findings, generic: Findings, explained: list[str]) -> None:
+    """``p-rows-wrong`` only where every explained case says so: where the cases
+    disagree, say only what they have in common (dV wrong)."""
     if "p-rows-wrong" in codes and any(code != "p-rows-wrong" for code in explained):
-        # cases disagree: say only what they have in common (dV wrong)
         codes.pop("p-rows-wrong")
         generic.setdefault("dv-wrong", " (dV is wrong on every failing case; the P read out through it is not"
                                        " off in the same way on each.)")
-    if not codes:
-        codes.update(generic)
 
+
+def _loop_findings(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap]) -> dict[str, str]:
+    """What each loop's visit map says, both loops' details of a code together."""
     failing = any(not x.case.passed for x in launches)
-    # what each loop's map says, both loops' details of a code together
     loops = [(m.label.split(":")[0], m) for m in maps]
-    for code, detail in visit_findings(loops, "causal" in drill.modes,
-                                       "all-blocks-visited" if failing else "causal-bound-open").items():
-        say(code, detail)
-
-    drop_explained_nan(codes)  # the NaN is explained: not the kernel's own arithmetic
-    return codes.worded(drill)
+    return visit_findings(loops, "causal" in drill.modes, "all-blocks-visited" if failing else "causal-bound-open")
 
 
 # ------------------------------------------------------------------------------------
@@ -890,8 +926,8 @@ def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Calla
     """One forward and one backward per mode at the default shape and at the hostile
     case's: every variant the verdict compiles (the ragged and short lengths share the
     default's specialisation; the hostile case's whole-block length, divisible by 16, is
-    its own), launched from threads at once on a GPU so their compiles overlap.  Own
-    seed: the check's random stream stays the same with or without them."""
+    its own), compiled at once on a GPU (:func:`tutor.harness.check.compile_concurrently`).
+    Own seed: the check's random stream stays the same with or without them."""
     default = plan_for(interpreter=False).default
 
     def both(causal: bool, shape: tuple[int, int, int, int]) -> object:
