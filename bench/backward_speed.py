@@ -131,7 +131,7 @@ def main() -> int:
 
     checks = []
     if not args.no_check:
-        from tutor.runner import CheckRunner
+        from tutor.loop.runner import CheckRunner
 
         with CheckRunner(device="cpu" if interpreter else "auto", warm=True) as runner:
             for path, want in ((SHIPPED, False), (SOLUTION, True)):

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from tutor.authoring.student_kernels import all_mistakes, materialise  # noqa: E402
 from tutor.catalog import all_drills  # noqa: E402
-from tutor.runner import CheckRunner  # noqa: E402
+from tutor.loop.runner import CheckRunner  # noqa: E402
 
 
 def shipped_files() -> list[tuple[str, str, str]]:

@@ -35,7 +35,7 @@ def main() -> int:
 
     started = time.perf_counter()
     from tutor.catalog import get_drill, solution_path
-    from tutor.runner import Worker
+    from tutor.loop.runner import Worker
 
     parent_imports = time.perf_counter() - started
     drill = get_drill(args.drill)

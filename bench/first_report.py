@@ -36,7 +36,7 @@ def main() -> int:
             from save_to_verdict import Verdicts, failing_edits, save  # bench/ is on sys.path as the script's folder
 
             from tutor.catalog import get_drill, solution_path
-            from tutor.engine import TutorEngine
+            from tutor.loop.engine import TutorEngine
 
             drill = get_drill(args.drill)
             workspace = Path(tmp) / "ws"

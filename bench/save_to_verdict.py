@@ -67,7 +67,7 @@ sys.path.insert(0, str(ROOT))
 
 from tutor.authoring.student_kernels import load as load_mistakes  # noqa: E402
 from tutor.catalog import get_drill, solution_path  # noqa: E402
-from tutor.engine import (  # noqa: E402
+from tutor.loop.engine import (  # noqa: E402
     CheckFinished,
     DiagnosisFinished,
     EngineError,
@@ -301,9 +301,9 @@ def main() -> int:
     if args.quick:
         args.saves, args.cold_saves = 4, 2
     if args.no_spare_during_check:
-        import tutor.runner
+        import tutor.loop.runner
 
-        tutor.runner.SPARE_DURING_CHECK = False
+        tutor.loop.runner.SPARE_DURING_CHECK = False
 
     have_watchdog = importlib.util.find_spec("watchdog") is not None
     if args.mode == "watchdog" and not have_watchdog:
@@ -327,14 +327,14 @@ def main() -> int:
     print(f"\nsave-to-verdict, drill {args.drill} ({solution_path(get_drill(args.drill)).name}), "
           f"saves edit {dict(source='every kernel', last='the last kernel', mistake='the kernels each mistake changes, then fixes').get(args.edit, 'the marker line only')}, "
           f"timing {'off' if args.no_timing else 'on'}; {label}; {versions}; python {sys.version.split()[0]}")
-    import tutor.runner
+    import tutor.loop.runner
     from tutor.harness.check import PARALLEL_COMPILE_ENV
 
     compiles = ("none (the interpreter)" if device is not None and device.interpreter
                 else "one after another" if os.environ.get(PARALLEL_COMPILE_ENV) == "0" else "concurrent")
     print(f"compiles: {compiles} "
           f"({PARALLEL_COMPILE_ENV}={os.environ.get(PARALLEL_COMPILE_ENV, 'unset')}); next spare worker started "
-          f"{'once the verdict is in (during the performance phase of)' if tutor.runner.SPARE_DURING_CHECK else 'after'} "
+          f"{'once the verdict is in (during the performance phase of)' if tutor.loop.runner.SPARE_DURING_CHECK else 'after'} "
           "each check")
     print("medians in seconds; verdict: save -> verdict recorded; +diag: verdict -> diagnosis (failing saves); "
           "+perf: the phase before -> performance; rest: verdict - its phase in the worker")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from tutor.app.app import FlashTutorApp
 from tutor.catalog import get_drill, pristine_path
-from tutor.engine import CheckFinished, TutorEngine
 from tutor.harness.result import CheckResult
-from tutor.workspace import init_workspace
+from tutor.loop.engine import CheckFinished, TutorEngine
+from tutor.state.workspace import init_workspace
 
 RESULTS = Path(__file__).parent / "fixtures" / "results"
 SNAPSHOT_WORKSPACE_LABEL = "~/flashtutor"  # shown instead of the tmp path, so snapshots do not change

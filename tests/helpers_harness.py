@@ -22,7 +22,7 @@ from helpers_fixtures import materialise
 from tutor.catalog import get_drill, pristine_path, solution_path
 from tutor.harness.job import CheckJob
 from tutor.harness.result import CheckResult
-from tutor.runner import Worker
+from tutor.loop.runner import Worker
 
 REPO = Path(__file__).resolve().parent.parent
 # written once per test session from the edit tables in helpers_fixtures.py
@@ -68,7 +68,7 @@ PARALLEL_CHECKS = max(1, min(2, os.cpu_count() or 1))
 
 
 def check_jobs(jobs: list[CheckJob]) -> list[CheckResult]:
-    """Run each job in a fresh worker, as :class:`~tutor.runner.CheckRunner` does,
+    """Run each job in a fresh worker, as :class:`~tutor.loop.runner.CheckRunner` does,
     ``PARALLEL_CHECKS`` at a time (results in the jobs' order)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -95,7 +95,7 @@ def check_one(file: Path, drill: str | None = None, **options) -> CheckResult:
 def scratch_workspace() -> Path:
     """A fresh workspace made as `flashtutor init` makes one, in a temporary folder:
     every CLI run here happens in one, never in the clone's own drills/ or .flashtutor/."""
-    from tutor.workspace import init_workspace
+    from tutor.state.workspace import init_workspace
 
     return init_workspace(Path(tempfile.mkdtemp(dir=_GENERATED, prefix="workspace-")) / "ws").workspace
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tutor.catalog import get_drill, pristine_path, solution_path
-from tutor.engine import CheckFinished, DeviceReady, TutorEngine, WatcherStatus
+from tutor.loop.engine import CheckFinished, DeviceReady, TutorEngine, WatcherStatus
 
 WAIT_S = 60.0  # the longest any single wait may take (a generous bound, never a timing assertion)
 QUIET_S = 1.5  # longer than the debouncer's longest wait: nothing more is coming after it

@@ -9,7 +9,7 @@ from textual.app import App
 
 from tutor.app.screens.drill_list import MIN_TITLE_WIDTH, DrillListScreen, DrillTable, title_width
 from tutor.catalog import all_drills
-from tutor.progress import IN_PROGRESS, NOT_STARTED, DrillSummary
+from tutor.state.progress import IN_PROGRESS, NOT_STARTED, DrillSummary
 
 
 def widest_rows() -> list[DrillSummary]:

@@ -14,8 +14,8 @@ from tutor.app.screens.drill_list import DrillListScreen
 from tutor.app.screens.hints import HintsScreen
 from tutor.app.screens.text_page import TextPage
 from tutor.catalog import get_drill
-from tutor.engine import CheckFinished
-from tutor.progress import FAILING, PASSED, DrillProgress, ProgressStore
+from tutor.loop.engine import CheckFinished
+from tutor.state.progress import FAILING, PASSED, DrillProgress, ProgressStore
 
 
 def _finished(store: ProgressStore, name: str) -> CheckFinished:

@@ -15,10 +15,10 @@ from tutor.app.screens.hints import HintsScreen
 from tutor.app.screens.quiz import QuizScreen
 from tutor.app.screens.text_page import TextPage
 from tutor.catalog import all_drills, get_drill, pristine_path
-from tutor.engine import CheckFinished, CheckStarted, DeviceReady, WatcherStatus
 from tutor.harness.result import Roofline, RooflineLaunch
-from tutor.progress import DrillProgress
+from tutor.loop.engine import CheckFinished, CheckStarted, DeviceReady, WatcherStatus
 from tutor.quiz import build_questions
+from tutor.state.progress import DrillProgress
 
 SIZE = (80, 24)
 
@@ -150,7 +150,7 @@ async def test_a_result_that_unlocks_hints_is_announced(tmp_path):
 
 
 async def test_engine_failures_are_reported_and_the_app_goes_on(tmp_path):
-    from tutor.engine import EngineError, EngineWarning
+    from tutor.loop.engine import EngineError, EngineWarning
 
     app = offline_app(make_workspace(tmp_path))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
@@ -286,8 +286,8 @@ async def test_edit_without_a_real_terminal_says_where_to_edit_instead(tmp_path,
 
 
 async def test_the_verdict_shows_at_once_with_a_timing_indicator_until_the_performance_arrives(tmp_path):
-    from tutor.engine import PerformanceFinished
     from tutor.harness.result import Performance
+    from tutor.loop.engine import PerformanceFinished
 
     app = offline_app(make_workspace(tmp_path))
     async with app.run_test(size=SIZE) as pilot:

@@ -14,7 +14,7 @@ import pytest
 from helpers_app import make_workspace, offline_app, record, settle
 from textual.widgets import Input
 
-from tutor.engine import DeviceReady, WatcherStatus
+from tutor.loop.engine import DeviceReady, WatcherStatus
 
 SIZES = [(80, 24), (120, 40)]
 

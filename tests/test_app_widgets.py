@@ -18,10 +18,10 @@ from tutor.app.widgets.sparkline import history_text, spark
 from tutor.app.widgets.status_bar import short_path
 from tutor.app.widgets.visit_map import GLYPHS, Cell, classify, render_map, tally
 from tutor.catalog import get_drill
-from tutor.engine import CheckFinished
 from tutor.harness.result import Device, Performance, VisitMap
 from tutor.links import file_uri
-from tutor.progress import DrillProgress, DrillSummary
+from tutor.loop.engine import CheckFinished
+from tutor.state.progress import DrillProgress, DrillSummary
 
 WORKSPACE = Path("/home/student/flashtutor")
 

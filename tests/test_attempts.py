@@ -19,9 +19,9 @@ from helpers_harness import run_cli
 from helpers_loop import EventLog, save_in_place
 
 from tutor.catalog import get_drill, pristine_path
-from tutor.engine import CheckFinished, TutorEngine
+from tutor.loop.engine import CheckFinished, TutorEngine
 from tutor.pristine import blob_id
-from tutor.progress import (
+from tutor.state.progress import (
     FAILING,
     NOT_COUNTED_NOT_RUN,
     NOT_COUNTED_SAME,
@@ -29,7 +29,7 @@ from tutor.progress import (
     ProgressStore,
     file_content_id,
 )
-from tutor.workspace import init_workspace
+from tutor.state.workspace import init_workspace
 
 DRILL_01, DRILL_02 = get_drill("01"), get_drill("02")
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,7 +83,7 @@ def test_stores_in_two_processes_count_one_save_once(tmp_path: Path) -> None:
         from pathlib import Path
         from tutor.catalog import get_drill
         from tutor.harness.result import CheckResult
-        from tutor.progress import ProgressStore
+        from tutor.state.progress import ProgressStore
         store = ProgressStore(Path({str(tmp_path)!r}))
         result = CheckResult.from_dict(json.loads(Path({str(result)!r}).read_text()))
         counted = 0
@@ -187,10 +187,10 @@ def test_one_name_for_a_contents_id_and_for_reading_a_drill(tmp_path: Path) -> N
     catalog.read_drill: one name each now, and the ids progress records are the ones
     the shipped drills' manifest holds."""
     import tutor.catalog
-    import tutor.progress
+    import tutor.state.progress
     from tutor.pristine import manifest
 
-    assert not hasattr(tutor.progress, "content_id") and not hasattr(tutor.catalog, "_parse")
+    assert not hasattr(tutor.state.progress, "content_id") and not hasattr(tutor.catalog, "_parse")
     assert file_content_id(pristine_path(DRILL_01)) == manifest()[DRILL_01.file] == blob_id(
         pristine_path(DRILL_01).read_bytes())
     assert file_content_id(tmp_path / "missing.py") is None

@@ -279,7 +279,7 @@ def test_the_01_solution_as_a_script_prints_the_exact_fraction_and_three_reasons
 
 
 def test_a_file_named_after_a_drill_needs_no_drill_option(tmp_path: Path):
-    from tutor.targets import resolve
+    from tutor.state.targets import resolve
 
     variant = tmp_path / "01_causal_mask_mine.py"
     shutil.copyfile(shipped_solution("01"), variant)

@@ -15,9 +15,9 @@ from helpers_harness import REPO, run_cli
 from tutor.app.screens.drill_list import progress_text
 from tutor.catalog import get_drill
 from tutor.cli import main
-from tutor.progress import ProgressStore, done_count, drill_summaries, status_words
 from tutor.quiz import QuizSession, build_questions, record_drill_status
-from tutor.workspace import init_workspace
+from tutor.state.progress import ProgressStore, done_count, drill_summaries, status_words
+from tutor.state.workspace import init_workspace
 
 
 def _workspace(tmp_path: Path) -> Path:
@@ -126,7 +126,7 @@ async def test_the_app_shows_a_corrupt_progress_file_it_found(tmp_path: Path) ->
     from helpers_app import screen_text, wait_for
 
     from tutor.app.app import FlashTutorApp
-    from tutor.engine import TutorEngine
+    from tutor.loop.engine import TutorEngine
 
     workspace = _workspace(tmp_path)
     (workspace / ".flashtutor").mkdir(exist_ok=True)

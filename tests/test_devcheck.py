@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 from helpers_harness import REPO, run_cli
 
-from tutor import devcheck
+from tutor.authoring import devcheck
 from tutor.harness.result import Diagnosis
 
 

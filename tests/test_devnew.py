@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers_harness import REPO, run_cli
 
-from tutor import devcheck, devnew
+from tutor.authoring import devcheck, devnew
 from tutor.authoring import student_kernels as mistakes_mod
 from tutor.catalog import read_drill
 

@@ -30,9 +30,9 @@ from helpers_loop import (
 )
 
 from tutor.catalog import get_drill, pristine_path
-from tutor.engine import CheckCancelled, CheckFinished, CheckStarted, WatcherStatus
-from tutor.hints import earned_unlocks
-from tutor.progress import FAILING, PASSED
+from tutor.loop.engine import CheckCancelled, CheckFinished, CheckStarted, WatcherStatus
+from tutor.state.hints import earned_unlocks
+from tutor.state.progress import FAILING, PASSED
 
 pytestmark = pytest.mark.slow  # every test here starts real workers
 

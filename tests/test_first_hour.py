@@ -9,9 +9,9 @@ import pytest
 from helpers_app import recorded_result
 
 from tutor.cli import EXIT_FAILED, EXIT_OK, main
-from tutor.progress import IN_PROGRESS, PASSED, ProgressStore
 from tutor.report import error_lines, printable
-from tutor.workspace import init_workspace
+from tutor.state.progress import IN_PROGRESS, PASSED, ProgressStore
+from tutor.state.workspace import init_workspace
 
 RAW = "\x00\x01\x1b[31mred\x07 binary \ufffd"
 

@@ -2,7 +2,7 @@
 touches is a view inside a buffer whose margins hold a sentinel.  A store past
 the end changes a margin, a load past the end reads NaN, and the check says
 which tensor, which side and at which shape.  A crash that still happens is
-explained by re-running the kernel at a block-multiple length (tutor.runner).
+explained by re-running the kernel at a block-multiple length (tutor.loop.runner).
 
 The margin mechanics are checked against writes and reads the test makes
 itself; the student-like kernels come from solutions/NN_slug.mistakes.toml and
@@ -26,7 +26,7 @@ from tutor.harness.check import run_check
 from tutor.harness.device import select_device
 from tutor.harness.job import CheckJob
 from tutor.harness.result import CheckResult
-from tutor.runner import CheckRunner
+from tutor.loop.runner import CheckRunner
 
 SHAPE = (1, 2, 40, 16)
 NUMEL = 1 * 2 * 40 * 16

@@ -11,9 +11,9 @@ import pytest
 from tutor.catalog import get_drill, pristine_path
 from tutor.cli import main
 from tutor.harness.result import CheckResult
-from tutor.hints import earned_unlocks, hint_states, next_locked, unlock_rule
 from tutor.pristine import blob_id
-from tutor.progress import NOT_COUNTED_SAME, NOT_COUNTED_SHIPPED, ProgressStore
+from tutor.state.hints import earned_unlocks, hint_states, next_locked, unlock_rule
+from tutor.state.progress import NOT_COUNTED_SAME, NOT_COUNTED_SHIPPED, ProgressStore
 
 RESULTS = Path(__file__).parent / "fixtures" / "results"
 DRILL_01 = get_drill("01")

@@ -9,8 +9,8 @@ import pytest
 
 from tutor.catalog import get_drill, solution_path
 from tutor.harness.check import PARALLEL_COMPILE_ENV
+from tutor.loop.runner import CheckRunner
 from tutor.pristine import shipped_text
-from tutor.runner import CheckRunner
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

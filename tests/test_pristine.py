@@ -18,7 +18,7 @@ from tutor.catalog import all_drills, get_drill
 from tutor.cli import main
 from tutor.paths import content_root
 from tutor.pristine import WRITE_COMMAND, blob_id, manifest, shipped_bytes, stale_entries
-from tutor.workspace import WorkspaceError, init_workspace, reset_drill
+from tutor.state.workspace import WorkspaceError, init_workspace, reset_drill
 
 REPO = Path(__file__).resolve().parent.parent
 STUDENT = "# the student's half-finished edit\n"

@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from tutor.harness.result import CheckResult
-from tutor.progress import FAILING, HISTORY_LIMIT, NOT_STARTED, PASSED, RAN_ON_GPU, RAN_ON_INTERPRETER, ProgressStore
+from tutor.state.progress import (
+    FAILING,
+    HISTORY_LIMIT,
+    NOT_STARTED,
+    PASSED,
+    RAN_ON_GPU,
+    RAN_ON_INTERPRETER,
+    ProgressStore,
+)
 
 RESULTS = Path(__file__).parent / "fixtures" / "results"
 

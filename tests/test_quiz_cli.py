@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tutor.progress import ProgressStore
 from tutor.quiz import build_questions, detect_gpu
-from tutor.workspace import init_workspace
+from tutor.state.progress import ProgressStore
+from tutor.state.workspace import init_workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tutor.progress import ProgressStore
 from tutor.quiz import QuizSession, build_questions
+from tutor.state.progress import ProgressStore
 
 
 def right_answer(question) -> str:
@@ -99,9 +99,9 @@ def test_slip_codes_collect_over_a_sitting(questions):
 def test_a_slip_unlocks_the_paper_drills_hint_that_names_it(tmp_path):
     """Quiz answers count towards drill 03's hints as checks do for a kernel drill."""
     from tutor.catalog import get_drill
-    from tutor.hints import earned_unlocks
-    from tutor.progress import ProgressStore
     from tutor.quiz import QuizSession, build_questions
+    from tutor.state.hints import earned_unlocks
+    from tutor.state.progress import ProgressStore
 
     store = ProgressStore(tmp_path)
     session = QuizSession(build_questions(), store)

@@ -20,12 +20,12 @@ import pytest
 from helpers_app import offline_app, settle
 from helpers_harness import BROKEN, run_cli
 
-from tutor import progress
 from tutor.catalog import get_drill
 from tutor.cli import main
-from tutor.progress import ProgressStore, not_saved_note, saved_words
 from tutor.quiz import QuizSession, build_questions
-from tutor.workspace import init_workspace
+from tutor.state import progress
+from tutor.state.progress import ProgressStore, not_saved_note, saved_words
+from tutor.state.workspace import init_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 NOT_SAVED = "progress is NOT being saved"
@@ -102,7 +102,7 @@ async def test_list_and_the_app_show_one_attempt_count_for_the_quiz(tmp_path: Pa
 def test_the_not_saved_words_live_in_one_place() -> None:
     """The "progress not saved" words were spelled out in check, quiz (three ways), the
     app's quiz screen, doctor and the store: now every front end takes them from
-    tutor.progress (NOT_SAVED and the functions built on it)."""
+    tutor.state.progress (NOT_SAVED and the functions built on it)."""
     spelled = re.compile(r"not (being )?saved|nothing was saved", re.IGNORECASE)
     found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "tutor").rglob("*.py"))
              if path.name != "progress.py"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tutor.catalog import get_drill, solution_path
-from tutor.runner import CheckRunner
+from tutor.loop.runner import CheckRunner
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

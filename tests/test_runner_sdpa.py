@@ -2,8 +2,8 @@
 marked as such, with the later ones; the student's kernel is timed every time."""
 
 from tutor.harness.result import CheckResult
+from tutor.loop.runner import CheckRunner
 from tutor.report import render
-from tutor.runner import CheckRunner
 
 
 def _timed(full_ms: float, sdpa: tuple[float, float] | None) -> CheckResult:

@@ -1,4 +1,4 @@
-"""One rule for status, the solution gate and the list (tutor.progress): the status
+"""One rule for status, the solution gate and the list (tutor.state.progress): the status
 is the current file's state; a pass once recorded is kept (``solved_before``).
 After a reset of a solved drill the list used to show it failing with no word of
 the pass, and the app's `s` said "You have not passed 01 yet"."""
@@ -12,7 +12,7 @@ from tutor.app.screens.text_page import TextPage
 from tutor.catalog import all_drills, get_drill, pristine_path, solution_path
 from tutor.cli import main
 from tutor.pristine import blob_id
-from tutor.progress import FAILING, ProgressStore, status_words
+from tutor.state.progress import FAILING, ProgressStore, status_words
 
 DRILL = get_drill("01")
 

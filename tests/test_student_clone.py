@@ -18,7 +18,7 @@ from conftest import student_state
 
 from tutor.catalog import all_drills, solution_path
 from tutor.pristine import manifest, shipped_bytes
-from tutor.progress import PASSED, ProgressStore
+from tutor.state.progress import PASSED, ProgressStore
 
 REPO = Path(__file__).resolve().parent.parent
 

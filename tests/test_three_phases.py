@@ -17,13 +17,13 @@ from helpers_loop import (
     solution,
 )
 
-from tutor import runner as running
 from tutor.catalog import get_drill
-from tutor.engine import CheckFinished, CheckStep, DiagnosisFinished, PerformanceFinished
 from tutor.harness.result import CheckResult
-from tutor.hints import code_unlocks
+from tutor.loop import runner as running
+from tutor.loop.engine import CheckFinished, CheckStep, DiagnosisFinished, PerformanceFinished
+from tutor.loop.runner import CheckRunner
 from tutor.report import step_words
-from tutor.runner import CheckRunner
+from tutor.state.hints import code_unlocks
 
 pytestmark = pytest.mark.slow  # real workers
 
@@ -154,7 +154,7 @@ def test_engine_events_of_a_failing_save_arrive_in_phase_order(tmp_path: Path) -
 
 
 def test_a_warm_up_thread_stops_at_its_next_step_once_a_job_arrived() -> None:
-    """A spare's warm-up gives way to the job (tutor.worker): cost.abortable."""
+    """A spare's warm-up gives way to the job (tutor.loop.worker): cost.abortable."""
     import threading
 
     from tutor.harness import cost

@@ -19,14 +19,14 @@ from helpers_loop import (
     solution,
 )
 
-from tutor.engine import (
+from tutor.harness.result import CheckResult
+from tutor.loop.engine import (
     CheckCancelled,
     CheckFinished,
     CheckStarted,
     PerformanceFinished,
 )
-from tutor.harness.result import CheckResult
-from tutor.runner import CheckRunner
+from tutor.loop.runner import CheckRunner
 
 pytestmark = pytest.mark.slow  # real workers
 

@@ -66,7 +66,7 @@ def test_a_gpu_spare_is_ready_before_its_warm_up_and_a_job_sent_then_is_checked(
     """The spare says it is ready before it warms up (the warm-up runs in a thread and
     gives way to the job), so the job's check starts at once and is still right."""
     from tutor.catalog import get_drill, solution_path
-    from tutor.runner import Worker
+    from tutor.loop.runner import Worker
 
     worker = Worker("auto", spare=True, warm_drill="01")
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tutor.workspace import init_workspace
+from tutor.state.workspace import init_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_S = 120.0

@@ -19,7 +19,7 @@ import watchdog.observers.polling
 import watchdog.utils.dirsnapshot  # noqa: F401
 from helpers_loop import QUIET_S, WAIT_S, save_by_rename, save_in_place, save_vim_style
 
-from tutor.watcher import NATIVE, POLLING, DrillWatcher, SaveDebouncer
+from tutor.loop.watcher import NATIVE, POLLING, DrillWatcher, SaveDebouncer
 
 DRILL = "01_causal_mask.py"
 OTHER = "02_online_rescale.py"

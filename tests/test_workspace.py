@@ -13,7 +13,7 @@ import pytest
 from tutor.catalog import get_drill, pristine_path
 from tutor.cli import main
 from tutor.paths import content_root
-from tutor.workspace import WorkspaceError, init_workspace, reset_drill
+from tutor.state.workspace import WorkspaceError, init_workspace, reset_drill
 
 DRILL = get_drill("01")
 STUDENT = "# the student's attempt\n"

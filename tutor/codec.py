@@ -1,7 +1,7 @@
 """Dataclasses to JSON-ready data and back, from their type annotations.
 
 The check's result (:mod:`tutor.harness.result`) crosses the worker's process
-boundary as JSON and the student's progress (:mod:`tutor.progress`) is kept as
+boundary as JSON and the student's progress (:mod:`tutor.state.progress`) is kept as
 JSON: both are dataclasses, written and read here, so a new field is one line
 (the field, with its default).  The rules, kept small on purpose:
 

@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from tutor.harness.device import INTERPRETER_MIN_TRITON, interpreter_supports
 from tutor.paths import NO_WORKSPACE, SOURCE_ROOT
-from tutor.progress import NOT_SAVED
+from tutor.state.progress import NOT_SAVED
 
 Level = Literal["ok", "warning", "error"]
 
@@ -201,7 +201,7 @@ def probe_workspace(workspace: Path | None) -> list[Finding]:
 def probe_watching(drills_dir: Path) -> Finding:
     """Start the tutor's own watcher on ``drills/`` (with its probe) and say which mode it chose."""
     try:
-        from tutor.watcher import NATIVE, DrillWatcher
+        from tutor.loop.watcher import NATIVE, DrillWatcher
     except ImportError as exc:
         return Finding("file watching", "warning", f"the watcher cannot start: {exc}", "pip install watchdog")
     status: dict[str, str] = {}

@@ -10,8 +10,8 @@ import sys
 
 from tutor.catalog import get_drill
 from tutor.cli.check import exit_code
+from tutor.loop.runner import CheckRunner
 from tutor.report import render
-from tutor.runner import CheckRunner
 
 SPEEDUP_REASONS = """\
 Why the measured speed-up lands below the ideal {ideal:.2f}x:

@@ -1,4 +1,4 @@
-"""``FlashTutorApp``: the Textual front end on :class:`tutor.engine.TutorEngine`.
+"""``FlashTutorApp``: the Textual front end on :class:`tutor.loop.engine.TutorEngine`.
 
 Everything on screen comes from core objects: the engine's events (check
 results and the progress records they carry, device, watcher mode), its
@@ -48,13 +48,13 @@ from tutor.app.screens.hints import HintsScreen
 from tutor.app.screens.quiz import QuizScreen
 from tutor.app.widgets.status_bar import DEVICE_PENDING, short_path
 from tutor.catalog import Drill, Hint, get_drill, next_drill
-from tutor.engine import EngineError, Event, TutorEngine
 from tutor.harness.device import DeviceChoice
 from tutor.harness.result import CheckResult, Device
-from tutor.hints import hint_states
-from tutor.progress import DrillProgress
+from tutor.loop.engine import EngineError, Event, TutorEngine
+from tutor.loop.runner import DEFAULT_TIMEOUT_S
 from tutor.quiz import QuizSession, build_questions, gpu_for_checks
-from tutor.runner import DEFAULT_TIMEOUT_S
+from tutor.state.hints import hint_states
+from tutor.state.progress import DrillProgress
 
 _S = TypeVar("_S", bound="Screen[Any]")
 

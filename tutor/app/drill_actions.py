@@ -32,10 +32,10 @@ from tutor.app.screens.hints import HintsScreen
 from tutor.app.screens.text_page import TextPage, solution_markdown
 from tutor.app.widgets.result_view import display_path
 from tutor.catalog import Drill, kernel_drills, solution_path
-from tutor.engine import TutorEngine
 from tutor.harness.result import CheckResult
-from tutor.hints import hint_states
-from tutor.workspace import WorkspaceError, reset_drill
+from tutor.loop.engine import TutorEngine
+from tutor.state.hints import hint_states
+from tutor.state.workspace import WorkspaceError, reset_drill
 
 
 @dataclass(frozen=True)

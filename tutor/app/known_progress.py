@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from tutor.catalog import all_drills
-from tutor.progress import DrillProgress, DrillSummary, summarize
+from tutor.state.progress import DrillProgress, DrillSummary, summarize
 
 
 class KnownProgress:
@@ -33,7 +33,7 @@ class KnownProgress:
         return self.drills.get(drill_id, DrillProgress())
 
     def rows(self) -> list[DrillSummary]:
-        """The drill list's rows (:func:`tutor.progress.summarize`), every drill in catalog order."""
+        """The drill list's rows (:func:`tutor.state.progress.summarize`), every drill in catalog order."""
         return summarize(self.drills, self.answers, all_drills())
 
     def take_record(self, drill_id: str, record: DrillProgress) -> None:

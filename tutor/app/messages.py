@@ -11,8 +11,8 @@ from typing import Any
 
 from textual.message import Message
 
-from tutor import engine
-from tutor.progress import DrillProgress
+from tutor.loop import engine
+from tutor.state.progress import DrillProgress
 
 
 class EngineMessage(Message):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from tutor import __version__
 
 if TYPE_CHECKING:
-    from tutor.progress import ProgressStore
+    from tutor.state.progress import ProgressStore
 
 # Exit codes shared by every sub-command.
 EXIT_OK = 0  # passed / solved / done

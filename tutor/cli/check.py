@@ -10,8 +10,10 @@ from tutor.cli import EXIT_FAILED, EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE, say_warnin
 from tutor.harness.device import DEVICE_CHOICES
 from tutor.harness.result import CheckResult
 from tutor.links import file_link
+from tutor.loop.runner import DEFAULT_TIMEOUT_S, CheckRunner, Phase, WorkerStartError
 from tutor.paths import default_workspace
-from tutor.progress import (
+from tutor.report import LABEL_WIDTH, diagnosis_lines, performance_lines, verdict_lines
+from tutor.state.progress import (
     FAILING,
     IN_PROGRESS,
     NOT_STARTED,
@@ -25,9 +27,7 @@ from tutor.progress import (
     not_saved_note,
     status_words,
 )
-from tutor.report import LABEL_WIDTH, diagnosis_lines, performance_lines, verdict_lines
-from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, Phase, WorkerStartError
-from tutor.targets import Target, TargetError, resolve, workspace_file
+from tutor.state.targets import Target, TargetError, resolve, workspace_file
 
 EXIT_CODES = {"solved": EXIT_OK, "passed-with-finding": EXIT_FAILED, "failed": EXIT_FAILED, "not-run": EXIT_NOT_RUN}
 
@@ -245,7 +245,7 @@ def run_list_command(args: argparse.Namespace) -> int:
     rows = drill_summaries(store, all_drills())
     say_warnings(store)  # a corrupt progress file moved aside: said, never silently
     print(f"    {'id':<4}{'drill':<40} {'status':<23} {'attempts':>8}  file")
-    for row in rows:  # the rows the app's list shows (tutor.progress.drill_summaries)
+    for row in rows:  # the rows the app's list shows (tutor.state.progress.drill_summaries)
         drill = row.drill
         mark = "[~]" if row.finding_open else marks[row.status]  # passed, a finding open: not failing
         print(f"{mark} {drill.id:<4}{drill.title:<40} {status_words(row):<23} "

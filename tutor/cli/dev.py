@@ -1,8 +1,8 @@
 """``flashtutor dev``: tools for drill authors.
 
 ``flashtutor dev check`` verifies every drill against its own data (see
-:mod:`tutor.devcheck`); ``flashtutor dev new NAME`` scaffolds a drill that
-``dev check`` then guides to completion (see :mod:`tutor.devnew`).  Both work
+:mod:`tutor.authoring.devcheck`); ``flashtutor dev new NAME`` scaffolds a drill that
+``dev check`` then guides to completion (see :mod:`tutor.authoring.devnew`).  Both work
 on the content root (the clone's ``drills/`` and ``solutions/``), or on
 ``--root DIR`` / ``$FLASHTUTOR_CONTENT_ROOT``.
 """
@@ -76,7 +76,7 @@ def _use_root(args: argparse.Namespace) -> Path | None:
 
 
 def run_check_command(args: argparse.Namespace) -> int:
-    from tutor import devcheck
+    from tutor.authoring import devcheck
 
     root = _use_root(args)
     progress = None if args.json else (lambda message: print(message, file=sys.stderr, flush=True))
@@ -93,7 +93,7 @@ def run_check_command(args: argparse.Namespace) -> int:
 
 
 def run_new_command(args: argparse.Namespace) -> int:
-    from tutor import devnew
+    from tutor.authoring import devnew
 
     root = _use_root(args)
     try:

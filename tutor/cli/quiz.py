@@ -16,7 +16,6 @@ from pathlib import Path
 
 from tutor.cli import EXIT_FAILED, EXIT_OK
 from tutor.paths import NoWorkspace, require_workspace
-from tutor.progress import NOT_SAVED, ProgressStore, not_saved_note, saved_words
 from tutor.quiz import (
     AnswerFeedback,
     GpuBudget,
@@ -28,6 +27,7 @@ from tutor.quiz import (
 )
 from tutor.quiz.questions import DRILL_ID
 from tutor.quiz.units import format_bytes
+from tutor.state.progress import NOT_SAVED, ProgressStore, not_saved_note, saved_words
 
 WIDTH = 78
 

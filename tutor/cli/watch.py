@@ -1,6 +1,6 @@
 """``flashtutor watch [DRILL]``: the save-to-recheck loop in a plain terminal.
 
-It drives the same :class:`~tutor.engine.TutorEngine` as the app: every save
+It drives the same :class:`~tutor.loop.engine.TutorEngine` as the app: every save
 of the drill is checked and the report printed: the verdict at once, the
 performance phase (timings, roofline) below it when it arrives; a spinner runs
 while a check does and while its performance is timed; new hints are printed
@@ -29,7 +29,9 @@ from rich.status import Status
 from tutor.catalog import Drill, Hint, UnknownDrill, get_drill, kernel_drills, next_drill
 from tutor.cli import EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE
 from tutor.cli.check import add_runner_options
-from tutor.engine import (
+from tutor.harness.result import CheckResult
+from tutor.links import file_link
+from tutor.loop.engine import (
     CheckCancelled,
     CheckFinished,
     CheckStarted,
@@ -42,12 +44,10 @@ from tutor.engine import (
     TutorEngine,
     WatcherStatus,
 )
-from tutor.harness.result import CheckResult
-from tutor.hints import hint_states
-from tutor.links import file_link
 from tutor.paths import NoWorkspace, require_workspace
-from tutor.progress import ProgressStore, not_saved_note
 from tutor.report import diagnosis_lines, performance_lines, step_words, verdict, verdict_lines
+from tutor.state.hints import hint_states
+from tutor.state.progress import ProgressStore, not_saved_note
 
 KEYS = "Enter or r: re-run · h: hints · n: next drill · q: quit"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from tutor.catalog import UnknownDrill, get_drill, kernel_drills
 from tutor.cli import EXIT_NOT_RUN, EXIT_OK, EXIT_USAGE, say_warnings
-from tutor.hints import hint_states, next_locked
 from tutor.paths import NoWorkspace, default_workspace, require_workspace
-from tutor.progress import DrillProgress, ProgressStore
-from tutor.workspace import WorkspaceError, init_workspace, reset_drill
+from tutor.state.hints import hint_states, next_locked
+from tutor.state.progress import DrillProgress, ProgressStore
+from tutor.state.workspace import WorkspaceError, init_workspace, reset_drill
 
 DEFAULT_INIT_DIR = "flashtutor"
 

@@ -19,7 +19,7 @@ class CheckJob:
     # replaces the device's default correctness shape (batch, heads, seq, head_dim),
     # the one whose visit map is reported; the ragged and short shapes still run
     shape: tuple[int, int, int, int] | None = None
-    # run ``shape`` alone: no ragged, short or hostile case (the crash re-run, tutor.runner)
+    # run ``shape`` alone: no ragged, short or hostile case (the crash re-run, tutor.loop.runner)
     shape_only: bool = False
 
     def __post_init__(self) -> None:

@@ -7,7 +7,7 @@ Textual.
 Typical use::
 
     from tutor.quiz import QuizSession, build_questions, detect_gpu
-    from tutor.progress import ProgressStore
+    from tutor.state.progress import ProgressStore
 
     questions = build_questions(seed=None, gpu=detect_gpu())  # detect_gpu imports torch
     session = QuizSession(questions, ProgressStore(workspace), restart=False)
@@ -33,7 +33,7 @@ The pieces:
   ``4k``...;
 * :mod:`tutor.quiz.checking` — :func:`check_answer` and :class:`AnswerFeedback`;
 * :mod:`tutor.quiz.session` — :class:`QuizSession`, :class:`Score` and
-  :func:`record_drill_status` (answers are kept in :class:`tutor.progress.ProgressStore`);
+  :func:`record_drill_status` (answers are kept in :class:`tutor.state.progress.ProgressStore`);
 * :mod:`tutor.quiz.gpu` — :class:`GpuBudget`, the stated budgets, and
   :func:`detect_gpu`.
 """

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tutor.catalog import Hint, get_drill
-from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, ProgressStore
 from tutor.quiz.checking import AnswerFeedback, check_answer
 from tutor.quiz.model import DRILL_ID, Question, QuizTexts, load_texts
+from tutor.state.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, ProgressStore
 
 
 @dataclass(frozen=True)

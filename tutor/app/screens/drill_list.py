@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from tutor.app.widgets.status_bar import StatusBar
 from tutor.catalog import Drill
-from tutor.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, DrillStatus, DrillSummary, done_count
+from tutor.state.progress import FAILING, IN_PROGRESS, NOT_STARTED, PASSED, DrillStatus, DrillSummary, done_count
 
 # Status -> the mark a reader needs no colour for, its words, and a style for those with colour.
 STATUS_MARKS: dict[DrillStatus, tuple[str, str, str]] = {
@@ -25,7 +25,7 @@ STATUS_MARKS: dict[DrillStatus, tuple[str, str, str]] = {
 }
 
 
-# One line of the list (built in tutor.progress from the catalog and the progress file).
+# One line of the list (built in tutor.state.progress from the catalog and the progress file).
 DrillRow = DrillSummary
 
 

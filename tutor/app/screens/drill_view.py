@@ -20,8 +20,8 @@ from tutor.app.widgets.visit_map import VisitMapView
 from tutor.app.widgets.weight_map import WeightMapView
 from tutor.catalog import Drill
 from tutor.harness.result import CheckResult
-from tutor.progress import HistorySeries
 from tutor.report import step_words
+from tutor.state.progress import HistorySeries
 
 METRICS_WIDTH = 48  # the numbers column, its padding included
 MAP_FRAME = 8  # the map's border and padding, the body's padding and scroll bar
@@ -116,7 +116,7 @@ class DrillScreen(Screen[None]):
             self._draw_running()
 
     def show_history(self, history: HistorySeries) -> None:
-        """The attempt history (:meth:`tutor.progress.DrillProgress.history_series`)."""
+        """The attempt history (:meth:`tutor.state.progress.DrillProgress.history_series`)."""
         self.history = history
         if self.is_mounted:
             self._draw_history()

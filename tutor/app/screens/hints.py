@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Markdown
 
 from tutor.catalog import Drill
-from tutor.hints import HintState
+from tutor.state.hints import HintState
 
 
 def hints_markdown(drill: Drill, states: Sequence[HintState], attempts: int) -> str:

@@ -13,9 +13,9 @@ from textual.widgets import Footer, Header, Input, Static
 from textual.worker import Worker
 
 from tutor.app.widgets.status_bar import StatusBar
-from tutor.progress import saved_words
 from tutor.quiz import AnswerFeedback, QuizSession, record_drill_status
 from tutor.quiz.questions import DRILL_ID
+from tutor.state.progress import saved_words
 
 MARKS = {"right": "✔ right", "wrong": "✘ wrong", "invalid": "? not an answer"}
 STYLES = {"right": "bold green", "wrong": "bold red", "invalid": "bold yellow"}

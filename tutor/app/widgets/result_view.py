@@ -96,7 +96,7 @@ def metrics_text(result: CheckResult) -> Text:
         note = ""
         if result.causal_ms and result.sdpa_causal_ms:
             note = f"yours takes {result.causal_ms / result.sdpa_causal_ms:.2f}x its time"
-        if result.sdpa_from_earlier_check:  # the same SDPA, timed once a session (tutor.runner)
+        if result.sdpa_from_earlier_check:  # the same SDPA, timed once a session (tutor.loop.runner)
             note = "; ".join(filter(None, [note, "sdpa timed at this session's first check"]))
         _row(text, "torch sdpa", " · ".join(parts), note)
     elif result.full_ms is not None and result.device is not None and result.device.interpreter:

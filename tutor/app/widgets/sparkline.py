@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from tutor.progress import HistorySeries
+from tutor.state.progress import HistorySeries
 
 BARS = "▁▂▃▄▅▆▇█"
 NO_VALUE = "·"  # an attempt that produced no number (it could not run)
@@ -74,14 +74,14 @@ def history_text(errors: Sequence[float | None], speedups: Sequence[float | None
         return ([None] * shown + list(values))[-shown:]
 
     errors, speedups, work = newest(errors), newest(speedups), newest(work_ratios)
-    skipped = f", {not_run} could not run (no attempt)" if not_run else ""  # tutor.progress: no hints
+    skipped = f", {not_run} could not run (no attempt)" if not_run else ""  # tutor.state.progress: no hints
     lines = [Text(f"attempts  {shown} shown{skipped}", style="dim"),
              _line(ERROR_LABEL, spark(errors, log=True), _first_last(errors, ".1e")),
              _line(WORK_LABEL, spark(work), _first_last(work, ".2f", "x"))]
     if any(v is not None for v in speedups):
         lines.append(_line(SPEEDUP_LABEL, spark(speedups), _first_last(speedups, ".2f", "x")))
         if undecided:
-            # from a file written before timed and counted were kept apart (tutor.progress)
+            # from a file written before timed and counted were kept apart (tutor.state.progress)
             lines.append(Text(f"({undecided} older record{'s' if undecided != 1 else ''}: "
                               "not known whether timed on a GPU)", style="dim"))
     return Text("\n").join(lines)

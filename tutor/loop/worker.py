@@ -1,4 +1,4 @@
-"""The child process that runs a student's kernel: ``python -m tutor.worker``.
+"""The child process that runs a student's kernel: ``python -m tutor.loop.worker``.
 
 Protocol (one JSON object per line):
 
@@ -46,7 +46,7 @@ def _protocol_channel() -> TextIO:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tutor.worker")
+    parser = argparse.ArgumentParser(prog="python -m tutor.loop.worker")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--warm-compiler", action="store_true",
                         help="a spare worker: while waiting for the job, compile a small kernel (GPU) or "

@@ -35,7 +35,7 @@ Events (frozen dataclasses, passed to ``on_event``):
     :class:`~tutor.harness.result.CheckResult` (an error, a timeout and a
     crash are results too) with correctness and visit map (and, for a kernel
     that passed, its diagnosis); it has been recorded: ``record`` is the
-    drill's :class:`~tutor.progress.DrillProgress` after it, ``newly_unlocked``
+    drill's :class:`~tutor.state.progress.DrillProgress` after it, ``newly_unlocked``
     the :class:`~tutor.catalog.Hint` objects it unlocked; ``counted`` is False
     when it was not a new attempt (the content of the last attempt, or the
     drill as shipped: ``not_counted`` says which).
@@ -97,13 +97,13 @@ from typing import TYPE_CHECKING, Literal
 from tutor.catalog import Drill, Hint, get_drill, kernel_drills
 from tutor.harness.device import DeviceChoice
 from tutor.harness.result import CheckResult, Device
-from tutor.hints import HintState, hint_states
-from tutor.progress import DrillProgress, ProgressStore, attempt_content_id
-from tutor.runner import DEFAULT_TIMEOUT_S, CheckRunner, Phase, WorkerStartError
-from tutor.watcher import SaveDebouncer, WatcherMode
+from tutor.loop.runner import DEFAULT_TIMEOUT_S, CheckRunner, Phase, WorkerStartError
+from tutor.loop.watcher import SaveDebouncer, WatcherMode
+from tutor.state.hints import HintState, hint_states
+from tutor.state.progress import DrillProgress, ProgressStore, attempt_content_id
 
 if TYPE_CHECKING:
-    from tutor.watcher import DrillWatcher
+    from tutor.loop.watcher import DrillWatcher
 
 log = logging.getLogger(__name__)
 
@@ -379,7 +379,7 @@ class TutorEngine:
         try:
             import watchdog  # noqa: F401 - only to say clearly when it is missing
 
-            from tutor.watcher import DrillWatcher
+            from tutor.loop.watcher import DrillWatcher
         except ImportError:
             self._set_watch_status(WATCH_OFF, "watchdog is not installed: saves are not watched; use the re-run key")
             return
@@ -502,7 +502,7 @@ class TutorEngine:
 
     def _verdict(self, drill: Drill, request: _Request, result: CheckResult) -> None:
         """Record and publish a verdict (the first phase of a check), as an attempt of
-        the content the worker checked (:func:`tutor.progress.attempt_content_id`)."""
+        the content the worker checked (:func:`tutor.state.progress.attempt_content_id`)."""
         drill_id = drill.id
         self._device_known(result.device)
         if result.error is not None and result.error.kind == "cancelled":

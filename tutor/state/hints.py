@@ -8,7 +8,7 @@ read into :class:`tutor.catalog.Hint`).  A hint is open when
   at once, whether or not that check counted as an attempt: the same edit
   checked again opens what its codes key), or
 * the drill has ``after_attempts`` attempts: checks of distinct content
-  (:mod:`tutor.progress`; re-checking an unchanged file, or the drill as
+  (:mod:`tutor.state.progress`; re-checking an unchanged file, or the drill as
   shipped, is no attempt).
 
 The drill *as shipped* opens nothing, although its check reports codes: it is

@@ -28,7 +28,7 @@ front ends on one workspace count a save once, and opening a drill, starting
 ``watch`` or re-running ``check`` on an unchanged file count nothing.  Such a
 check still runs and is shown; it sets the status (the file's current state)
 once the drill has been worked on, and the diagnosis codes of an edit checked
-again open the hints keyed to them (:mod:`tutor.hints`; attempt-count tiers
+again open the hints keyed to them (:mod:`tutor.state.hints`; attempt-count tiers
 stay tied to counted attempts, and the drill as shipped opens nothing); it
 changes nothing else.
 
@@ -71,12 +71,12 @@ except ImportError:  # pragma: no cover - not POSIX: one process per workspace, 
     fcntl = None  # type: ignore[assignment]
 
 from tutor import codec
-from tutor.atomic import write_text_atomically
 from tutor.catalog import Drill, Hint, get_drill
 from tutor.harness.result import CheckResult
-from tutor.hints import code_unlocks, earned_unlocks
 from tutor.paths import WORKSPACE_STATE_DIR
 from tutor.pristine import PristineError, blob_id, manifest
+from tutor.state.atomic import write_text_atomically
+from tutor.state.hints import code_unlocks, earned_unlocks
 
 STATE_FILE = "progress.json"
 FORMAT_VERSION = 1

@@ -22,7 +22,7 @@ kernels (each in a fresh worker, through the real harness)
 Codes compare in order.  Info-level codes a check reports may be listed or
 left out of a fixture's ``codes``; error- and finding-level codes must all be
 listed.  Nothing here imports torch or Textual: the kernels run in
-:class:`tutor.runner.Worker` processes.
+:class:`tutor.loop.runner.Worker` processes.
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
 
 def _placeholder_rows(drill: Drill, toml: Path, root: Path) -> list[Row]:
     """One FAIL row per ``AUTHOR:`` marker (``dev new`` leaves them where something is to be written)."""
-    from tutor.devnew import MARKER
+    from tutor.authoring.devnew import MARKER
 
     files = [toml, root / "drills" / drill.file, root / "solutions" / drill.solution,
              mistakes_mod.mistakes_path(drill, root)]
@@ -342,7 +342,7 @@ def _run_checks(jobs: list[tuple[str, Path]], root: Path, device: DeviceChoice,
                 progress: Callable[[str], None]) -> list[CheckResult]:
     """Check each ``(drill id, file)`` in a fresh worker (the next one starts while this one runs)."""
     from tutor.harness.job import CheckJob
-    from tutor.runner import Worker
+    from tutor.loop.runner import Worker
 
     results: list[CheckResult] = []
     with _content_root_env(root):

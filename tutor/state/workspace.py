@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tutor.atomic import write_text_atomically
 from tutor.catalog import Drill
 from tutor.paths import WORKSPACE_STATE_DIR, content_root
 from tutor.pristine import PristineError, shipped_bytes, shipped_names, shipped_text
+from tutor.state.atomic import write_text_atomically
 
 BACKUP_DIR = "backups"
 

@@ -1,7 +1,7 @@
 """Run checks in child processes, keeping one warm worker ready.
 
 Importing torch and triton costs seconds, so the runner starts a worker
-(:mod:`tutor.worker`) ahead of time; a check hands its job to that warm
+(:mod:`tutor.loop.worker`) ahead of time; a check hands its job to that warm
 worker, and a fresh one is started for the next check once this one is done.
 Every worker runs exactly one check, so a segfault, a hang or a sticky CUDA
 error costs that worker and nothing else.
@@ -60,7 +60,7 @@ OUTPUT_TAIL_CHARS = 4000
 SPARE_DURING_CHECK = (os.cpu_count() or 1) > 4
 
 
-PACKAGE_PARENT = Path(__file__).resolve().parent.parent  # the folder holding the tutor package
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding the tutor package (tutor/loop/runner.py)
 
 
 class WorkerStartError(RuntimeError):
@@ -100,7 +100,7 @@ class Worker:
             # runs: the caller's own folder may be a workspace deleted under it (a Python
             # started in a deleted folder cannot load torch's libraries)
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tutor.worker", "--device", device_choice,
+                [sys.executable, "-m", "tutor.loop.worker", "--device", device_choice,
                  *(["--warm-compiler"] if spare else []),
                  *(["--warm-drill", warm_drill] if spare and warm_drill else [])],
                 stdin=subprocess.PIPE,
