@@ -202,7 +202,7 @@ class PhaseCost:
     compiles: int | None = None
 
 
-# What a read-out found, in the words the diagnosis compares (tutor.harness.readout
+# What a read-out found, in the words the diagnosis compares (tutor.harness.problems.attention.readout
 # decides them; "" is "not seen" or "not measured").
 AttentionMode = Literal["causal", "full"]
 ForbiddenWhere = Literal[
@@ -211,7 +211,8 @@ ForbiddenWhere = Literal[
 ForbiddenScore = Literal["", "true", "zero", "other"]  # the key's real score, a 0 mask, neither
 MissingWhere = Literal["", "own-key", "future-keys", "ragged-tail", "whole-blocks", "part-of-blocks"]
 ExtraInSum = Literal["", "score-0-keys", "future-keys"]  # what the surplus in the denominator equals
-TemperatureName = Literal[  # tutor.harness.readout.temperature_names, "other", or "" (no softmax of q·k)
+# the read-out's temperature_names, "other", or "" (no softmax of q·k)
+TemperatureName = Literal[
     "", "right", "scale-missing", "scale-twice", "scale-inverted", "exp-not-exp2", "exp2-without-log2e",
     "scale-missing-exp-not-exp2", "scale-missing-exp2-without-log2e", "scale-twice-exp-not-exp2",
     "scale-twice-exp2-without-log2e", "other",
