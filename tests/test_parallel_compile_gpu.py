@@ -35,3 +35,37 @@ def test_parallel_and_serial_compiles_give_the_same_verdict(which, monkeypatch, 
     parallel = _verdict(file, monkeypatch, "1")
     assert parallel == serial
     assert serial[0] == ("solved" if which == "solution" else "failed")
+
+
+def test_forked_children_compile_every_variant_and_the_verdict_loads_them(tmp_path):
+    """Drill 04's solution with a fresh comment in every kernel (nothing on disk):
+    every recorded variant compiles in a forked child (none fails or hangs), and the
+    verdict after it passes with the variants the children wrote."""
+    import uuid
+
+    from tutor.harness import cost, forked_compile
+    from tutor.harness.check import compile_concurrently
+    from tutor.harness.loader import load_student_module
+    from tutor.harness.problems import problem_for
+
+    drill = get_drill("04")
+    nonce = uuid.uuid4().hex
+    text = "\n".join(line + (f"  # {nonce}" if line.startswith("def _") else "")  # Triton hashes the source
+                     for line in solution_path(drill).read_text().splitlines())
+    file = tmp_path / drill.file
+    file.write_text(text + "\n")
+    module = load_student_module(file, file.read_bytes())
+    problem = problem_for(drill.problem)
+    assert problem.compile_warmups is not None
+    warmups = problem.compile_warmups(drill, module, "cuda")
+    cost.install()
+    recorded = []
+    for warmup in warmups:
+        with cost.compile_only() as calls:
+            warmup()
+        recorded += calls
+    assert len(recorded) >= 4
+    assert forked_compile.fill_disk_cache(recorded) == len(recorded)
+    compile_concurrently(warmups)
+    found = problem.check_correctness(drill, module, False, "cuda", torch.Generator().manual_seed(0))
+    assert all(case.passed for case in found.cases)

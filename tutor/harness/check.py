@@ -33,7 +33,7 @@ from types import ModuleType
 import torch
 
 from tutor.catalog import Drill, get_drill
-from tutor.harness import cost, timing
+from tutor.harness import cost, forked_compile, timing
 from tutor.harness import launch as launching
 from tutor.harness.errors import bad_output_error, from_exception
 from tutor.harness.job import CheckJob
@@ -58,7 +58,10 @@ def compile_concurrently(launches: list[Callable[[], object]]) -> None:
     own launches need them: each launch runs in compile-only mode
     (:func:`cost.compile_only`: its kernel calls are recorded, nothing launches,
     nothing it returns is meaningful), then every recorded kernel variant compiles
-    on a thread of its own (ptxas runs outside the GIL).  A launch that raises, or
+    on a thread of its own.  Triton's compiler holds the GIL for most of its work,
+    so on Linux each variant is first compiled in a forked child
+    (:mod:`tutor.harness.forked_compile`), which writes Triton's disk cache; the
+    threads then mostly load.  A launch that raises, or
     a variant that fails to compile, is left to the phase's own launch, which
     raises it again where it is reported at the student's line."""
     compiles: list[Callable[[], object]] = []
@@ -72,6 +75,7 @@ def compile_concurrently(launches: list[Callable[[], object]]) -> None:
                 pass
         compiles.extend(calls)
     stop = cost.stop_event()
+    forked_compile.fill_disk_cache(compiles, stop)
 
     def compile_one(call: Callable[[], object]) -> None:
         if stop is None or not stop.is_set():  # a warm-up gives way to the job that arrived
