@@ -48,7 +48,7 @@ for s in $STEPS; do
                   tail -14 "$LOGS/profile.log" | tee -a "$SUMMARY" ;;
         first)    step first 200 python3 bench/first_report.py --device gpu --runs 2; tail -5 "$LOGS/first.log" | tee -a "$SUMMARY" ;;
         phases)   for d in ${PHASE_DRILLS:-01 02 04 05 06}; do
-                      step "phases$d" 150 python3 bench/save_to_verdict.py --device gpu --drill "$d" --saves ${PHASE_SAVES:-6} --cold-saves 0 --edit ${PHASE_EDIT:-source} --json "$LOGS/phases$d.json"
+                      step "phases$d" 150 python3 bench/save_to_verdict.py --device gpu --drill "$d" --saves ${PHASE_SAVES:-6} --cold-saves 0 --edit ${PHASE_EDIT:-source} ${PHASE_ARGS:-} --json "$LOGS/phases$d.json"
                       grep -E "^(warm|cold) |failing save|save-to-verdict," "$LOGS/phases$d.log" | tee -a "$SUMMARY"
                   done ;;
         concurrent) step concurrent 330 python3 bench/concurrent_checks.py --device gpu --counts ${CONCURRENT_COUNTS:-1 4 8} --json "$LOGS/concurrent.json"

@@ -77,7 +77,7 @@ from tutor.loop.engine import (  # noqa: E402
 )
 
 MARKER = "save-to-verdict-bench"
-THINK_S = 1.2  # pause before each save: longer than the debouncer's burst window
+THINK_S = 1.2  # default pause before each save: longer than the debouncer's burst window
 
 
 @dataclass
@@ -232,7 +232,7 @@ def measure(args: argparse.Namespace, warm: bool, saves: int, watch: bool, works
                 name, text = "solution", solution
             if warm:
                 engine.wait_warm()
-            time.sleep(THINK_S)
+            time.sleep(args.think)
             which = {"source": True, "last": "last", "mistake": edited or "last"}.get(args.edit, False)
             save(file, content(text, version, which, nonce))
             written = time.perf_counter()
@@ -294,6 +294,9 @@ def main() -> int:
     parser.add_argument("--no-spare-during-check", action="store_true",
                         help="start the next spare worker only after a check (the default on machines with "
                              "up to 4 cores), to see what the overlap costs a check")
+    parser.add_argument("--think", type=float, default=THINK_S,
+                        help="seconds between a save's last phase and the next save (a student reading the result; "
+                             "a spare worker's warm-up runs in them)")
     parser.add_argument("--quick", action="store_true", help="3 warm saves and 1 cold one")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--json", type=Path, help="also write the measurements here")
