@@ -361,7 +361,7 @@ def test_the_split_and_merge_launches_are_told_apart_by_the_tensors_they_share()
     merge = apart.KernelCall("merge", (bh,), (mid_m, mid_l, mid_o, out), {"HEAD_DIM": d})
     roles = apart.find_roles([split, merge], k, out, bh, d)
     assert roles is not None and roles.split is split and roles.merge is merge
-    assert (roles.scalars, roles.vector, roles.slots) == ([0, 1], 2, slots)
+    assert (roles.tensors, roles.scalars, roles.vector, roles.slots) == ([0, 1], [(0, 0), (1, 0)], 2, slots)
     assert roles.split_pos == {0: 2, 1: 3, 2: 4}
     fused = apart.KernelCall("fused", (bh,), (q, k, out), {})
     assert apart.find_roles([fused], k, out, bh, d) is None

@@ -115,14 +115,64 @@ def _ptr(t: torch.Tensor) -> int:
     return int(t.data_ptr())
 
 
+FieldKey = tuple[int, int]  # (merge arg position of a scalar state tensor, which of its interleaved fields)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a state tensor lays out its axes in memory, outermost first: r (sequence*head),
+    s (slot), f (one of the scalar fields packed side by side), d (head_dim)."""
+
+    order: str
+
+    @property
+    def _canon(self) -> str:
+        return "rsd" if "d" in self.order else "frs"
+
+    def canonical(self, flat: torch.Tensor, sizes: dict[str, int]) -> torch.Tensor:
+        """(fields, rows, slots) for scalars, (rows, slots, head_dim) for the vector."""
+        t = flat.reshape([sizes[a] for a in self.order])
+        return t.permute([self.order.index(a) for a in self._canon])
+
+    def flatten(self, canon: torch.Tensor) -> torch.Tensor:
+        return canon.permute([self._canon.index(a) for a in self.order]).reshape(-1)
+
+
+ROW_MAJOR = {"scalar": Layout("rsf"), "vector": Layout("rsd")}
+
+
+def scalar_layouts(fields: int) -> list[Layout]:
+    """Row-major first; two packed fields may sit innermost, outermost or between."""
+    if fields == 1:
+        return [Layout("rsf"), Layout("srf")]
+    return [Layout(o) for o in ("rsf", "frs", "rfs", "srf", "fsr", "sfr")]
+
+
+VECTOR_LAYOUTS = [Layout("rsd"), Layout("srd")]
+
+
 @dataclass
 class Roles:
     split: KernelCall
     merge: KernelCall
-    scalars: list[int]  # merge arg positions of the per-slice scalar state tensors (bh * slots elements)
-    vector: int  # merge arg position of the per-slice vector state (bh * slots * head_dim)
+    tensors: list[int]  # merge arg positions of the per-slot scalar state tensors
+    fields: dict[int, int]  # scalar tensor position -> how many fields it packs (1 or 2)
+    vector: int  # merge arg position of the per-slot vector state (rows * slots * head_dim)
     split_pos: dict[int, int]  # merge arg position -> the same tensor's position in the split's args
     slots: int
+    rows: int
+    head_dim: int
+    layouts: dict[int, Layout] = field(default_factory=dict)  # tensor position -> layout (default: row-major)
+
+    @property
+    def scalars(self) -> list[FieldKey]:
+        return [(pos, f) for pos in self.tensors for f in range(self.fields[pos])]
+
+    def sizes(self, pos: int) -> dict[str, int]:
+        return {"r": self.rows, "s": self.slots, "f": self.fields.get(pos, 1), "d": self.head_dim}
+
+    def layout(self, pos: int) -> Layout:
+        return self.layouts.get(pos, ROW_MAJOR["vector" if pos == self.vector else "scalar"])
 
 
 def find_roles(calls: list[KernelCall], k: torch.Tensor, out: torch.Tensor, bh: int, head_dim: int) -> Roles | None:
@@ -137,17 +187,22 @@ def find_roles(calls: list[KernelCall], k: torch.Tensor, out: torch.Tensor, bh: 
         return None
     merge, split = writers[0], readers[0]
     in_split = {_ptr(t): i for i, t in tensors(split).items() if t.dtype == torch.float32}
-    shared = {i: in_split[_ptr(t)] for i, t in tensors(merge).items()
-              if t.dtype == torch.float32 and _ptr(t) in in_split and in_split[_ptr(t)] in split.after}
+    shared: dict[int, int] = {}
+    seen: set[int] = set()
+    for i, t in tensors(merge).items():  # one position per tensor (a launcher may pass one tensor twice)
+        if t.dtype == torch.float32 and in_split.get(_ptr(t), -1) in split.after and _ptr(t) not in seen:
+            shared[i] = in_split[_ptr(t)]
+            seen.add(_ptr(t))
     vectors = [i for i in shared if merge.args[i].numel() % (bh * head_dim) == 0 and merge.args[i].numel() > 0]
     if not vectors:
         return None
     vector = max(vectors, key=lambda i: merge.args[i].numel())
     slots = merge.args[vector].numel() // (bh * head_dim)
-    scalars = [i for i in shared if i != vector and merge.args[i].numel() == bh * slots]
-    if not scalars or not all(merge.args[i].is_contiguous() for i in [*scalars, vector]):
+    fields = {i: merge.args[i].numel() // (bh * slots) for i in shared
+              if i != vector and merge.args[i].numel() in (bh * slots, 2 * bh * slots)}
+    if not fields or not all(merge.args[i].is_contiguous() for i in [*fields, vector]):
         return None
-    return Roles(split, merge, scalars, vector, shared, slots)
+    return Roles(split, merge, list(fields), fields, vector, shared, slots, bh, head_dim)
 
 
 # -- the reference's slice states -------------------------------------------------------------
@@ -180,13 +235,21 @@ VECTOR_KINDS = {"o": "the unnormalised o_s", "o/l": "the normalised o_s / l_s"}
 def reference_states(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
                      owner_blocks: torch.Tensor, block_n: int, slots: int) -> SliceStates:
     """``owner_blocks``: (bh, n_blocks), the slot (from 0) that read each block, -1: none."""
+    n = k.shape[2]
+    owner = owner_blocks.to(k.device).long().repeat_interleave(block_n, dim=1)[:, :n]
+    if owner.shape[1] < n:
+        owner = torch.nn.functional.pad(owner, (0, n - owner.shape[1]), value=-1)
+    return states_by_position(q, k, v, lengths, owner, slots)
+
+
+def states_by_position(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
+                       owner: torch.Tensor, slots: int) -> SliceStates:
+    """``owner``: (bh, max_len), the slot (from 0) that holds each position, -1: none."""
     b, h, n, d = k.shape
     dev = k.device
     s = torch.einsum("bhd,bhnd->bhn", q.double(), k.double()).reshape(b * h, n) / d**0.5
     vv = v.double().reshape(b * h, n, d)
-    owner = owner_blocks.to(dev).long().repeat_interleave(block_n, dim=1)[:, :n]
-    if owner.shape[1] < n:
-        owner = torch.nn.functional.pad(owner, (0, n - owner.shape[1]), value=-1)
+    owner = owner.to(dev).long()
     held = torch.arange(n, device=dev)[None, :] < lengths.to(dev).long().repeat_interleave(h)[:, None]
     owner = torch.where(held, owner, torch.full_like(owner, -1))
     mask = owner[:, None, :] == torch.arange(slots, device=dev)[None, :, None]  # (bh, slots, n)
@@ -214,10 +277,10 @@ def _close(measured: torch.Tensor, ref: torch.Tensor, kind: str, scale: torch.Te
 
 @dataclass
 class Convention:
-    scalars: dict[int, str]  # merge arg position -> scalar kind ("" where no kind fits)
+    scalars: dict[FieldKey, str]  # scalar field -> kind ("" where no kind fits)
     vector: str  # "" where none fits
     # every kind that fits (a case of one dominant key per slice, l_s = 1, cannot tell m from lse)
-    scalar_fits: dict[int, set[str]] = field(default_factory=dict, compare=False)
+    scalar_fits: dict[FieldKey, set[str]] = field(default_factory=dict, compare=False)
     vector_fits: set[str] = field(default_factory=set, compare=False)
 
     @property
@@ -225,16 +288,20 @@ class Convention:
         return self.vector != "" and any(k in ("m2", "m", "lse2", "lse") for k in self.scalars.values())
 
 
-def stored(roles: Roles) -> tuple[dict[int, torch.Tensor], torch.Tensor]:
-    """The states the split launch wrote, as (bh, slots) and (bh, slots, head_dim) float64."""
-    bh_slots = roles.merge.args[roles.scalars[0]].numel()
-    bh = bh_slots // roles.slots
-    scal = {i: roles.split.after[roles.split_pos[i]].reshape(bh, roles.slots).double() for i in roles.scalars}
-    vec = roles.split.after[roles.split_pos[roles.vector]].reshape(bh, roles.slots, -1).double()
+def stored(roles: Roles) -> tuple[dict[FieldKey, torch.Tensor], torch.Tensor]:
+    """The states the split launch wrote, as (rows, slots) and (rows, slots, head_dim) float64,
+    read in each tensor's layout."""
+    scal = {}
+    for pos in roles.tensors:
+        canon = roles.layout(pos).canonical(roles.split.after[roles.split_pos[pos]].double(), roles.sizes(pos))
+        for f in range(roles.fields[pos]):
+            scal[(pos, f)] = canon[f]
+    vec = roles.layout(roles.vector).canonical(roles.split.after[roles.split_pos[roles.vector]].double(),
+                                               roles.sizes(roles.vector))
     return scal, vec
 
 
-def convention(roles: Roles, ref: SliceStates) -> tuple[Convention, dict[int, torch.Tensor], torch.Tensor]:
+def convention(roles: Roles, ref: SliceStates) -> tuple[Convention, dict[FieldKey, torch.Tensor], torch.Tensor]:
     """The kind of each stored field that agrees with the reference on the most non-empty slots."""
     scal, vec = stored(roles)
     nonempty = ref.sums > 0
@@ -246,8 +313,8 @@ def convention(roles: Roles, ref: SliceStates) -> tuple[Convention, dict[int, to
         return int((_close(measured, r, kind, sc.to(measured.device)) & nonempty.to(measured.device)).sum())
 
     total = int(nonempty.sum())
-    kinds: dict[int, str] = {}
-    fits: dict[int, set[str]] = {}
+    kinds: dict[FieldKey, str] = {}
+    fits: dict[FieldKey, set[str]] = {}
     for i, t in scal.items():
         scores = {kk: score(t, kk) for kk in SCALAR_KINDS}
         best = max(scores, key=lambda kk: scores[kk])
@@ -263,7 +330,7 @@ def agreed(conventions: list[Convention]) -> Convention | None:
     """The one convention every case fits (kinds in the order of SCALAR_KINDS/VECTOR_KINDS), or None."""
     if not conventions:
         return None
-    scalars: dict[int, str] = {}
+    scalars: dict[FieldKey, str] = {}
     for i in conventions[0].scalar_fits:
         common = set.intersection(*(c.scalar_fits.get(i, set()) for c in conventions))
         scalars[i] = next((kk for kk in SCALAR_KINDS if kk in common), "")
@@ -428,7 +495,7 @@ class MergeReadout:
 
 
 def _encode(conv: Convention, m2: torch.Tensor, sums: torch.Tensor, slots: int, head_dim: int,
-            empty: dict[str, float] | None) -> tuple[dict[int, torch.Tensor], torch.Tensor]:
+            empty: dict[str, float] | None) -> tuple[dict[FieldKey, torch.Tensor], torch.Tensor]:
     nonempty = sums > 0
     safe_l = torch.where(nonempty, sums, torch.ones_like(sums))
     lse2 = torch.where(nonempty, m2 + torch.log2(safe_l), m2)
@@ -455,8 +522,17 @@ def _aligned_copy(like: torch.Tensor) -> torch.Tensor:
     return buf[off: off + like.numel()].view(like.shape)
 
 
+def _filled(like: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    """A copy of ``like`` (same shape, dtype and 16-byte alignment) holding ``flat``."""
+    t = _aligned_copy(like)
+    t.copy_(flat.reshape(t.shape).to(device=t.device, dtype=t.dtype))
+    return t
+
+
 def merge_probe(module: ModuleType, roles: Roles, conv: Convention, out: torch.Tensor, bh: int, head_dim: int,
-                empty: dict[str, float] | None) -> MergeReadout | None:
+                empty: dict[str, float] | None, keep_empty: torch.Tensor | None = None) -> MergeReadout | None:
+    """The merge alone on the tutor's states; ``keep_empty`` (rows, slots): slots to leave empty
+    in every pattern (the real case's empty ones, for a merge that reads the lengths itself)."""
     slots = roles.slots
     if not conv.known or head_dim < slots or slots < 2:
         return None
@@ -466,12 +542,22 @@ def merge_probe(module: ModuleType, roles: Roles, conv: Convention, out: torch.T
     which = [i % len(patterns) for i in range(bh)]
     m2 = torch.tensor([patterns[w][1] for w in which], dtype=torch.float64)
     sums = torch.tensor([patterns[w][2] for w in which], dtype=torch.float64)
+    if keep_empty is not None:  # the merge reads the lengths: a slot empty in the real case stays empty
+        keep = keep_empty.cpu()[:bh]
+        m2 = torch.where(keep, torch.full_like(m2, float("-inf")), m2)
+        sums = torch.where(keep, torch.zeros_like(sums), sums)
+        lost = ~(sums > 0).any(-1)  # a row left with no slot: its real slots, one maximum, one position each
+        m2[lost] = torch.where(keep[lost], m2[lost], torch.zeros_like(m2[lost]))
+        sums[lost] = torch.where(keep[lost], sums[lost], torch.ones_like(sums[lost]))
     scal, vec = _encode(conv, m2, sums, slots, head_dim, empty)
     args = list(roles.merge.args)
-    for i, x in {**scal, roles.vector: vec}.items():
-        t = args[i].detach().clone()
-        t.copy_(x.reshape(t.shape).to(device=t.device, dtype=t.dtype))
-        args[i] = t
+    for pos in roles.tensors:
+        layout, sizes = roles.layout(pos), roles.sizes(pos)
+        canon = layout.canonical(args[pos].detach().clone().double(), sizes).clone()
+        for f in range(roles.fields[pos]):
+            canon[f] = scal[(pos, f)]
+        args[pos] = _filled(args[pos], layout.flatten(canon))
+    args[roles.vector] = _filled(args[roles.vector], roles.layout(roles.vector).flatten(vec))
     out_pos = next(i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and _ptr(a) == _ptr(out))
     probe_out = _aligned_copy(args[out_pos])
     probe_out.fill_(float("nan"))
@@ -558,7 +644,7 @@ def _num(x: float) -> str:
     return "-inf" if x == float("-inf") else f"{x + 0.0:g}"
 
 
-def empty_values(conv: Convention, scal: dict[int, torch.Tensor], vec: torch.Tensor,
+def empty_values(conv: Convention, scal: dict[FieldKey, torch.Tensor], vec: torch.Tensor,
                  ref: SliceStates) -> dict[str, float] | None:
     """What the kernel's own split stores for an empty slice (kind -> value), where it
     stores one finite-or-(-inf) value there; None: use the empty state (-inf, 0, 0)."""

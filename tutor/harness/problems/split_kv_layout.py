@@ -1,0 +1,191 @@
+"""Drill 05: how the student's split kernel lays out its slice states, and which positions
+each slice holds, measured by running the split kernel alone on inputs the tutor chooses.
+
+The launcher contract says nothing about the states between the two kernels: a student
+may store them slice-major, pack m_s and l_s in one tensor, keep a log-sum-exp, normalise
+o_s, slice the cache in strided blocks or in slices that are not whole blocks.  Guessing
+the solution's layout would judge such a kernel on numbers it never meant, so the tutor
+asks the kernel itself: the recorded split launch is re-run (same grid, same int and
+constexpr arguments, tensors of the same shapes and 16-byte alignment: the variant the
+correctness launch compiled) with
+
+* every key zero, so every score is 0 and each slice's state is plain counting: a maximum
+  of 0, l_s = the number of positions it holds (lse_s its logarithm), and o_s / l_s the
+  mean of its values;
+* values that name themselves: v[.., 0] = the position, v[.., 1] = the row (sequence*head),
+  v[.., 2] = 1, the rest 0;
+* the state tensors filled with a marker, so a slot the kernel never writes is seen.
+
+Row r's vector state then reads r in component 1 (over component 2) in exactly one of the
+candidate layouts; its component 0 is the mean position, and with the count that gives each
+slice's range.  A kernel whose split is wrong only in how it weights scores (a scale, a
+rescale, the exp base) counts right here: all scores are equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+
+from tutor.harness.problems import split_kv_readout as apart
+
+MARKER = 2.0**99  # exact in fp32; written into the state tensors before the probe: still there = never written
+TOL = 1e-3
+
+
+@dataclass
+class Measured:
+    """What the split kernel alone wrote for the tutor's inputs, per (row, slot)."""
+
+    layouts: dict[int, apart.Layout]  # merge arg position -> the layout that reads it
+    nonempty: torch.Tensor  # (rows, slots) bool: the slot holds positions
+    unwritten: torch.Tensor  # (rows, slots) bool: the split never wrote the slot's vector state
+    counts: torch.Tensor | None  # (rows, slots) positions each slot holds (None: no field says)
+    owner: torch.Tensor | None  # (rows, max_len) the slot holding each position, -1: none; None: not contiguous
+    words: str  # what the probe measured that is worth saying (coverage, unwritten slots)
+
+
+def _row_matches(vec: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """(nonempty, does every non-empty slot name its own row)."""
+    w = vec[..., 2]
+    written = ~(vec == MARKER).all(-1)
+    nonempty = written & torch.isfinite(vec).all(-1) & (w.abs() > 1e-6)
+    if not bool(nonempty.any()):
+        return nonempty, False
+    rid = vec[..., 1] / torch.where(nonempty, w, torch.ones_like(w))
+    rows = torch.arange(vec.shape[0], dtype=vec.dtype)[:, None].expand_as(rid)
+    return nonempty, bool(((rid - rows).abs() <= TOL)[nonempty].all())
+
+
+def _count_of(x: torch.Tensor, nonempty: torch.Tensor) -> torch.Tensor | None:
+    """The counts a scalar field holds at the non-empty slots: l_s itself, or 2^x / e^x of a
+    log-sum-exp (all scores 0); None when it holds no count."""
+    vals = x[nonempty]
+    if not bool(torch.isfinite(vals).all()):
+        return None
+    for count in (x, torch.exp2(x.clamp(max=60)), torch.exp(x.clamp(max=40))):
+        c = count[nonempty]
+        if bool((c >= 1 - TOL).all()) and bool(((c - c.round()).abs() <= 1e-2).all()) and bool((c > 1.5).any()):
+            return count.round()
+    return None
+
+
+def _scalar_fits(canon: torch.Tensor, nonempty: torch.Tensor) -> bool:
+    """Every field is a maximum (0 at every non-empty slot: all scores are 0) or a count."""
+    return all(bool((canon[f][nonempty].abs() <= TOL).all()) or _count_of(canon[f], nonempty) is not None
+               for f in range(canon.shape[0]))
+
+
+def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
+          heads: int) -> Measured | None:
+    """Run the recorded split alone on the tutor's inputs; None where no layout reads it."""
+    split = roles.split
+    v_pos = next((i for i, a in enumerate(split.args)
+                  if isinstance(a, torch.Tensor) and apart._ptr(a) == apart._ptr(v)), None)
+    if v_pos is None or roles.head_dim < 3:
+        return None
+    b, h, n, d = v.shape
+    states = {roles.split_pos[p] for p in [*roles.tensors, roles.vector]}
+    args = list(split.args)
+    for i, a in enumerate(split.args):
+        if not isinstance(a, torch.Tensor):
+            continue
+        c = apart._aligned_copy(a)
+        if apart._ptr(a) == apart._ptr(k):
+            c.zero_()
+        elif i == v_pos:
+            vv = torch.zeros(b * h, n, d, dtype=torch.float64)
+            vv[:, :, 0] = torch.arange(n, dtype=torch.float64)[None, :]
+            vv[:, :, 1] = torch.arange(b * h, dtype=torch.float64)[:, None]
+            vv[:, :, 2] = 1.0
+            c.copy_(vv.reshape(c.shape).to(device=c.device, dtype=c.dtype))
+        elif i in states:
+            c.fill_(MARKER)
+        else:
+            c.copy_(a)
+        args[i] = c
+    getattr(module, split.name)[split.grid](*args, **split.kwargs)
+    if v.is_cuda:
+        torch.cuda.synchronize()
+
+    vec_flat = args[roles.split_pos[roles.vector]].detach().double().cpu().reshape(-1)
+    found = None
+    for layout in apart.VECTOR_LAYOUTS:
+        vec = layout.canonical(vec_flat, roles.sizes(roles.vector))
+        nonempty, ok = _row_matches(vec)
+        if ok:
+            found = (layout, vec, nonempty)
+            break
+    if found is None:
+        return None
+    vlayout, vec, nonempty = found
+    layouts = {roles.vector: vlayout}
+    unwritten = (vec == MARKER).all(-1)
+    normalised = bool(((vec[..., 2] - 1).abs() <= TOL)[nonempty].all())
+    counts: torch.Tensor | None = None if normalised else vec[..., 2].round()
+    prefer = "rs" if vlayout.order.index("r") < vlayout.order.index("s") else "sr"
+    for pos in roles.tensors:
+        flat = args[roles.split_pos[pos]].detach().double().cpu().reshape(-1)
+        options = apart.scalar_layouts(roles.fields[pos])
+        options.sort(key=lambda lay: (lay.order.replace("f", "") != prefer))  # the vector's order first
+        for layout in options:
+            canon = layout.canonical(flat, roles.sizes(pos))
+            if _scalar_fits(canon, nonempty):
+                layouts[pos] = layout
+                for f in range(canon.shape[0]):
+                    counts = counts if counts is not None else _count_of(canon[f], nonempty)
+                break
+        else:
+            return None
+    if counts is not None:
+        counts = torch.where(nonempty, counts, torch.zeros_like(counts))
+    owner = _contiguous_owner(vec, nonempty, counts, lengths, heads, n)
+    return Measured(layouts, nonempty, unwritten, counts, owner, _words(nonempty, unwritten, counts, lengths, heads))
+
+
+def _contiguous_owner(vec: torch.Tensor, nonempty: torch.Tensor, counts: torch.Tensor | None, lengths: torch.Tensor,
+                      heads: int, n: int) -> torch.Tensor | None:
+    """Each slot's range from its count and mean position, where the ranges of every row
+    tile [0, length) in slot order; None where they do not (strided slices, say)."""
+    if counts is None:
+        return None
+    mean = vec[..., 0] / torch.where(nonempty, vec[..., 2], torch.ones_like(vec[..., 2]))  # either way
+    lo = mean - (counts - 1) / 2
+    owner = torch.full((vec.shape[0], n), -1, dtype=torch.long)
+    lens = lengths.cpu().long().repeat_interleave(heads).tolist()
+    for r in range(vec.shape[0]):
+        at = 0
+        for s in range(vec.shape[1]):
+            if not bool(nonempty[r, s]):
+                continue
+            start = float(lo[r, s])
+            if abs(start - round(start)) > 1e-2 or round(start) != at:
+                return None
+            at = round(start) + int(counts[r, s])
+            owner[r, round(start):at] = s
+        if at != lens[r]:
+            return None
+    return owner
+
+
+def _words(nonempty: torch.Tensor, unwritten: torch.Tensor, counts: torch.Tensor | None, lengths: torch.Tensor,
+           heads: int) -> str:
+    words = ""
+    never = unwritten.all(0).nonzero().flatten().tolist()
+    if never:
+        words += (f" Run alone, your split kernel never wrote the state of slot{'s' if len(never) > 1 else ''}"
+                  f" {', '.join(map(str, never))} of any (sequence, head) (the tutor marked the state tensors first),"
+                  f" yet the merge reads {unwritten.shape[1]} slots per (sequence, head): look at the split's grid"
+                  " and the slice count the two kernels share.")
+    if counts is not None:
+        held = counts.sum(-1).long().tolist()
+        lens = lengths.cpu().long().repeat_interleave(heads).tolist()
+        off = [f"sequence {r // heads}, head {r % heads} hold {held[r]} positions where its length is {lens[r]}"
+               for r in range(len(held)) if held[r] != lens[r]]
+        if off:
+            words += (" Run alone on keys of zero (every score equal, so each slice's l_s counts the positions it"
+                      " holds), your split kernel's slices of " + "; ".join(off[:6]) + ("; ..." if len(off) > 6 else "")
+                      + ".")
+    return words
