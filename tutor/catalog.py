@@ -80,6 +80,10 @@ class Drill:
     problem: str = "attention"
     # what the shipped file must say when checked (kernel drills; ``flashtutor dev check``)
     shipped: Shipped | None = None
+    # one line each for the generated drill tables (tutor/authoring/derived.py):
+    # README.md's "what you do", and drills/README.md's "what the file is, as shipped"
+    summary: str = ""
+    shipped_summary: str = ""
 
     @property
     def name(self) -> str:
@@ -135,6 +139,8 @@ def read_drill(path: Path) -> Drill:
         diagnoses=diagnoses,
         problem=data.get("problem", "attention"),
         shipped=shipped,
+        summary=" ".join(data.get("summary", "").split()),
+        shipped_summary=" ".join(data.get("shipped_summary", "").split()),
     )
 
 

@@ -175,12 +175,16 @@ def stale_entries(content: Path | None = None) -> list[str]:
     return problems
 
 
+def manifest_text(files: dict[str, str]) -> str:
+    """The manifest file's text pinning ``files`` (name -> blob id)."""
+    return json.dumps({"about": "git blob ids of the shipped drills; regenerate with: " + WRITE_COMMAND,
+                       "files": files}, indent=1, sort_keys=True) + "\n"
+
+
 def write_manifest(content: Path | None = None, path: Path = MANIFEST) -> dict[str, str]:
     """Pin ``content``'s drills as they are in the working tree."""
     files = {p.name: blob_id(p.read_bytes()) for p in content_files(content)}
-    text = json.dumps({"about": "git blob ids of the shipped drills; regenerate with: " + WRITE_COMMAND,
-                       "files": files}, indent=1, sort_keys=True) + "\n"
-    path.write_text(text, encoding="utf-8")
+    path.write_text(manifest_text(files), encoding="utf-8")
     _manifest_at.cache_clear()
     return files
 

@@ -145,6 +145,9 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
     if toml.stem != drill.name:
         fail("data", f"id/slug make {drill.name!r} but the file is {toml.name}: rename one",
              _line_of(text, r"^(id|slug)\s*="))
+    for key, table in (("summary", "README.md"), ("shipped_summary", "drills/README.md")):
+        if not getattr(drill, key):
+            fail("data", f"{key} is missing: one line for {table}'s drill table (`flashtutor dev sync` writes it)")
     if drill.kind not in DRILL_KINDS:
         fail("data", f"kind = {drill.kind!r}: a drill is kind = " + " or ".join(f'"{k}"' for k in DRILL_KINDS),
              _line_of(text, r"^kind\s*="))
@@ -213,9 +216,10 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
 def _placeholder_rows(drill: Drill, toml: Path, root: Path) -> list[Row]:
     """One FAIL row per ``AUTHOR:`` marker (``dev new`` leaves them where something is to be written)."""
     from tutor.authoring.devnew import MARKER
+    from tutor.authoring.templates import PROBLEMS_DIR
 
     files = [toml, root / "drills" / drill.file, root / "solutions" / drill.solution,
-             mistakes_mod.mistakes_path(drill, root)]
+             mistakes_mod.mistakes_path(drill, root), PROBLEMS_DIR / f"{drill.problem}.py"]
     rows = []
     for path in files:
         if not path.is_file():
@@ -226,6 +230,19 @@ def _placeholder_rows(drill: Drill, toml: Path, root: Path) -> list[Row]:
                 rows.append(Row(drill.id, "placeholders", False, f"write this, then delete the {MARKER} marker: {todo}",
                                 _at(path, root, number)))
     return rows
+
+
+def _derived_rows(root: Path) -> list[Row]:
+    """A FAIL row per file derived from the catalog that does not say what the TOML does."""
+    from tutor.authoring import derived
+
+    try:
+        stale = derived.stale(root)
+    except derived.MissingMarkers as exc:
+        return [Row("-", "derived", False, str(exc), _rel(root, root))]
+    except (KeyError, TypeError, ValueError, tomllib.TOMLDecodeError):
+        return []  # a TOML that does not parse has its own row
+    return [Row("-", "derived", False, f"stale: run {derived.SYNC_COMMAND}", _rel(path, root)) for path in stale]
 
 
 def _quiz_codes(drill: Drill, root: Path, rows: list[Row]) -> set[str]:
@@ -476,6 +493,7 @@ def run(root: Path | None = None, drill: str | None = None, quick: bool = False,
         keep = {p for p, _ in chosen}
         report.rows = [r for r in report.rows if any(r.drill == p.stem[:2] for p in keep)]
         parsed = chosen
+    report.rows += _derived_rows(root)
     ids: dict[str, Path] = {}
     for path, found in parsed:
         if found is None:

@@ -142,11 +142,14 @@ competency = "AUTHOR: the interview competency, in a few words"
 teaches = """
 AUTHOR: what the student learns, in two or three sentences.
 """
+# one line each for the generated drill tables (`flashtutor dev sync`)
+summary = "AUTHOR: README.md's drills table: what the student does, in one line"
+shipped_summary = "AUTHOR: drills/README.md's table: the file as shipped and its TODOs, in a few sentences"
 # The harness's max abs error against a float64 reference, fp16 inputs: the
 # solution's error is about 1e-3 on the CPU shapes; 0.02 leaves room for fp16
 # rounding and none for a real mistake. AUTHOR: justify it for this drill.
 tolerance = 0.02
-problem = "attention"
+problem = "@PROBLEM@"
 modes = ["full"]
 
 # What a check of the shipped drill file says: once the lesson's step is cut out of
@@ -211,10 +214,10 @@ replace = "BLOCK_M = 32  # query rows per program\\n"
 '''
 
 
-def _fill(template: str, drill_id: str, slug: str) -> str:
+def _fill(template: str, drill_id: str, slug: str, problem: str = "attention") -> str:
     title = slug.replace("_", " ").capitalize()
     return (template.replace("@NAME@", f"{drill_id}_{slug}").replace("@ID@", drill_id)
-            .replace("@SLUG@", slug).replace("@TITLE@", title))
+            .replace("@SLUG@", slug).replace("@TITLE@", title).replace("@PROBLEM@", problem))
 
 
 def next_id(root: Path) -> str:
@@ -222,11 +225,24 @@ def next_id(root: Path) -> str:
     return f"{max(taken, default=0) + 1:02d}"
 
 
-def scaffold(name: str, root: Path | None = None, drill_id: str | None = None) -> list[Path]:
-    """Write the four files of a new drill; returns their paths (the drill file first)."""
+def scaffold(name: str, root: Path | None = None, drill_id: str | None = None, problem: str = "attention",
+             problems_dir: Path | None = None) -> list[Path]:
+    """Write the files of a new drill; returns their paths (the drill file first).
+
+    ``problem`` is what the kernel computes.  ``attention`` (the default) gets the
+    tiled-attention template above.  Another problem of
+    :data:`tutor.harness.problems.PROBLEMS` gets its first drill as the template
+    (:mod:`tutor.authoring.templates`): that drill's solution, launcher contract
+    and diagnosis words.  A new name also gets a problem module skeleton in
+    ``problems_dir`` (default: the package's ``tutor/harness/problems``), registered
+    in its ``PROBLEMS``; every part to write carries an ``AUTHOR:`` marker."""
+    from tutor.authoring import derived, templates
+
     root = Path(root or content_root())
     if not NAME.match(name):
         raise ScaffoldError(f"{name!r}: a drill name is lower-case words joined by _ (e.g. alibi_bias)")
+    if not NAME.match(problem):
+        raise ScaffoldError(f"{problem!r}: a problem name is lower-case words joined by _ (e.g. paged_decode)")
     if not (root / "drills").is_dir() or not (root / "solutions").is_dir():
         raise ScaffoldError(f"{root} holds no drills/ and solutions/: not a content root")
     drill_id = drill_id or next_id(root)
@@ -236,15 +252,28 @@ def scaffold(name: str, root: Path | None = None, drill_id: str | None = None) -
     if taken:
         raise ScaffoldError(f"id {drill_id} is taken by drills/{taken[0]}")
     stem = f"{drill_id}_{name}"
+    template = templates.template_for(problem, root)
+    if template is None:  # the attention template, for attention or a new problem
+        kernel = _fill(KERNEL, drill_id, name, problem)
+        toml = _fill(TOML, drill_id, name, problem)
+        solution = _fill(SOLUTION_HEAD, drill_id, name) + kernel.split('"""\n', 1)[1]
+        mistakes = _fill(MISTAKES, drill_id, name)
+    else:
+        kernel, toml, solution, mistakes = templates.from_drill(template, root, drill_id, name)
     files = {
-        root / "drills" / f"{stem}.py": _fill(KERNEL, drill_id, name),
-        root / "drills" / f"{stem}.toml": _fill(TOML, drill_id, name),
-        root / "solutions" / f"{stem}_solution.py": _fill(SOLUTION_HEAD, drill_id, name)
-        + _fill(KERNEL, drill_id, name).split('"""\n', 1)[1],
-        root / "solutions" / f"{stem}.mistakes.toml": _fill(MISTAKES, drill_id, name),
+        root / "drills" / f"{stem}.py": kernel,
+        root / "drills" / f"{stem}.toml": toml,
+        root / "solutions" / f"{stem}_solution.py": solution,
+        root / "solutions" / f"{stem}.mistakes.toml": mistakes,
     }
+    new_problem = template is None and problem != "attention" and not templates.is_known(problem)
+    if new_problem:
+        if problems_dir is None and not derived.owns_manifest(root):
+            raise ScaffoldError(f"{problem!r} is a new problem: its module goes into the package "
+                                f"(tutor/harness/problems/), so scaffold it in the package's own clone, not {root}")
+        files.update(templates.problem_skeleton(problem, problems_dir))
     for path in files:
-        if path.exists():
+        if path.exists() and not (new_problem and path.name == "__init__.py"):
             raise ScaffoldError(f"{path} exists already")
     for path, text in files.items():
         path.write_text(text, encoding="utf-8")

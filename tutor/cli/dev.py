@@ -51,8 +51,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     new.add_argument("name", help="the drill's slug: lower-case words joined by _ (e.g. alibi_bias)")
     new.add_argument("--id", dest="drill_id", metavar="NN", help="the id (default: one more than the last)")
+    new.add_argument("--problem", default="attention", metavar="PROBLEM",
+                     help="what the kernel computes: a problem of tutor.harness.problems (its first drill is the "
+                     "template), or a new name (a problem module skeleton is written too); default attention")
     _root_option(new)
     new.set_defaults(func=run_new_command)
+
+    sync = commands.add_parser(
+        "sync",
+        help="rewrite what is derived from the drills' TOML: the README tables and the pristine manifest",
+        description="Rewrite the drill tables of README.md and drills/README.md (between their marker lines) "
+        "from each drill's summary, shipped_summary and competency, then the pristine manifest "
+        "(tutor/shipped_drills.json, for the package's own clone).",
+    )
+    sync.add_argument("--check", action="store_true", help="write nothing; exit 1 if anything is stale")
+    _root_option(sync)
+    sync.set_defaults(func=run_sync_command)
 
     def print_usage(args: argparse.Namespace) -> int:  # `flashtutor dev` with no subcommand
         dev.print_help()
@@ -97,13 +111,49 @@ def run_new_command(args: argparse.Namespace) -> int:
 
     root = _use_root(args)
     try:
-        written = devnew.scaffold(args.name, root=root, drill_id=args.drill_id)
+        written = devnew.scaffold(args.name, root=root, drill_id=args.drill_id, problem=args.problem)
     except devnew.ScaffoldError as exc:
         print(f"flashtutor dev new: {exc}", file=sys.stderr)
         return EXIT_USAGE
     for path in written:
         print(f"wrote {path}")
+    for path in _sync(root):
+        print(f"rewrote {path} (derived from the drills' TOML)")
     drill_id = written[0].name[:2]
     print(f"\nNext: flashtutor dev check --drill {drill_id} --quick"
           + (f" --root {root}" if root else "") + "  (it says what to do next)")
+    return EXIT_OK
+
+
+def _sync(root: Path | None) -> list[Path]:
+    from tutor.authoring import derived
+    from tutor.paths import content_root
+
+    try:
+        return derived.sync(root or content_root())
+    except derived.MissingMarkers as exc:
+        print(f"flashtutor dev sync: {exc}", file=sys.stderr)
+        return []
+
+
+def run_sync_command(args: argparse.Namespace) -> int:
+    from tutor.authoring import derived
+    from tutor.paths import content_root
+
+    root = _use_root(args) or content_root()
+    try:
+        stale = derived.stale(root)
+    except derived.MissingMarkers as exc:
+        print(f"flashtutor dev sync: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.check:
+        for path in stale:
+            print(f"stale: {path} (run {derived.SYNC_COMMAND})")
+        return EXIT_FAILED if stale else EXIT_OK
+    for path in derived.sync(root):
+        print(f"rewrote {path}")
+    if not stale:
+        print("every derived file matches the drills' TOML")
+    elif derived.owns_manifest(root):
+        print("if the app's list screen changed: python3 -m pytest tests/test_app_snapshots.py --snapshot-update")
     return EXIT_OK
