@@ -620,7 +620,7 @@ def diagnose(
     codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested.visits_trusted))
     _large_scores(codes, failing)
     _say_apart(drill, codes, failing, tested)
-    _say_visits(codes, visits)
+    _say_visits(codes, visits, passed=not failing)
     drop_explained_nan(codes, ("nan-in-output", "empty-slice-nan"))  # not the kernel's own arithmetic
     return codes.worded(drill)
 
@@ -755,9 +755,12 @@ def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apa
             codes[target] += apart_words
 
 
-def _say_visits(codes: Findings, visits: VisitMap | None) -> None:
+def _say_visits(codes: Findings, visits: VisitMap | None, passed: bool) -> None:
     """The map's verdict where no visit was recorded; else the blocks read past the lengths
-    (added to ``reads-past-length`` where that is said, else ``extra-blocks``)."""
+    (added to ``reads-past-length`` where that is said, else ``extra-blocks``); and, for a
+    kernel whose every case passed, needed blocks the map shows unvisited: their keys
+    were read (the output is right), so the map cannot count the work (``visits-uncounted``),
+    never "solved" beside blocks drawn as missed."""
     if visits is None:
         return
     said_visits = visit_findings([("", visits)], bounded=False, all_visited="")
@@ -765,6 +768,11 @@ def _say_visits(codes: Findings, visits: VisitMap | None) -> None:
     if said_visits:
         return
     needed = [[bool(x) for x in row] for row in visits.ideal]
+    unvisited = sum(visits.heads - c for row, ideal in zip(visits.counts, needed, strict=False)
+                    for c, i in zip(row, ideal, strict=False) if i and c < visits.heads)
+    if passed and unvisited:
+        codes.say("visits-uncounted", f" ({unvisited} of the {visits.ideal_blocks} needed (sequence, head, block)"
+                                      f" reads recorded no visit.)")
     extra = sum(c for row, ideal in zip(visits.counts, needed, strict=False)
                 for c, i in zip(row, ideal, strict=False) if not i)
     if extra:
