@@ -301,14 +301,6 @@ def weight_readout(
     return weights.to(device), visits
 
 
-TEMPERATURE_WORDS = {
-    "right": "the scale and the exp2/log2(e) pair are right",
-    "scale-missing": "the 1/sqrt(head_dim) scale is missing",
-    "scale-twice": "the 1/sqrt(head_dim) scale is applied twice",
-    "scale-inverted": "the scores are multiplied by sqrt(head_dim), not divided",
-    "exp-not-exp2": "exp() of scores already multiplied by log2(e)",
-    "exp2-without-log2e": "exp2() of scores never multiplied by log2(e)",
-}
 
 
 def temperature(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_n: int) -> str:
@@ -322,7 +314,7 @@ def temperature(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: C
     if slope is None:
         return ""
     name = reading.name_temperature(slope, case.head_dim)
-    said = TEMPERATURE_WORDS.get(name, "")
+    said = reading.TEMPERATURE_WORDS.get(name, "") if name else ""
     if name == "right":
         return (f" Within each K/V block, log(weight) follows the true scores with slope {slope:.3f} (softmax's is 1):"
                 f" {said}.")

@@ -24,6 +24,7 @@ import torch
 
 from tutor.catalog import Drill
 from tutor.harness.findings import Findings, index_runs, matches, visit_findings
+from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention import reference
 from tutor.harness.result import CaseResult, Diagnosis, ReadOut, VisitMap
 
@@ -116,17 +117,6 @@ WHERE_FORBIDDEN = {
     "future-blocks": "in K/V blocks wholly after the row's block",
     "diagonal-and-future-blocks": "both inside the diagonal block and in the blocks after it",
 }
-TEMPERATURE_WORDS = {  # what a measured temperature means, by its value (readout.temperature_names)
-    "scale-missing": "That is 1/sm_scale: the scores are never multiplied by sm_scale",
-    "scale-twice": "That is sm_scale: the scores are multiplied by sm_scale twice",
-    "scale-inverted": "That is 1/sm_scale squared: the scores are divided by sm_scale instead of multiplied",
-    "exp-not-exp2": "That is log2(e): exp() is applied to scores already multiplied by log2(e), a scale meant for exp2",
-    "exp2-without-log2e": "That is ln(2): exp2() is applied to scores never multiplied by log2(e) = 1.44269504",
-    "scale-missing-exp-not-exp2": "That is log2(e)/sm_scale: sm_scale is missing and exp() meets a log2 scale",
-    "scale-missing-exp2-without-log2e": "That is ln(2)/sm_scale: exp2() of scores with no scale at all",
-    "scale-twice-exp-not-exp2": "That is sm_scale*log2(e): sm_scale applied twice and exp() meets a log2 scale",
-    "scale-twice-exp2-without-log2e": "That is sm_scale*ln(2): sm_scale applied twice and exp2() without log2(e)",
-}
 
 
 def placeholders(ro: ReadOut) -> dict[str, str]:
@@ -147,7 +137,8 @@ def placeholders(ro: ReadOut) -> dict[str, str]:
         values.update(sum_min=f"{ro.row_sum_min:.3g}", sum_max=f"{ro.row_sum_max:.3g}")
     if ro.temperature is not None:
         values["slope"] = f"{ro.temperature:.3g}"
-        values["temperature_cause"] = TEMPERATURE_WORDS.get(ro.temperature_name, "")
+        cause = reading.TEMPERATURE_WORDS.get(ro.temperature_name, "") if ro.temperature_name != "right" else ""
+        values["temperature_cause"] = cause[:1].upper() + cause[1:]
     if ro.fit_rms is not None:
         values["fit"] = f"{ro.fit_rms:.2g}"
     if ro.phantom_keys is not None and ro.extra_in_sum == "score-0-keys":

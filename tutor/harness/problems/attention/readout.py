@@ -119,6 +119,31 @@ def temperature_names(head_dim: int) -> dict[TemperatureName, float]:
     }
 
 
+# What a measured temperature (slope of log W against the true scaled scores) equals, and
+# the ways a kernel gets there: the slope measures the product of the factors on the
+# scores before the exponential, not which line put them there, so every known way is said.
+TEMPERATURE_WORDS: dict[TemperatureName, str] = {
+    "right": "the scale and the exponential's base agree with softmax's",
+    "scale-missing": ("that is 1/sm_scale: the scores reach the exponential without the 1/sqrt(head_dim)"
+                      " scale"),
+    "scale-twice": ("that is sm_scale: the scores are scaled by 1/head_dim, one 1/sqrt(head_dim) too many"
+                    " (the scale applied twice, or 1/head_dim passed as the scale)"),
+    "scale-inverted": ("that is 1/sm_scale squared: the scores are multiplied by sqrt(head_dim) where they"
+                       " should be divided by it"),
+    "exp-not-exp2": ("that is log2(e): the scores carry a log2(e) factor the exponential does not undo"
+                     " (exp() of scores scaled for exp2, or log2(e) applied twice before exp2)"),
+    "exp2-without-log2e": ("that is ln(2): the exponential's base is 2 where the scores are in natural-log"
+                           " units (exp2() without the log2(e) factor)"),
+    "scale-missing-exp-not-exp2": ("that is log2(e)/sm_scale: no 1/sqrt(head_dim) scale, and a log2(e) factor"
+                                   " the exponential does not undo"),
+    "scale-missing-exp2-without-log2e": "that is ln(2)/sm_scale: exp2() of scores with no scale at all",
+    "scale-twice-exp-not-exp2": ("that is sm_scale*log2(e): one 1/sqrt(head_dim) too many, and a log2(e)"
+                                 " factor the exponential does not undo"),
+    "scale-twice-exp2-without-log2e": ("that is sm_scale*ln(2): one 1/sqrt(head_dim) too many, and exp2()"
+                                       " without the log2(e) factor"),
+}
+
+
 def name_temperature(slope: float | None, head_dim: int) -> TemperatureName:
     if slope is None or not math.isfinite(slope):
         return ""
