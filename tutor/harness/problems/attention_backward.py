@@ -494,6 +494,9 @@ def _fitted_d(launch: BackwardLaunch, tolerance: float) -> torch.Tensor | None:
 
 
 Probe = Callable[["BackwardLaunch"], "readout.PReadout | None"]
+# the dQ loop's dS read-out's words (:func:`readout.describe_ds`), measured once, lazily, on
+# the smallest failing case short enough for one-hot K; "" where none is
+DsWords = Callable[[], str]
 
 
 def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n: int) -> tuple[str, str] | None:
@@ -557,7 +560,7 @@ def readout_spans(rows: list[int]) -> str:
 
 
 def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int,
-            probe: Probe | None = None) -> tuple[str, str] | None:
+            probe: Probe | None = None, ds_words: DsWords | None = None) -> tuple[str, str] | None:
     """(code, detail) for a launch whose gradients are finite and written but wrong;
     None when nothing specific is measured."""
     ref, seq = launch.ref, launch.q.shape[-2]
@@ -632,7 +635,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
     if bad["dq"] != bad["dk"]:  # one loop wrong: does its own dS leave out D?
         g = "dq" if bad["dq"] else "dk"
         other = "dK" if g == "dq" else "dQ"
-        own = _own_ds(launch, g, tolerance) or (_dk_loop_d(launch, tolerance, block_m) if g == "dk" else "")
+        own = _own_ds(launch, g, tolerance) or (_dk_loop_d(launch, tolerance, block_m) if g == "dk" else
+                                                (ds_words() if ds_words is not None else ""))
         return f"{g}-wrong", f" ({errs}; {other} and dV are right.{own})"
     return None
 
@@ -800,7 +804,8 @@ def hostile_detail(launch: BackwardLaunch, tolerance: float) -> str:
 
 
 def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int,
-             block_n: int, guard_said: dict[str, str] | None = None, probe: Probe | None = None) -> list[Diagnosis]:
+             block_n: int, guard_said: dict[str, str] | None = None, probe: Probe | None = None,
+             ds_words: DsWords | None = None) -> list[Diagnosis]:
     """``guard_said``: what the guard bands measured (:func:`guard_report`); NaN that a
     read past the end explains is not said again.  In steps: each failing case's
     findings (:func:`_case_findings`), the cases reconciled (:func:`_reconcile`), the
@@ -817,7 +822,7 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
     )
     for launch in launches:
         if not launch.case.passed:
-            for code, detail in _case_findings(launch, drill.tolerance, block_m, block_n, probe, context):
+            for code, detail in _case_findings(launch, drill.tolerance, block_m, block_n, probe, context, ds_words):
                 say(code, detail)
     _reconcile(codes, generic, context.explained)
     if not codes:
@@ -838,7 +843,7 @@ class _Cases:
 
 
 def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int, probe: Probe | None,
-                   cases: _Cases) -> list[tuple[str, str]]:
+                   cases: _Cases, ds_words: DsWords | None = None) -> list[tuple[str, str]]:
     """(code, detail) of one failing case, in the order they are said: the hostile case's
     own, a changed forward, what its outputs show (unwritten, stored out of bounds,
     non-finite), else what the gradients are explained as."""
@@ -855,7 +860,7 @@ def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block
     outputs = _output_findings(launch, where)
     if outputs:
         return outputs
-    found = explain(launch, tolerance, block_m, block_n, probe)
+    found = explain(launch, tolerance, block_m, block_n, probe, ds_words)
     cases.explained.append(found[0] if found is not None else "")
     if found is None:
         return []
@@ -986,9 +991,29 @@ def check_correctness(
 
         return readout.read_p(backward, launch.do)
 
+    @functools.cache
+    def ds_words() -> str:
+        """The dQ loop's dS read out (:func:`readout.describe_ds`) on the shortest failing
+        case that one-hot K covers (seq <= head_dim): one forward and one backward at its
+        own shapes and dtypes, the variants it compiled; "" where there is none."""
+        short = [x for x in launches if not x.case.passed and x.forward_ok and x.case.name != "hostile"
+                 and x.q.shape[-2] <= x.q.shape[-1]]
+        if not short:
+            return ""
+        launch = min(short, key=lambda x: x.q.shape[-2])
+        cost.step(f"reading out the dQ loop's dS through dQ on the {launch.case.name} case")
+        k = readout.one_hot_k(launch.k)
+        o, lse = run_forward(module, launch.q, k, launch.v, launch.case.causal)
+        grads = run_backward(module, launch.q, k, launch.v, o, lse, launch.do, launch.case.causal, block_m,
+                             block_n)[0]
+        words = readout.describe_ds(grads["dq"], launch.q, k, launch.v, launch.do, launch.ref.allowed).words
+        mode = "causal" if launch.case.causal else "full"
+        return words.replace("(one launch at this case's shape)",
+                             f"(one launch on the {launch.case.name} case, seq={launch.q.shape[-2]}, {mode})")
+
     def diagnose_launches() -> Diagnosed:
         findings, said = guard_report(module, launches, block_m, block_n)
-        return Diagnosed(diagnosis=diagnose(drill, launches, maps, block_m, block_n, said, probe),
+        return Diagnosed(diagnosis=diagnose(drill, launches, maps, block_m, block_n, said, probe, ds_words),
                          guard_findings=findings)
 
     return Correctness(cases=[x.case for x in launches], shape=list(plan.default), visits=maps,

@@ -152,3 +152,117 @@ def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.
     if float((rc - (slope - 1.0) * sc).abs().amax()) <= 2 * FIT_SLACK:
         shape.slope = slope
     return shape
+
+
+# ------------------------------------------------------------------------------------
+# the dQ loop's dS, read out through dQ with one-hot K
+# ------------------------------------------------------------------------------------
+# dQ = sm_scale * dS K is linear in K's rows, and with K[j] = AMP * e_j (key j's vector
+# one-hot at component j: seq <= head_dim) dQ[i, j] = sm_scale * AMP * dS[i, j]: one
+# launch reads every (row, key) of the dQ loop's dS, for the scores s_ij = AMP * sm_scale
+# * q_i[j] that K gives.  AMP puts those scores at a standard deviation of ~2: P spans a
+# few orders of magnitude, so its temperature is measurable, and nothing overflows.
+DS_AMP_STD = 2.0
+DS_MEASURABLE = 0.01  # P below this does not say what D was (its dS is ~0 either way)
+
+
+def one_hot_k(k: torch.Tensor) -> torch.Tensor:
+    """K of ``k``'s shape and dtype with K[j] = AMP * e_j (needs seq <= head_dim)."""
+    seq, head_dim = k.shape[-2], k.shape[-1]
+    probe = torch.zeros_like(k)
+    keys = torch.arange(seq, device=k.device)
+    probe[..., keys, keys] = DS_AMP_STD * head_dim**0.5
+    return probe
+
+
+@dataclass
+class DsShape:
+    """What the dQ loop's read-out dS measurably is, against P ∘ (dP − D)."""
+
+    right: bool
+    words: str  # the measured facts, a sentence (empty when nothing is measured)
+
+
+def describe_ds(dq: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor,
+                allowed: torch.Tensor) -> DsShape:
+    """``dq``: the student's dQ for one-hot ``k`` (:func:`one_hot_k`); the rest the probe's
+    inputs.  Compares the dS it implies with the float64 P ∘ (dP − D) of those inputs,
+    then says which of its terms the measurement singles out: a factor on all of it,
+    P missing, D missing or scaled or taken per key, or a P of another temperature."""
+    f64 = torch.float64
+    head_dim, seq = q.shape[-1], q.shape[-2]
+    scale = head_dim**-0.5
+    q64, k64, v64, do64 = (t.to(f64).reshape(-1, seq, head_dim) for t in (q, k, v, do))
+    s = (q64 @ k64.transpose(-1, -2)) * scale
+    masked = s.masked_fill(~allowed, float("-inf"))
+    p = torch.softmax(masked, -1)
+    dp = do64 @ v64.transpose(-1, -2)
+    d = (do64 * (p @ v64)).sum(-1)  # rowsum(dO ∘ O)
+    ds = p * (dp - d[..., None])
+    amp = DS_AMP_STD * head_dim**0.5
+    got = dq.to(f64).reshape(-1, seq, head_dim)[..., :seq] / (scale * amp)
+    if not bool(torch.isfinite(got).all()):
+        return DsShape(False, "")
+    tol = 0.02 * float(ds.abs().max()) + 2e-3
+
+    def close(a: torch.Tensor, b: torch.Tensor) -> bool:
+        return bool(((a - b).abs() <= tol).all())
+
+    if close(got, ds):
+        return DsShape(True, " Read out through dQ with one-hot K, the dQ loop's dS = P * (dP - D) is right:"
+                             " what is wrong comes after it (dq += dS K, the loop's bounds, its store).")
+    said = " Read out through dQ with one-hot K (one launch at this case's shape), the dQ loop's dS"
+    # every statement below is a model of dS that reproduces the read-out on every pair
+    outside = (~allowed).expand_as(got) & (got.abs() > tol)
+    if bool(outside.any()):
+        ahead = torch.arange(seq, device=got.device)[None, :] > torch.arange(seq, device=got.device)[:, None]
+        after = int((outside & ahead).sum())
+        where = "keys after the row" if after == int(outside.sum()) else "pairs the mask removes"
+        return DsShape(False, f"{said} is nonzero on {int(outside.sum())} (row, key) pairs a row may not see"
+                              f" ({where}): the dQ loop's mask lets them through.")
+    norm = float((ds * ds).sum())
+    alpha = float((got * ds).sum()) / norm if norm > 0 else 0.0
+    if close(got, alpha * ds):
+        return DsShape(False, f"{said} is {alpha:.3g} x P * (dP - D): every term right, one factor off.")
+    if close(got, (dp - d[..., None]) * allowed):
+        return DsShape(False, f"{said} is dP - D on every pair a row may see: it is not multiplied by P.")
+    # D, where P is large enough to say: D_used = dP - dS / P
+    big = allowed & (p > DS_MEASURABLE)
+    d_used = torch.where(big, dp - got / p.clamp(min=DS_MEASURABLE), torch.zeros((), dtype=f64))
+    counted = big.to(f64).sum(-1)
+    row_mean = d_used.sum(-1) / counted.clamp(min=1)
+    if close(got, p * (dp - row_mean[..., None])):  # one D per row: P and dP are right, D differs
+        d_tol = 0.05 + 0.02 * float(d.abs().max())
+        if bool((row_mean.abs() <= d_tol).all()):
+            return DsShape(False, f"{said} is P * dP on every row: D is not subtracted.")
+        c = float((row_mean * d).sum()) / float((d * d).sum()) if float((d * d).sum()) > 0 else 0.0
+        if bool(((row_mean - c * d).abs() <= d_tol).all()):
+            return DsShape(False, f"{said} subtracts {c:.3g} x rowsum(dO * O) as D: P and dP are right.")
+        return DsShape(False, f"{said} subtracts another D per row than rowsum(dO * O) (e.g. row 0: "
+                              f"{float(row_mean.reshape(-1)[0]):.3g} where it is {float(d.reshape(-1)[0]):.3g}):"
+                              " P and dP are right.")
+    if close(got, p * (dp - d[..., None, :])):
+        return DsShape(False, f"{said} is P * (dP - D_j), D of the key (column j) where it takes D of the row"
+                              " (i): D is broadcast on the wrong axis.")
+    # P, where dP - D is large enough to say: P_used = dS / (dP - D), fitted as exp(a s - c_row)
+    gap = dp - d[..., None]
+    sure = allowed & (gap.abs() > 0.2) & (p > DS_MEASURABLE) & (got.abs() > 1e-4)
+    ratio = torch.where(sure, got / gap, torch.ones((), dtype=f64))
+    if bool(sure.any()) and bool((ratio > 0).all()):
+        logr = torch.where(sure, torch.log(ratio) - torch.log(p.clamp(min=1e-300)), torch.zeros((), dtype=f64))
+        w = sure.to(f64)
+        n = w.sum(-1).clamp(min=1)
+        s_mean = (s * w).sum(-1) / n
+        r_mean = (logr * w).sum(-1) / n
+        sc, rc = (s - s_mean[..., None]) * w, (logr - r_mean[..., None]) * w
+        denom = float((sc * sc).sum())
+        if denom > 0:
+            slope = 1.0 + float((sc * rc).sum()) / denom
+            shifted = p * torch.exp((slope - 1.0) * (s - s_mean[..., None]) + r_mean[..., None])
+            if abs(slope - 1) > 0.03 and close(got, torch.where(allowed, shifted * gap, torch.zeros((), dtype=f64))):
+                return DsShape(False, f"{said} is P' * (dP - D) with D right and a P' that grows as"
+                                      f" exp({slope:.3g} s) in the scores s, where P grows as exp(s):"
+                                      " the dQ loop rebuilds P with another scale or base than the forward's.")
+    worst = float((got - ds).abs().max())
+    return DsShape(False, f"{said} differs from P * (dP - D) by up to {worst:.3g} (its largest term is"
+                          f" {float(ds.abs().max()):.3g}), in no way the tutor can single out.")
