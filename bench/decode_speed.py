@@ -45,8 +45,10 @@ def load(path: Path):
     return module
 
 
-def harness_lines(interpreter: bool) -> list[str]:
-    """The shipped drill and the solution through the real harness on this device."""
+def harness_lines(interpreter: bool, solution: Path = SOLUTION) -> list[str]:
+    """The shipped drill and the solution through the real harness on this device (the
+    solution with its timed launches too: on a GPU their output is checked once against
+    float64, so an autotuned configuration that is wrong shows here)."""
     from tutor.harness.check import run_check
     from tutor.harness.device import select_device
     from tutor.harness.job import CheckJob
@@ -54,12 +56,13 @@ def harness_lines(interpreter: bool) -> list[str]:
 
     dev = select_device("cpu" if interpreter else "gpu")
     lines = []
-    for label, path, want in (("shipped drill 05", DRILL, "FAILED"), ("solution 05", SOLUTION, "PASSED")):
-        result = run_check(CheckJob(drill="05", file=str(path), timing=False), dev)
+    for label, path, want in (("shipped drill 05", DRILL, "FAILED"), (solution.name, solution, "PASSED")):
+        result = run_check(CheckJob(drill="05", file=str(path), timing=path == solution), dev)
         got = verdict(result)
         err = "-" if result.max_abs_err is None else f"{result.max_abs_err:.1e}"
+        timed = f"; timed launches: {result.performance.status} {result.performance.reason}" if path == solution else ""
         lines.append(f"{label:<17}: {got} (expected {want}; codes {result.codes}; max abs err {err}; "
-                     f"{'ok' if got == want else 'UNEXPECTED'})")
+                     f"{'ok' if got == want else 'UNEXPECTED'}{timed})")
     return lines
 
 
@@ -71,6 +74,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="CPU interpreter, one tiny shape (no GPU needed)")
     parser.add_argument("--json", type=Path, help="write all numbers here")
+    parser.add_argument("--solution", type=Path, default=SOLUTION,
+                        help="the kernel file to time (default: the clear solution; e.g. solutions/05_split_kv_decode_fast.py)")
+    parser.add_argument("--splits", help="the split counts to sweep, e.g. 8,16,32 (default: 1..32, doubling)")
     args = parser.parse_args()
 
     import torch  # does not import triton: the interpreter switch can still be set
@@ -86,11 +92,11 @@ def main() -> int:
 
     sys.path.insert(0, str(ROOT))
     device = "cpu" if interpreter else "cuda"
-    solution = load(SOLUTION)
+    solution = load(args.solution)
     gpu = "CPU (Triton interpreter: timings relative only)" if interpreter else torch.cuda.get_device_name(0)
     header = f"device: {gpu}; torch {torch.__version__}; triton {triton.__version__}; python {platform.python_version()}"
     print(header, flush=True)
-    checks = harness_lines(interpreter)
+    checks = harness_lines(interpreter, args.solution)
     print(*checks, sep="\n", flush=True)
 
     def bench(fn) -> float:
@@ -106,6 +112,8 @@ def main() -> int:
 
     shapes = CPU_SHAPES if interpreter else GPU_SHAPES
     splits = CPU_SPLITS if interpreter else SPLITS
+    if args.splits:
+        splits = tuple(int(n) for n in args.splits.split(","))
     sdpa = torch.nn.functional.scaled_dot_product_attention
     rows = []
     for batch, heads, cache, dim in shapes:
@@ -121,7 +129,9 @@ def main() -> int:
         gbytes = 2 * batch * heads * cache * dim * 2 / 1e9
         row = {
             "batch": batch, "heads": heads, "cache": cache, "head_dim": dim,
-            "default_splits": solution.NUM_SPLITS, "max_abs_err_vs_sdpa": err,
+            "default_splits": (solution._num_splits(batch * heads, cache, q.device)  # the fast file's own choice
+                               if hasattr(solution, "_num_splits") else solution.NUM_SPLITS),
+            "solution": args.solution.name, "max_abs_err_vs_sdpa": err,
             "sdpa_ms": bench(lambda: sdpa(q4, k, v)),
             "sdpa_backend": sdpa_backend(lambda: sdpa(q4, k, v)),
             **{f"sdpa_{variant}_ms": None if sdpa_try(run) is None else bench(run)
