@@ -1047,7 +1047,28 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
                 return torch.autograd.grad(out, leaves, do, retain_graph=True)
 
             baseline[mode] = sdpa_backward
-    return TimedLaunches(shape=list(shape), student=student, baseline=baseline)
+
+    def verify() -> str | None:
+        """Each timed backward once more, its first and last (batch, head) of dQ, dK and dV
+        against float64 (the timed launches record no visits: a kernel may run another
+        configuration there, an autotuned one, than the one the verdict checked)."""
+        for mode, run in student.items():
+            run()
+            for b, h in ((0, 0), (shape[0] - 1, shape[1] - 1)):
+                one = (slice(b, b + 1), slice(h, h + 1))
+                ref = reference(q[one], k[one], v[one], do[one], causal=mode == "causal")
+                for name, got in zip(GRADS, outs, strict=True):
+                    want = ref.grads[name]
+                    err = float((got[one].to(torch.float64) - want).abs().nan_to_num(nan=float("inf")).max())
+                    allowed = drill.tolerance + 0.01 * float(want.abs().max())  # fp16's rounding of large values
+                    if not err <= allowed:
+                        return (f"the timed {mode} backward (no visit maps passed: the kernel's own configuration,"
+                                f" e.g. an autotuned one) is wrong at shape {cost.shape_words(shape)}: {name} of"
+                                f" batch {b}, head {h} is off by up to {err:.3g} (allowed {allowed:.3g});"
+                                " its times are not shown")
+        return None
+
+    return TimedLaunches(shape=list(shape), student=student, baseline=baseline, verify=verify)
 
 
 PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
