@@ -928,12 +928,13 @@ def random_case(
 
 
 def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Callable[[], object]]:
-    """One forward and one backward per mode at the default shape and at the hostile
-    case's: every variant the verdict compiles (the ragged and short lengths share the
-    default's specialisation; the hostile case's whole-block length, divisible by 16, is
-    its own), compiled at once on a GPU (:func:`tutor.harness.check.compile_concurrently`).
-    Own seed: the check's random stream stays the same with or without them."""
-    default = plan_for(interpreter=False).default
+    """One forward and one backward per mode at the default shape, the hostile case's and
+    the GPU's head_dim-128 one: every variant the verdict compiles (the ragged and short
+    lengths share the default's specialisation; the hostile case's whole-block length,
+    divisible by 16, is its own; head_dim 128 its own again), compiled at once on a GPU
+    (:func:`tutor.harness.check.compile_concurrently`).  Own seed: the check's random
+    stream stays the same with or without them."""
+    plan = plan_for(interpreter=False)
 
     def both(causal: bool, shape: tuple[int, int, int, int]) -> object:
         q, k, v, do = random_case(shape, device, torch.Generator().manual_seed(0))
@@ -941,7 +942,7 @@ def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Calla
         return run_backward(module, q, k, v, o, lse, do, causal, int(module.BLOCK_M), int(module.BLOCK_N))
 
     return [functools.partial(both, mode == "causal", shape)
-            for shape in (default, HOSTILE_SHAPE) for mode in drill.modes or ["full"]]
+            for shape in (plan.default, HOSTILE_SHAPE, plan.whole) for mode in drill.modes or ["full"]]
 
 
 def check_correctness(
@@ -962,7 +963,9 @@ def check_correctness(
     modes = [mode == "causal" for mode in drill.modes] or [False]
     launches: list[BackwardLaunch] = []
     maps: list[VisitMap] = []
-    for name, case_shape in plan.cases():
+    # on a GPU also a whole-block length at head_dim 128 (issue 21): a kernel that assumes 64 fails there
+    extra = [] if interpreter or shape is not None else [("whole", plan.whole)]
+    for name, case_shape in [*plan.cases(), *extra]:
         q, k, v, do = random_case(case_shape, device, generator)
         for causal in modes:
             cost.step(f"the {name} case, shape {cost.shape_words(case_shape)}, {'causal' if causal else 'full'}"
