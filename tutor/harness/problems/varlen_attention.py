@@ -75,12 +75,12 @@ BLOCK_MULTIPLE = (-1, -2)  # placeholder lengths: (one block of queries, two blo
 # Nq/Nk pairs: Nq = Nk (ragged), Nq = 1 (decode-like), a one-token sequence, a
 # chunk whose offset is not a multiple of the block, one whose lengths are.
 CPU_CASES = (
-    Case("default", 2, 32, ((37, 37), (1, 29), (1, 1), (21, 75), BLOCK_MULTIPLE)),
+    Case("default", 2, 32, ((1, 29), (37, 37), (1, 1), (21, 75), BLOCK_MULTIPLE)),  # the longest chunk is not first
     Case("many-short", 1, 32, ((3, 5), (1, 2), (4, 4), (2, 7), (1, 1), (5, 9), (2, 2), (3, 3), (1, 6), (6, 6))),
     Case("hostile", 1, 32, ((30, 50), (9, 9), (1, 12)), q_scale=20.0),  # scores ~ +-100: exp overflows fp32 unless max is subtracted
 )
 GPU_CASES = (
-    Case("default", 4, 64, ((300, 300), (1, 513), (1, 1), (200, 1000), BLOCK_MULTIPLE, (77, 130))),
+    Case("default", 4, 64, ((1, 513), (300, 300), (1, 1), (200, 1000), BLOCK_MULTIPLE, (77, 130))),
     Case("many-short", 2, 64, tuple((1 + i % 5, 1 + i % 5 + (i * 7) % 11) for i in range(40))),
     Case("hostile", 2, 64, ((130, 250), (9, 9), (1, 12)), q_scale=20.0),
 )
@@ -142,8 +142,10 @@ def run(module: ModuleType, case: Case, q: torch.Tensor, k: torch.Tensor, v: tor
     device = str(q.device)
     fills = fills or {}
     guarded = shared.Guarded()
-    margin = guarding.margin_elements(tuple(q.shape[1:]), 4 * max(int(module.BLOCK_M), int(module.BLOCK_N)))
-    margin = -(-max(margin, case.heads * case.head_dim * 2 * int(module.BLOCK_N)) // 64) * 64
+    # every margin holds as many tokens as the larger packed tensor plus two blocks: a start
+    # taken from the wrong prefix sum lands in a margin (NaN), not in memory outside the band
+    rows = max(case.cu_q[-1], case.cu_k[-1]) + 2 * max(int(module.BLOCK_M), int(module.BLOCK_N))
+    margin = -(-rows * case.heads * case.head_dim // 64) * 64
     views = [guarded.input(name, t, margin, fills.get(name, "nan")) for name, t in zip("QKV", (q, k, v), strict=True)]
     out = guarded.output("output", tuple(q.shape), device, margin)
     shape = visit_shape(case, int(module.BLOCK_M), int(module.BLOCK_N))
@@ -252,14 +254,15 @@ class RowRead:
     other_rows: int  # rows that weigh another sequence's keys
     missed: list[tuple[int, int, list[int]]]  # (sequence, row, in-sequence keys before the diagonal weighed 0)
     future: list[tuple[int, int, int]]  # (sequence, row, keys after its diagonal weighed)
-    nan_rows: int
+    nan_rows: dict[int, int]  # sequence -> rows whose read-out is NaN (their weights are undefined)
+    empty: list[tuple[int, int]]  # (sequence, row) weighing no key of its own sequence, or NaN
 
 
 def read_rows(w: torch.Tensor, case: Case) -> RowRead:
     seq_of_key = torch.zeros(case.cu_k[-1], dtype=torch.long)
     for b in range(len(case.seqs)):
         seq_of_key[case.cu_k[b]:case.cu_k[b + 1]] = b
-    read = RowRead({}, {}, 0, [], [], 0)
+    read = RowRead({}, {}, 0, [], [], {}, [])
     given = (w.nan_to_num(nan=0.0) > 0).cpu()
     finite = torch.isfinite(w).all(dim=-1).cpu()
     for b, (nq, nk) in enumerate(case.seqs):
@@ -268,7 +271,8 @@ def read_rows(w: torch.Tensor, case: Case) -> RowRead:
             for i in range(nq):
                 p = case.cu_q[b] + i
                 if not bool(finite[h, p]):
-                    read.nan_rows += 1
+                    read.nan_rows[b] = read.nan_rows.get(b, 0) + 1
+                    read.empty.append((b, i))
                     continue
                 row = given[h, p]
                 outside = row.clone()
@@ -281,6 +285,8 @@ def read_rows(w: torch.Tensor, case: Case) -> RowRead:
                 diag = i + nk - nq
                 if own:  # the last key the row weighs, against its diagonal (clamped at the sequence's end)
                     read.shifts.setdefault(b, set()).add(own[-1] - diag)
+                else:
+                    read.empty.append((b, i))
                 missed = [c for c in range(diag + 1) if not bool(row[k0 + c])]
                 if missed:
                     read.missed.append((b, i, missed))
@@ -302,25 +308,39 @@ def diagonal_findings(read: RowRead, case: Case) -> Findings:
     found = Findings()
     where = f" (the {case.name} case)"
     single = {b: next(iter(s)) for b, s in read.shifts.items() if len(s) == 1}
-    consistent = len(single) == len(read.shifts) and bool(single)
-    missed_beyond_shift = [(b, i, m) for b, i, m in read.missed
-                           if b not in single or single[b] >= 0 or min(m) <= i + case.seqs[b][1] - case.seqs[b][0]
-                           + single[b]]
+    # one shift per measured sequence; the rows that weigh nothing must be the rows that shift leaves no key
+    consistent = len(single) == len(read.shifts) and bool(single) and all(
+        b not in read.shifts or i + case.seqs[b][1] - case.seqs[b][0] + single[b] < 0 for b, i in read.empty)
+    missed_beyond_shift = [(b, i, m) for b, i, m in read.missed if b in read.shifts and (
+        b not in single or single[b] >= 0 or min(m) <= i + case.seqs[b][1] - case.seqs[b][0] + single[b])]
     if consistent and not missed_beyond_shift and not any(single.values()):
         return found
+    unmeasured = [b for b in range(len(case.seqs)) if b not in single]  # every row weighs nothing
+
+    def fits(predicted: dict[int, int]) -> bool:
+        """The measured shifts, and sequences left with no key at all (a shift of -Nk or less)."""
+        return all(predicted[b] == single[b] for b in single) and all(predicted[b] <= -case.seqs[b][1]
+                                                                       for b in unmeasured)
+
     if consistent and not missed_beyond_shift:
-        offset = {b: case.seqs[b][1] - case.seqs[b][0] for b in single}
-        packed = {b: case.cu_q[b] - case.cu_k[b] for b in single}
+        offset = {b: nk - nq for b, (nq, nk) in enumerate(case.seqs)}
+        packed = {b: case.cu_q[b] - case.cu_k[b] for b in range(len(case.seqs))}
         shown = "; ".join(f"{_seq_words(case, b)}: {_shift_words(d)}" for b, d in sorted(single.items()))
-        chunked = [b for b in single if offset[b] > 0]
-        if chunked and all(single[b] == -offset[b] for b in single):
+        if unmeasured:
+            shown += f"; sequence{'s' * (len(unmeasured) > 1)} {index_runs(unmeasured)}: no key weighed at all"
+        if read.empty:
+            shown += f" ({len(read.empty)} rows weigh no key at all: their output is 0/0)"
+        values = set(single.values())
+        c0 = single[min(single)] - packed[min(single)]
+        c1 = single[min(single)] + offset[min(single)] - packed[min(single)]
+        if any(offset[b] > 0 for b in single) and fits({b: -offset[b] for b in offset}):
             found.say("diagonal-not-offset", f" Measured per sequence: {shown}{where}.")
-        elif len(set(single.values())) == 1:
-            d = next(iter(single.values()))
-            found.say("diagonal-shifted", f" Every sequence's rows: {_shift_words(d)}{where}.")
-        elif len({packed[b] for b in single}) > 1 and (
-                len({single[b] - packed[b] for b in single}) == 1
-                or len({single[b] + offset[b] - packed[b] for b in single}) == 1):
+        elif len(values) == 1 and fits({b: next(iter(values)) for b in offset}):
+            empty = f" ({len(read.empty)} rows weigh no key at all: their output is 0/0)" if read.empty else ""
+            found.say("diagonal-shifted", f" Every measured sequence's rows: {_shift_words(next(iter(values)))}"
+                      f"{empty}{where}.")
+        elif len(set(packed.values())) > 1 and (fits({b: packed[b] + c0 for b in offset})
+                                                or fits({b: packed[b] + c1 - offset[b] for b in offset})):
             starts = "; ".join(f"sequence {b}: {_shift_words(single[b])}, cu_seqlens_q[{b}] - cu_seqlens_k[{b}] = "
                                f"{packed[b]}" for b in sorted(single))
             found.say("diagonal-from-packed-index", f" Measured: {starts}{where}.")
@@ -331,7 +351,7 @@ def diagonal_findings(read: RowRead, case: Case) -> Findings:
         b, i, keys = read.missed[0]
         rows = len(read.missed)
         found.say("keys-missed", f" {rows} rows give no weight to keys they must see; the first: row {i} of "
-                  f"{_seq_words(case, b)} misses keys {index_runs(keys)} of its 0..{i + case.seqs[b][1] - case.seqs[b][0]}"
+                  f"{_seq_words(case, b)} misses key{'s' * (len(keys) > 1)} {index_runs(keys)} of its 0..{i + case.seqs[b][1] - case.seqs[b][0]}"
                   f"{where}.")
     if read.future:
         b, i, n = read.future[0]
@@ -386,8 +406,8 @@ def visit_counts(checked: list[Checked], block_m: int, block_n: int) -> tuple[in
                     if over and not example:
                         why = (f"past the diagonal (it needs blocks 0..{want - 1})" if want
                                else "whose rows are past the sequence's end")
-                        example = (f"query block {m} of {_seq_words(case, b)} visited key block"
-                                   f"{'s' * (len(over) > 1)} {index_runs(over)}, {why}, the {case.name} case")
+                        example = (f"the map records key block{'s' * (len(over) > 1)} {index_runs(over)} for query "
+                                   f"block {m} of {_seq_words(case, b)}, {why}, the {case.name} case")
     return visited, needed, extra, unrecorded, example
 
 
@@ -421,6 +441,7 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         if one.result.wrote_out_of_bounds:
             found.say("store-out-of-bounds", f" (the {one.case.name} case)")
     read_any = False
+    diagonal = Findings()
     for one in failing:
         if one.result.unwritten and one.result.unwritten == one.launch.out.numel():
             continue
@@ -428,7 +449,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         read = read_rows(w, one.case)
         read_any = True
         found.add(other_sequence_findings(read, one.case))
-        found.add(diagonal_findings(read, one.case))
+        diagonal = diagonal or diagonal_findings(read, one.case)  # the first failing case that shows one
+    found.add(diagonal)
     nan_source = next((c for c in failing if c.result.nonfinite), None)
     launches = [shared.Banded.of(c.launch.bands, c.result, f" (the {c.case.name} case)") for c in checked]
     probe = None
@@ -443,8 +465,13 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
     guard_findings.extend(reads)
     for code, detail in said.items():
         found.say(code, detail)
-    if nan_source is not None and "read-past-end" not in found and not _explained(found):
-        found.say("nan-in-output", f" {nan_source.result.nonfinite} elements (the {nan_source.case.name} case).")
+    if nan_source is not None and "read-past-end" not in found and not any(code in found for code in SHIFTS):
+        out = nan_source.launch.out
+        rows = (~torch.isfinite(out.float()) & (out.view(torch.int16) != shared.POISON_BITS)).any(dim=-1).any(dim=-1)
+        packed = rows.cpu().nonzero().flatten().tolist()
+        seqs = sorted({_seq_of(nan_source.case, r) for r in packed})
+        found.say("nan-in-output", f" {nan_source.result.nonfinite} elements in {len(packed)} packed rows of "
+                  f"sequence{'s' * (len(seqs) > 1)} {index_runs(seqs)} (the {nan_source.case.name} case).")
     drop_explained_nan(found)
     if failing and read_any and not _explained(found) and "read-past-end" not in found:
         one = failing[0]
@@ -458,6 +485,7 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
     return found.worded(drill)
 
 
+SHIFTS = ("diagonal-not-offset", "diagonal-shifted", "diagonal-from-packed-index")  # these account for rows left no key
 EXPLAINING = ("output-unwritten", "store-out-of-bounds", "reads-other-sequence", "diagonal-not-offset",
               "diagonal-shifted", "diagonal-from-packed-index", "keys-missed", "future-keys-seen")
 
