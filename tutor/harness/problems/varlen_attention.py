@@ -41,7 +41,7 @@ from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention.readout import one_hot_values
-from tutor.harness.result import CaseResult, GuardFinding
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,8 @@ BLOCK_MULTIPLE = (-1, -2)  # placeholder lengths: (one block of queries, two blo
 CPU_CASES = (
     Case("default", 2, 32, ((1, 29), (37, 37), (1, 1), (21, 75), BLOCK_MULTIPLE)),  # the longest chunk is not first
     Case("many-short", 1, 32, ((3, 5), (1, 2), (4, 4), (2, 7), (1, 1), (5, 9), (2, 2), (3, 3), (1, 6), (6, 6))),
-    Case("hostile", 1, 32, ((30, 50), (9, 9), (1, 12)), q_scale=20.0),  # scores ~ +-100: exp overflows fp32 unless max is subtracted
+    # scores ~ +-100: exp overflows fp32 unless the running maximum is subtracted
+    Case("hostile", 1, 32, ((30, 50), (9, 9), (1, 12)), q_scale=20.0),
 )
 GPU_CASES = (
     Case("default", 4, 64, ((1, 513), (300, 300), (1, 1), (200, 1000), BLOCK_MULTIPLE, (77, 130))),
@@ -349,9 +350,9 @@ def diagonal_findings(read: RowRead, case: Case) -> Findings:
         return found
     if read.missed:
         b, i, keys = read.missed[0]
-        rows = len(read.missed)
-        found.say("keys-missed", f" {rows} rows give no weight to keys they must see; the first: row {i} of "
-                  f"{_seq_words(case, b)} misses key{'s' * (len(keys) > 1)} {index_runs(keys)} of its 0..{i + case.seqs[b][1] - case.seqs[b][0]}"
+        last = i + case.seqs[b][1] - case.seqs[b][0]
+        found.say("keys-missed", f" {len(read.missed)} rows give no weight to keys they must see; the first: row {i} "
+                  f"of {_seq_words(case, b)} misses key{'s' * (len(keys) > 1)} {index_runs(keys)} of its 0..{last}"
                   f"{where}.")
     if read.future:
         b, i, n = read.future[0]
@@ -427,7 +428,10 @@ def visit_findings(checked: list[Checked], block_m: int, block_n: int) -> Findin
 
 
 def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: str, generator: torch.Generator,
-             guard_findings: list[GuardFinding]) -> list:  # type: ignore[type-arg]
+             guard_findings: list[GuardFinding]) -> list[Diagnosis]:
+    """What the check measured, as the drill's worded findings: rows never written, stores
+    outside the output, the read-out's weights across sequences and against each diagonal,
+    the guard bands, NaN rows, and the visit map."""
     found = Findings()
     failing = [c for c in checked if not c.result.passed]
     for one in failing:
@@ -467,8 +471,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         found.say(code, detail)
     if nan_source is not None and "read-past-end" not in found and not any(code in found for code in SHIFTS):
         out = nan_source.launch.out
-        rows = (~torch.isfinite(out.float()) & (out.view(torch.int16) != shared.POISON_BITS)).any(dim=-1).any(dim=-1)
-        packed = rows.cpu().nonzero().flatten().tolist()
+        bad = (~torch.isfinite(out.float()) & (out.view(torch.int16) != shared.POISON_BITS)).any(dim=-1).any(dim=-1)
+        packed = bad.cpu().nonzero().flatten().tolist()
         seqs = sorted({_seq_of(nan_source.case, r) for r in packed})
         found.say("nan-in-output", f" {nan_source.result.nonfinite} elements in {len(packed)} packed rows of "
                   f"sequence{'s' * (len(seqs) > 1)} {index_runs(seqs)} (the {nan_source.case.name} case).")
