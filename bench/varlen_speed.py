@@ -1,0 +1,205 @@
+"""Drill 08's solution vs torch: packed variable-length chunked prefill, one process.
+
+    python bench/varlen_speed.py            # GPU: three mixes of sequences, d = 64/128, fp16
+    python bench/varlen_speed.py --quick    # CPU interpreter (or a GPU): one tiny mix
+
+Each mix packs sequences whose queries are the last Nq of their Nk keys (the
+causal diagonal offset by Nk - Nq).  It times, with ``triton.testing.do_bench``
+(median):
+
+* ``solution``: solutions/08_varlen_prefill_solution.py on the packed tensors
+  (cu_seqlens, flash-attn's varlen layout);
+* ``flex``: ``torch.compile(flex_attention)`` on the packed tensors as one
+  sequence of total_q queries and total_k keys, with a document mask (same
+  sequence, offset causal inside it) built once by ``create_block_mask``,
+  untimed; skipped, with the reason printed, when it fails;
+* ``sdpa``: ``scaled_dot_product_attention`` on the sequences padded to a batch
+  (the padding not timed) with the boolean mask each needs
+  (``tutor.harness.problems.varlen_attention.padded``): its default dispatch,
+  with the backend it used recorded from the profiler, and forced
+  FLASH_ATTENTION and EFFICIENT_ATTENTION beside it ("n/a" where a backend
+  refuses: FLASH_ATTENTION takes no mask).
+
+TFLOP/s count the useful work only: 4 * d * (the (row, key) pairs the offset
+causal mask lets in) per head.  Every output is compared with the float64
+reference (max abs error) before it is timed.  The last lines are a markdown
+table with the GPU, torch and triton versions; on the CPU interpreter the times
+are relative only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION = ROOT / "solutions" / "08_varlen_prefill_solution.py"
+# (name, heads, head_dim, ((Nq, Nk), ...))
+GPU_MIXES = [
+    (f"{name} d={d}", 16, d, seqs)
+    for d in (64, 128)
+    for name, seqs in (
+        ("prefill chunks 16x(512 of 1k..2k)", tuple((512, 1024 + 64 * i) for i in range(16))),
+        ("mixed 8 full + 8 chunks", tuple((n, n) for n in (4096, 2000, 1000, 777, 512, 300, 100, 33))
+         + tuple((256, 8192 - 512 * i) for i in range(8))),
+        ("64 short 1..500", tuple((1 + (i * 37) % 250, 1 + (i * 37) % 250 + (i * 53) % 250) for i in range(64))),
+    )
+]
+QUICK_MIXES = [("tiny", 2, 32, ((21, 75), (37, 37), (1, 29)))]
+
+
+def load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def pairs(seqs) -> int:
+    """(row, key) pairs the offset causal mask lets in: row i of (Nq, Nk) sees i + Nk - Nq + 1 keys."""
+    return sum(nq * (nk - nq) + nq * (nq + 1) // 2 for nq, nk in seqs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one tiny mix (what the CPU interpreter can run)")
+    args = parser.parse_args()
+
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: SDPA's backends, shared
+    from attention_speed import SDPA_VARIANTS, ms_cell, sdpa_backend, sdpa_try, sdpa_with
+
+    interpreter = os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
+    if interpreter:
+        os.environ["TRITON_INTERPRET"] = "1"
+        args.quick = True
+    import triton
+    import triton.testing
+
+    sys.path.insert(0, str(ROOT))
+    from tutor.harness.problems import varlen_attention as va
+
+    device = "cpu" if interpreter else "cuda"
+    solution = load(SOLUTION)
+
+    def bench(fn) -> float:
+        if interpreter:
+            fn()
+            start = time.perf_counter()
+            fn()
+            return (time.perf_counter() - start) * 1e3
+        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+    flex_attention = create_block_mask = None
+    flex_reason = ""
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        if not interpreter:
+            flex_attention = torch.compile(flex_attention, dynamic=False)
+    except Exception as exc:  # noqa: BLE001 - any failure: say why and go on without it
+        flex_reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+
+    gpu = "CPU (Triton interpreter: relative only)" if interpreter else torch.cuda.get_device_name()
+    print(f"device: {gpu}; torch {torch.__version__}; triton {triton.__version__}; python {platform.python_version()}")
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    for name, heads, dim, seqs in QUICK_MIXES if args.quick else GPU_MIXES:
+        case = va.Case(name, heads, dim, seqs)
+        q, k, v = va.random_inputs(case, device, gen)
+        expected = va.reference(case, q, k, v) if interpreter or case.cu_k[-1] <= 40_000 else None
+        cu_q = torch.tensor(case.cu_q, dtype=torch.int32, device=device)
+        cu_k = torch.tensor(case.cu_k, dtype=torch.int32, device=device)
+        max_q, max_k = max(s[0] for s in seqs), max(s[1] for s in seqs)
+        out = torch.empty_like(q)
+        times: dict[str, float] = {}
+        errors: dict[str, float] = {}
+        notes: list[str] = []
+
+        def err(got: torch.Tensor) -> float:
+            return float("nan") if expected is None else float((got.double() - expected).abs().max())
+
+        def student() -> torch.Tensor:
+            return solution.attention(q, k, v, cu_q, cu_k, max_q, max_k, out=out)
+
+        errors["solution"] = err(student())
+        times["solution"] = bench(student)
+
+        if flex_attention is not None:
+            try:
+                doc_q = torch.repeat_interleave(torch.arange(len(seqs), device=device),
+                                                torch.tensor([s[0] for s in seqs], device=device))
+                doc_k = torch.repeat_interleave(torch.arange(len(seqs), device=device),
+                                                torch.tensor([s[1] for s in seqs], device=device))
+                start_q, start_k = cu_q.long(), cu_k.long()
+                offset = (cu_k[1:] - cu_k[:-1] - (cu_q[1:] - cu_q[:-1])).long()
+
+                def document(b, h, q_idx, kv_idx):
+                    d = doc_q[q_idx]
+                    return (d == doc_k[kv_idx]) & (kv_idx - start_k[d] <= q_idx - start_q[d] + offset[d])
+
+                block_mask = create_block_mask(document, None, None, case.cu_q[-1], case.cu_k[-1], device=device)
+                qf, kf, vf = (t.transpose(0, 1).unsqueeze(0) for t in (q, k, v))  # (1, H, total, d)
+
+                def flex() -> torch.Tensor:
+                    return flex_attention(qf, kf, vf, block_mask=block_mask)
+
+                errors["flex"] = err(flex()[0].transpose(0, 1))
+                times["flex"] = bench(flex)
+            except Exception as exc:  # noqa: BLE001 - say why, keep going
+                notes.append(f"flex_attention skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+        else:
+            notes.append(f"flex_attention skipped: {flex_reason or 'not available'}")
+
+        backend = "-"
+        forced: dict[str, float | None] = dict.fromkeys(SDPA_VARIANTS[1:])
+        try:
+            qp, kp, vp, mask = va.padded(case, q, k, v)
+
+            def sdpa() -> torch.Tensor:
+                return torch.nn.functional.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask)
+
+            padded_out = sdpa()
+            errors["sdpa"] = max(err_b for err_b in (
+                float((padded_out[b, :, :nq].transpose(0, 1).double()
+                       - expected[case.cu_q[b]:case.cu_q[b + 1]]).abs().max()) if expected is not None else float("nan")
+                for b, (nq, _) in enumerate(seqs)))
+            times["sdpa"] = bench(sdpa)
+            backend = sdpa_backend(sdpa)
+            for variant in SDPA_VARIANTS[1:]:
+                run = sdpa_with(variant, sdpa)
+                forced[variant] = None if sdpa_try(run) is None else bench(run)
+        except Exception as exc:  # noqa: BLE001 - e.g. out of memory
+            notes.append(f"sdpa skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+
+        useful = 4 * dim * pairs(seqs) * heads
+        print(f"{name}: {len(seqs)} sequences, total_q={case.cu_q[-1]} total_k={case.cu_k[-1]}; "
+              + "; ".join(f"{n} {ms:.3f} ms ({useful / ms / 1e9:.1f} TFLOP/s, max abs err {errors.get(n, float('nan')):.1e})"
+                          for n, ms in times.items()))
+        print(f"  sdpa's default dispatch ran: {backend}; forced FLASH_ATTENTION {ms_cell(forced['flash'])} ms, "
+              f"forced EFFICIENT_ATTENTION {ms_cell(forced['efficient'])} ms")
+        for note in notes:
+            print("  " + note)
+        rows.append((name, times, backend, forced, useful))
+        if not interpreter:
+            torch.cuda.empty_cache()
+
+    print()
+    print("| mix | solution ms | flex ms | sdpa ms (backend) | forced efficient ms | solution TFLOP/s |")
+    print("|---|---|---|---|---|---|")
+    for name, times, backend, forced, useful in rows:
+        print(f"| {name} | {ms_cell(times.get('solution'))} | {ms_cell(times.get('flex'))} | "
+              f"{ms_cell(times.get('sdpa'))} ({backend}) | {ms_cell(forced['efficient'])} | "
+              f"{useful / times['solution'] / 1e9:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

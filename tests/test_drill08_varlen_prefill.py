@@ -1,0 +1,179 @@
+"""Drill 08 (packed variable-length sequences, chunked prefill), through the real
+harness with Triton's interpreter: the shipped drill fails with its documented
+codes, the solution passes with no finding, every student-like kernel in
+solutions/08_varlen_prefill.mistakes.toml gets exactly its verdict, and the
+measurements the diagnosis rests on (reference, needed blocks, the read-out's
+per-sequence diagonal, the padded SDPA baseline's mask) agree with independent
+computations.
+
+Every file the tests write goes under tmp_path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from helpers_harness import check_files, shipped_drill, shipped_solution
+
+from tutor.authoring import student_kernels as mistakes
+from tutor.catalog import get_drill
+from tutor.harness.problems import PROBLEMS, problem_for
+from tutor.harness.problems import varlen_attention as va
+from tutor.harness.result import CheckResult
+
+DRILL = get_drill("08")
+ENTRIES = {m.stem: m for m in mistakes.load(DRILL)}
+
+
+def said(result: CheckResult) -> list[str]:
+    return [d.code for d in result.diagnosis if d.severity in ("error", "finding")]
+
+
+# -- independent computations (no harness code) ---------------------------------------------
+
+def loop_reference(case: va.Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Row by row, in float64: row i of sequence b attends to its keys 0 .. i + Nk - Nq."""
+    out = torch.empty(q.shape, dtype=torch.float64)
+    for b, (nq, nk) in enumerate(case.seqs):
+        for h in range(case.heads):
+            for i in range(nq):
+                row = q[case.cu_q[b] + i, h].double()
+                keys = k[case.cu_k[b]:case.cu_k[b] + i + nk - nq + 1, h].double()
+                vals = v[case.cu_k[b]:case.cu_k[b] + i + nk - nq + 1, h].double()
+                p = torch.softmax(keys @ row / case.head_dim**0.5, dim=0)
+                out[case.cu_q[b] + i, h] = p @ vals
+    return out
+
+
+def test_registered_problem():
+    assert DRILL.problem == "varlen_attention" and "varlen_attention" in PROBLEMS
+    assert problem_for("varlen_attention").check_correctness is va.check_correctness
+
+
+@pytest.mark.parametrize("case", va.cases_for(True, 32, 32), ids=lambda c: c.name)
+def test_reference_is_per_sequence_attention(case):
+    q, k, v = va.random_inputs(case, "cpu", torch.Generator().manual_seed(3))
+    assert torch.allclose(va.reference(case, q, k, v), loop_reference(case, q, k, v), atol=1e-12)
+
+
+def test_cases_cover_every_boundary():
+    """Nq = Nk, Nq = 1, a one-token sequence, ragged lengths and a block-multiple one, a chunk
+    whose offset is not a multiple of the block, many short sequences, hostile scores."""
+    cases = va.cases_for(True, 16, 64)
+    seqs = [s for c in cases for s in c.seqs]
+    assert (64, 128) in seqs  # one query block and two key blocks of the larger block size
+    assert (1, 1) in seqs and any(nq == 1 < nk for nq, nk in seqs) and any(1 < nq == nk for nq, nk in seqs)
+    assert any(nq < nk and (nk - nq) % 16 for nq, nk in seqs)
+    assert any(len(c.seqs) >= 10 for c in cases) and any(c.q_scale > 1 for c in cases)
+    first = cases[0].seqs[0][0]
+    assert first < max(nq for nq, _ in cases[0].seqs)  # a grid sized by the first sequence misses rows
+
+
+@pytest.mark.parametrize("nq,nk,bm,bn", [(37, 37, 32, 32), (21, 75, 32, 32), (1, 29, 16, 64), (32, 64, 64, 16)])
+def test_needed_blocks_counted_pair_by_pair(nq, nk, bm, bn):
+    counted = []
+    for first in range(0, nq, bm):
+        blocks = {c // bn for r in range(first, min(first + bm, nq)) for c in range(nk) if c <= r + nk - nq}
+        assert blocks == set(range(len(blocks)))  # always a prefix of the key blocks
+        counted.append(len(blocks))
+    assert va.needed_blocks(nq, nk, bm, bn) == counted
+
+
+def _weights(case: va.Case, last_key) -> torch.Tensor:
+    """Synthetic read-out weights: row i of sequence b weighs keys 0 .. last_key(b, i) of
+    its own sequence (uniformly); NaN where it weighs none."""
+    w = torch.zeros((case.heads, case.cu_q[-1], case.cu_k[-1]), dtype=torch.float64)
+    for b, (nq, _) in enumerate(case.seqs):
+        for i in range(nq):
+            last = last_key(b, i)
+            if last < 0:
+                w[:, case.cu_q[b] + i] = float("nan")
+            else:
+                w[:, case.cu_q[b] + i, case.cu_k[b]:case.cu_k[b] + last + 1] = 1.0 / (last + 1)
+    return w
+
+
+CASE = va.cases_for(True, 32, 32)[0]
+
+
+def _diag(b: int, i: int) -> int:
+    nq, nk = CASE.seqs[b]
+    return i + nk - nq
+
+
+def test_readout_right_diagonal_says_nothing():
+    read = va.read_rows(_weights(CASE, _diag), CASE)
+    assert not va.diagonal_findings(read, CASE) and not va.other_sequence_findings(read, CASE)
+
+
+def test_readout_names_the_unoffset_diagonal_with_its_measured_shift():
+    found = va.diagonal_findings(va.read_rows(_weights(CASE, lambda b, i: i), CASE), CASE)
+    assert list(found) == ["diagonal-not-offset"]
+    assert "54 keys short" in found["diagonal-not-offset"]  # sequence (21, 75)
+
+
+def test_readout_names_a_uniform_shift_and_a_packed_index_mask():
+    strict = va.diagonal_findings(va.read_rows(_weights(CASE, lambda b, i: _diag(b, i) - 1), CASE), CASE)
+    assert list(strict) == ["diagonal-shifted"] and "1 key short" in strict["diagonal-shifted"]
+
+    def packed(b: int, i: int) -> int:
+        return min(_diag(b, i) + CASE.cu_q[b] - CASE.cu_k[b], CASE.seqs[b][1] - 1)
+
+    found = va.diagonal_findings(va.read_rows(_weights(CASE, packed), CASE), CASE)
+    assert list(found) == ["diagonal-from-packed-index"]
+
+
+def test_readout_names_the_neighbour_read():
+    w = _weights(CASE, _diag)
+    b = 3  # (21, 75): its rows also weigh the previous sequence's only key
+    w[:, CASE.cu_q[b]:CASE.cu_q[b + 1], CASE.cu_k[b] - 1] = 0.01
+    found = va.other_sequence_findings(va.read_rows(w, CASE), CASE)
+    assert list(found) == ["reads-other-sequence"]
+    assert f"rows of sequence 3 weigh key 0 of sequence 2 (packed {CASE.cu_k[b] - 1})" in found["reads-other-sequence"]
+
+
+def test_padded_sdpa_baseline_masks_like_the_reference():
+    case = va.cases_for(True, 32, 32)[0]
+    q, k, v = va.random_inputs(case, "cpu", torch.Generator().manual_seed(5))
+    qp, kp, vp, mask = va.padded(case, q.float(), k.float(), v.float())
+    out = torch.nn.functional.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask)
+    expected = va.reference(case, q, k, v)
+    for b, (nq, _) in enumerate(case.seqs):
+        got = out[b, :, :nq].transpose(0, 1).double()
+        assert torch.allclose(got, expected[case.cu_q[b]:case.cu_q[b + 1]], atol=1e-4)
+
+
+# -- the real harness on real kernels --------------------------------------------------------
+
+def test_shipped_fails_as_documented_and_solution_is_solved():
+    results = check_files([shipped_drill("08"), shipped_solution("08")])
+    shipped, solution = results[shipped_drill("08")], results[shipped_solution("08")]
+    assert shipped.error is None and not shipped.passed
+    assert said(shipped) == list(DRILL.shipped.codes), [d.message for d in shipped.diagnosis]
+    assert solution.error is None and solution.passed and solution.solved and not solution.diagnosis
+
+
+def test_mistakes_file_covers_the_issue():
+    assert len(ENTRIES) >= 25
+    correct = [m for m in ENTRIES.values() if m.passes and not m.codes]
+    assert len(correct) >= 5
+    for stem, m in ENTRIES.items():
+        assert all(code in DRILL.diagnoses for code in m.codes), stem
+        assert m.passes or m.codes, stem
+
+
+@pytest.mark.slow
+def test_every_mistake_gets_its_verdict(tmp_path: Path):
+    written = {stem: path for stem, path in mistakes.materialise(tmp_path).items() if stem in ENTRIES}
+    results = check_files(list(written.values()))
+    wrong = {}
+    for stem, path in written.items():
+        result, entry = results[path], ENTRIES[stem]
+        got = (result.error is None, result.passed, said(result))
+        if got != (True, entry.passes, list(entry.codes)):
+            wrong[stem] = (got, [d.message for d in result.diagnosis], result.error)
+        for d in result.diagnosis:
+            assert "{" not in d.message, stem
+    assert not wrong, wrong

@@ -1,0 +1,550 @@
+"""Causal attention over packed variable-length sequences, each query chunk the
+last tokens of its keys (drill 08: flash-attn's varlen API, chunked prefill).
+
+The launcher contract: ``attention(q, k, v, cu_seqlens_q, cu_seqlens_k,
+max_seqlen_q, max_seqlen_k, out=None, visits=None)`` with q of shape
+(total_q, H, head_dim), k and v (total_k, H, head_dim), cu_seqlens int32
+(batch + 1,).  Sequence b has Nq_b queries and Nk_b >= Nq_b keys; its query
+row i sees its keys 0 .. i + (Nk_b - Nq_b).
+
+Every case packs sequences that exercise a boundary (:func:`cases_for`): Nq =
+Nk, Nq = 1, a sequence of one token, lengths that are not a multiple of the
+block and one that is (set from the student's blocks), many short sequences,
+and hostile scores.  Sequences sit back to back, so each one's neighbours
+are the guard bands between sequences: a read into the next or the previous
+sequence finds real keys of another sequence, and the weight read-out below
+names them.  The packed tensors themselves sit between NaN margins
+(:mod:`tutor.harness.guarded`).
+
+The diagnosis is measured: the kernel's weights are read out through one-hot
+values over the whole packed key axis (:func:`weights`), so for each query row
+it is known which keys of its own sequence and of the others it weighs.  From
+them, per sequence, the last key each row weighs against its diagonal (by how
+many keys, which side), weight on other sequences' keys (which ones), needed
+keys missed; and from the visit map, blocks visited that no row needs (past the
+diagonal, past the sequence) against those needed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+
+from tutor.catalog import Drill
+from tutor.harness import cost
+from tutor.harness import guard as guarding
+from tutor.harness import guarded as shared
+from tutor.harness.findings import Findings, drop_explained_nan, index_runs
+from tutor.harness.loader import LAUNCHER
+from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
+from tutor.harness.problems.attention.readout import one_hot_values
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    heads: int
+    head_dim: int
+    seqs: tuple[tuple[int, int], ...]  # (Nq, Nk) of each packed sequence
+    q_scale: float = 1.0  # > 1: hostile scores
+
+    @property
+    def cu_q(self) -> list[int]:
+        return _cumulative([nq for nq, _ in self.seqs])
+
+    @property
+    def cu_k(self) -> list[int]:
+        return _cumulative([nk for _, nk in self.seqs])
+
+    def words(self) -> str:
+        return ", ".join(f"{nq}/{nk}" for nq, nk in self.seqs)
+
+
+def _cumulative(lengths: list[int]) -> list[int]:
+    out = [0]
+    for n in lengths:
+        out.append(out[-1] + n)
+    return out
+
+
+BLOCK_MULTIPLE = (-1, -2)  # placeholder lengths: (one block of queries, two blocks of keys), see cases_for
+# Nq/Nk pairs: Nq = Nk (ragged), Nq = 1 (decode-like), a one-token sequence, a
+# chunk whose offset is not a multiple of the block, one whose lengths are.
+CPU_CASES = (
+    Case("default", 2, 32, ((1, 29), (37, 37), (1, 1), (21, 75), BLOCK_MULTIPLE)),  # the longest chunk is not first
+    Case("many-short", 1, 32, ((3, 5), (1, 2), (4, 4), (2, 7), (1, 1), (5, 9), (2, 2), (3, 3), (1, 6), (6, 6))),
+    # scores ~ +-100: exp overflows fp32 unless the running maximum is subtracted
+    Case("hostile", 1, 32, ((30, 50), (9, 9), (1, 12)), q_scale=20.0),
+)
+GPU_CASES = (
+    Case("default", 4, 64, ((1, 513), (300, 300), (1, 1), (200, 1000), BLOCK_MULTIPLE, (77, 130))),
+    Case("many-short", 2, 64, tuple((1 + i % 5, 1 + i % 5 + (i * 7) % 11) for i in range(40))),
+    Case("hostile", 2, 64, ((130, 250), (9, 9), (1, 12)), q_scale=20.0),
+)
+# timed: 16 sequences of 1024..2048 keys, chunks of a quarter of them
+GPU_TIMING = Case("timing", 16, 128, tuple((256 + 64 * (i % 4), 1024 + 64 * i) for i in range(16)))
+
+
+def cases_for(interpreter: bool, block_m: int, block_n: int) -> tuple[Case, ...]:
+    """The correctness cases; the block-multiple sequence has one query block and two
+    key blocks of the student's larger block size."""
+    big = max(block_m, block_n)
+    fixed = {BLOCK_MULTIPLE: (big, 2 * big)}
+    return tuple(dataclasses.replace(c, seqs=tuple(fixed.get(s, s) for s in c.seqs))
+                 for c in (CPU_CASES if interpreter else GPU_CASES))
+
+
+# -- inputs, launches, reference ------------------------------------------------------------
+
+def random_inputs(case: Case, device: str,
+                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Fresh standard-normal fp16 q (scaled by q_scale), k, v, packed.  In a hostile case
+    the largest score of every row of the first sequence is its first key, of the second
+    its last key (a running maximum started from the wrong place shows)."""
+    total_q, total_k = case.cu_q[-1], case.cu_k[-1]
+    q = torch.randn((total_q, case.heads, case.head_dim), generator=generator) * case.q_scale
+    k = torch.randn((total_k, case.heads, case.head_dim), generator=generator)
+    v = torch.randn((total_k, case.heads, case.head_dim), generator=generator)
+    if case.q_scale > 1 and len(case.seqs) >= 2:
+        for b, key in ((0, case.cu_k[0]), (1, case.cu_k[2] - 1)):
+            mean = q[case.cu_q[b]:case.cu_q[b + 1]].mean(dim=0)
+            k[key] = 3 * mean / mean.norm(dim=-1, keepdim=True) * case.head_dim**0.5 / case.q_scale
+    return q.to(device, torch.float16), k.to(device, torch.float16), v.to(device, torch.float16)
+
+
+@dataclass
+class VarlenLaunch:
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    out: torch.Tensor
+    visits: torch.Tensor
+    bands: list[guarding.Band]
+
+    @property
+    def wrote_out_of_bounds(self) -> bool:
+        return bool(next(b for b in self.bands if b.name == "output").changed())
+
+
+def visit_shape(case: Case, block_m: int, block_n: int) -> tuple[int, int, int]:
+    max_q = max(nq for nq, _ in case.seqs)
+    max_k = max(nk for _, nk in case.seqs)
+    return len(case.seqs) * case.heads, -(-max_q // block_m), -(-max_k // block_n)
+
+
+def run(module: ModuleType, case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+        fills: dict[str, str] | None = None) -> VarlenLaunch:
+    """One launch, every packed tensor inside a guard band (NaN margins; ``fills`` maps
+    "Q", "K", "V" to another fill), a poisoned output, a zeroed visit map."""
+    device = str(q.device)
+    fills = fills or {}
+    guarded = shared.Guarded()
+    # every margin holds as many tokens as the larger packed tensor plus two blocks: a start
+    # taken from the wrong prefix sum lands in a margin (NaN), not in memory outside the band
+    rows = max(case.cu_q[-1], case.cu_k[-1]) + 2 * max(int(module.BLOCK_M), int(module.BLOCK_N))
+    margin = -(-rows * case.heads * case.head_dim // 64) * 64
+    views = [guarded.input(name, t, margin, fills.get(name, "nan")) for name, t in zip("QKV", (q, k, v), strict=True)]
+    out = guarded.output("output", tuple(q.shape), device, margin)
+    shape = visit_shape(case, int(module.BLOCK_M), int(module.BLOCK_N))
+    visits = guarded.visits("visit map", shape, device, guarding.margin_elements(shape, 2 * shape[1]))
+    cu_q = torch.tensor(case.cu_q, dtype=torch.int32, device=device)
+    cu_k = torch.tensor(case.cu_k, dtype=torch.int32, device=device)
+    max_q = max(nq for nq, _ in case.seqs)
+    max_k = max(nk for _, nk in case.seqs)
+    returned = getattr(module, LAUNCHER)(*views, cu_q, cu_k, max_q, max_k, out=out, visits=visits)
+    shared.synchronize(q)
+    out = shared.returned_tensor(f"{LAUNCHER}() returned", returned, out, tuple(q.shape))
+    return VarlenLaunch(q, k, v, out, visits, guarded.bands)
+
+
+def reference(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Per-sequence causal attention in float64, the diagonal offset by Nk - Nq."""
+    out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    for b, (nq, nk) in enumerate(case.seqs):
+        qs = q[case.cu_q[b]:case.cu_q[b + 1]].to(torch.float64).transpose(0, 1)  # (H, nq, d)
+        ks = k[case.cu_k[b]:case.cu_k[b + 1]].to(torch.float64).transpose(0, 1)
+        vs = v[case.cu_k[b]:case.cu_k[b + 1]].to(torch.float64).transpose(0, 1)
+        s = qs @ ks.transpose(-1, -2) * case.head_dim**-0.5
+        s = s.masked_fill(~sees(nq, nk, q.device), float("-inf"))
+        out[case.cu_q[b]:case.cu_q[b + 1]] = (torch.softmax(s, dim=-1) @ vs).transpose(0, 1)
+    return out
+
+
+def sees(nq: int, nk: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """(nq, nk) bool: query row i sees key c when c <= i + nk - nq."""
+    return torch.arange(nk, device=device)[None, :] <= torch.arange(nq, device=device)[:, None] + (nk - nq)
+
+
+def needed_blocks(nq: int, nk: int, block_m: int, block_n: int) -> list[int]:
+    """For each query block of a sequence, how many key blocks (from block 0) hold a key
+    some row of it sees: up to the block of its last row's last key."""
+    return [(min(first + block_m, nq) - 1 + nk - nq) // block_n + 1 for first in range(0, nq, block_m)]
+
+
+# -- the check -------------------------------------------------------------------------------
+
+@dataclass
+class Checked:
+    case: Case
+    result: CaseResult
+    launch: VarlenLaunch
+    expected: torch.Tensor
+
+
+def evaluate(case: Case, launch: VarlenLaunch, expected: torch.Tensor, tolerance: float) -> CaseResult:
+    measured = shared.measure_output(launch.out, expected)
+    worst_row = int(measured.error.amax(dim=(1, 2)).argmax())  # packed row
+    return shared.case_result(case.name, True, [len(case.seqs), case.heads, case.cu_q[-1], case.head_dim], measured,
+                              tolerance, launch.wrote_out_of_bounds, worst_row)
+
+
+def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator,
+                      shape: tuple[int, int, int, int] | None = None) -> Correctness:
+    block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
+    checked: list[Checked] = []
+    for case in cases_for(interpreter, block_m, block_n):
+        q, k, v = random_inputs(case, device, generator)
+        cost.step(f"the {case.name} case: {len(case.seqs)} sequences (Nq/Nk {case.words()}), {case.heads} heads")
+        launched = run(module, case, q, k, v)
+        expected = reference(case, q, k, v)
+        checked.append(Checked(case, evaluate(case, launched, expected, drill.tolerance), launched, expected))
+
+    def diagnose_launches() -> Diagnosed:
+        findings: list[GuardFinding] = []
+        return Diagnosed(diagnosis=diagnose(drill, module, checked, device, generator, findings),
+                         guard_findings=findings)
+
+    first = checked[0].case
+    return Correctness(cases=[c.result for c in checked],
+                       shape=[len(first.seqs), first.heads, first.cu_q[-1], first.head_dim],
+                       diagnose=diagnose_launches)
+
+
+# -- measurements -----------------------------------------------------------------------------
+
+def weights(module: ModuleType, case: Case, device: str, generator: torch.Generator) -> torch.Tensor:
+    """The kernel's weights over the whole packed key axis, (H, total_q, total_k) float64
+    (unwritten as NaN), read out through one-hot values on fresh small q and k at the
+    case's own sequences (the variant the correctness launch compiled)."""
+    q, k, _ = random_inputs(dataclasses.replace(case, q_scale=1.0), device, generator)
+    q = (q.float() * 0.1).half()  # small scores: every key let in gets a weight far above fp16's underflow
+    total_q, total_k = case.cu_q[-1], case.cu_k[-1]
+
+    w = torch.empty((case.heads, total_q, total_k), dtype=torch.float64, device=device)
+    for group in range(-(-total_k // case.head_dim)):
+        # packed key j = group*d + c carries the unit vector e_c, every other key 0
+        v = one_hot_values((1, case.heads, total_k, case.head_dim), group, device)[0].transpose(0, 1).contiguous()
+        out = run(module, case, q, k, v).out
+        poisoned = out.view(torch.int16) == shared.POISON_BITS
+        block = out.to(torch.float64).masked_fill(poisoned, float("nan")).transpose(0, 1)  # (H, total_q, d)
+        width = min(case.head_dim, total_k - group * case.head_dim)
+        w[:, :, group * case.head_dim:group * case.head_dim + width] = block[:, :, :width]
+    return w
+
+
+@dataclass
+class RowRead:
+    """What one case's read-out says, per sequence."""
+
+    shifts: dict[int, set[int]]  # sequence -> {last weighed key - diagonal} over rows whose last key is exact
+    other: dict[tuple[int, int], set[int]]  # (sequence, other sequence) -> packed keys of it weighed
+    other_rows: int  # rows that weigh another sequence's keys
+    missed: list[tuple[int, int, list[int]]]  # (sequence, row, in-sequence keys before the diagonal weighed 0)
+    future: list[tuple[int, int, int]]  # (sequence, row, keys after its diagonal weighed)
+    nan_rows: dict[int, int]  # sequence -> rows whose read-out is NaN (their weights are undefined)
+    empty: list[tuple[int, int]]  # (sequence, row) weighing no key of its own sequence, or NaN
+
+
+def read_rows(w: torch.Tensor, case: Case) -> RowRead:
+    seq_of_key = torch.zeros(case.cu_k[-1], dtype=torch.long)
+    for b in range(len(case.seqs)):
+        seq_of_key[case.cu_k[b]:case.cu_k[b + 1]] = b
+    read = RowRead({}, {}, 0, [], [], {}, [])
+    given = (w.nan_to_num(nan=0.0) > 0).cpu()
+    finite = torch.isfinite(w).all(dim=-1).cpu()
+    for b, (nq, nk) in enumerate(case.seqs):
+        k0, k1 = case.cu_k[b], case.cu_k[b + 1]
+        for h in range(case.heads):
+            for i in range(nq):
+                p = case.cu_q[b] + i
+                if not bool(finite[h, p]):
+                    read.nan_rows[b] = read.nan_rows.get(b, 0) + 1
+                    read.empty.append((b, i))
+                    continue
+                row = given[h, p]
+                outside = row.clone()
+                outside[k0:k1] = False
+                if bool(outside.any()):
+                    read.other_rows += 1
+                    for key in outside.nonzero().flatten().tolist():
+                        read.other.setdefault((b, int(seq_of_key[key])), set()).add(key)
+                own = row[k0:k1].nonzero().flatten().tolist()
+                diag = i + nk - nq
+                if own:  # the last key the row weighs, against its diagonal (clamped at the sequence's end)
+                    read.shifts.setdefault(b, set()).add(own[-1] - diag)
+                else:
+                    read.empty.append((b, i))
+                missed = [c for c in range(diag + 1) if not bool(row[k0 + c])]
+                if missed:
+                    read.missed.append((b, i, missed))
+                after = [c for c in own if c > diag]
+                if after:
+                    read.future.append((b, i, len(after)))
+    return read
+
+
+def _seq_words(case: Case, b: int) -> str:
+    nq, nk = case.seqs[b]
+    return f"sequence {b} (Nq = {nq}, Nk = {nk}, Nk - Nq = {nk - nq})"
+
+
+def diagonal_findings(read: RowRead, case: Case) -> Findings:
+    """The diagonal each sequence's rows measure: the classic off-by-(Nk - Nq), one shift
+    shared by all sequences, a shift that moves with the packed starts, or rows that
+    miss keys / weigh keys after their diagonal (said with the measured rows)."""
+    found = Findings()
+    where = f" (the {case.name} case)"
+    single = {b: next(iter(s)) for b, s in read.shifts.items() if len(s) == 1}
+    # one shift per measured sequence; the rows that weigh nothing must be the rows that shift leaves no key
+    consistent = len(single) == len(read.shifts) and bool(single) and all(
+        b not in read.shifts or i + case.seqs[b][1] - case.seqs[b][0] + single[b] < 0 for b, i in read.empty)
+    missed_beyond_shift = [(b, i, m) for b, i, m in read.missed if b in read.shifts and (
+        b not in single or single[b] >= 0 or min(m) <= i + case.seqs[b][1] - case.seqs[b][0] + single[b])]
+    if consistent and not missed_beyond_shift and not any(single.values()):
+        return found
+    unmeasured = [b for b in range(len(case.seqs)) if b not in single]  # every row weighs nothing
+
+    def fits(predicted: dict[int, int]) -> bool:
+        """The measured shifts, and sequences left with no key at all (a shift of -Nk or less)."""
+        return all(predicted[b] == single[b] for b in single) and all(predicted[b] <= -case.seqs[b][1]
+                                                                       for b in unmeasured)
+
+    if consistent and not missed_beyond_shift:
+        offset = {b: nk - nq for b, (nq, nk) in enumerate(case.seqs)}
+        packed = {b: case.cu_q[b] - case.cu_k[b] for b in range(len(case.seqs))}
+        shown = "; ".join(f"{_seq_words(case, b)}: {_shift_words(d)}" for b, d in sorted(single.items()))
+        if unmeasured:
+            shown += f"; sequence{'s' * (len(unmeasured) > 1)} {index_runs(unmeasured)}: no key weighed at all"
+        if read.empty:
+            shown += f" ({len(read.empty)} rows weigh no key at all: their output is 0/0)"
+        values = set(single.values())
+        c0 = single[min(single)] - packed[min(single)]
+        c1 = single[min(single)] + offset[min(single)] - packed[min(single)]
+        if any(offset[b] > 0 for b in single) and fits({b: -offset[b] for b in offset}):
+            found.say("diagonal-not-offset", f" Measured per sequence: {shown}{where}.")
+        elif len(values) == 1 and fits({b: next(iter(values)) for b in offset}):
+            empty = f" ({len(read.empty)} rows weigh no key at all: their output is 0/0)" if read.empty else ""
+            found.say("diagonal-shifted", f" Every measured sequence's rows: {_shift_words(next(iter(values)))}"
+                      f"{empty}{where}.")
+        elif len(set(packed.values())) > 1 and (fits({b: packed[b] + c0 for b in offset})
+                                                or fits({b: packed[b] + c1 - offset[b] for b in offset})):
+            starts = "; ".join(f"sequence {b}: {_shift_words(single[b])}, cu_seqlens_q[{b}] - cu_seqlens_k[{b}] = "
+                               f"{packed[b]}" for b in sorted(single))
+            found.say("diagonal-from-packed-index", f" Measured: {starts}{where}.")
+        else:
+            found.say("diagonal-shifted", f" The shift differs between sequences: {shown}{where}.")
+        return found
+    if read.missed:
+        b, i, keys = read.missed[0]
+        last = i + case.seqs[b][1] - case.seqs[b][0]
+        found.say("keys-missed", f" {len(read.missed)} rows give no weight to keys they must see; the first: row {i} "
+                  f"of {_seq_words(case, b)} misses key{'s' * (len(keys) > 1)} {index_runs(keys)} of its 0..{last}"
+                  f"{where}.")
+    if read.future:
+        b, i, n = read.future[0]
+        found.say("future-keys-seen", f" {len(read.future)} rows weigh keys after their diagonal; the first: row {i} "
+                  f"of {_seq_words(case, b)} weighs {n} key{'s' * (n != 1)} past key "
+                  f"{i + case.seqs[b][1] - case.seqs[b][0]}{where}.")
+    return found
+
+
+def _shift_words(d: int) -> str:
+    if d == 0:
+        return "each row's last weighed key is its diagonal"
+    side = "past" if d > 0 else "short of"
+    return f"each row's last weighed key is {abs(d)} key{'s' * (abs(d) != 1)} {side} its diagonal i + Nk - Nq"
+
+
+def other_sequence_findings(read: RowRead, case: Case) -> Findings:
+    found = Findings()
+    if not read.other:
+        return found
+    parts = []
+    for (b, other), keys in sorted(read.other.items())[:4]:
+        first = case.cu_k[other]
+        local = sorted(x - first for x in keys)
+        parts.append(f"rows of sequence {b} weigh key{'s' * (len(local) > 1)} {index_runs(local)} of sequence "
+                     f"{other} (packed {index_runs(sorted(keys))})")
+    found.say("reads-other-sequence", f" {read.other_rows} rows weigh keys of another sequence: {'; '.join(parts)}"
+              f" (the {case.name} case).")
+    return found
+
+
+def visit_counts(checked: list[Checked], block_m: int, block_n: int) -> tuple[int, int, int, int, str]:
+    """Over every case: (visits recorded, needed, visits no row needs, needed not recorded,
+    an example of an unneeded visit)."""
+    visited = needed = extra = unrecorded = 0
+    example = ""
+    for one in checked:
+        case = one.case
+        counts = (one.launch.visits != 0).cpu()
+        visited += int(counts.sum())
+        for b, (nq, nk) in enumerate(case.seqs):
+            spans = needed_blocks(nq, nk, block_m, block_n)
+            for h in range(case.heads):
+                grid = counts[b * case.heads + h]
+                for m in range(grid.shape[0]):
+                    want = spans[m] if m < len(spans) else 0
+                    needed += want
+                    got = grid[m].nonzero().flatten().tolist()
+                    unrecorded += sum(1 for j in range(want) if j not in got)
+                    over = [j for j in got if j >= want]
+                    extra += len(over)
+                    if over and not example:
+                        why = (f"past the diagonal (it needs blocks 0..{want - 1})" if want
+                               else "whose rows are past the sequence's end")
+                        example = (f"the map records key block{'s' * (len(over) > 1)} {index_runs(over)} for query "
+                                   f"block {m} of {_seq_words(case, b)}, {why}, the {case.name} case")
+    return visited, needed, extra, unrecorded, example
+
+
+def visit_findings(checked: list[Checked], block_m: int, block_n: int) -> Findings:
+    found = Findings()
+    visited, needed, extra, unrecorded, example = visit_counts(checked, block_m, block_n)
+    if visited == 0:
+        found.say("no-visits-recorded")
+        return found
+    if extra:
+        found.say("extra-blocks", f" {extra} visits to blocks no row needs, over all cases ({visited} visited, "
+                  f"{needed} needed); e.g. {example}.")
+    if unrecorded and all(c.result.passed for c in checked):
+        found.say("visits-uncounted", f" {unrecorded} of the {needed} needed (query block, key block) pairs were "
+                  "not recorded in the visit map, yet every output is right.")
+    return found
+
+
+def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: str, generator: torch.Generator,
+             guard_findings: list[GuardFinding]) -> list[Diagnosis]:
+    """What the check measured, as the drill's worded findings: rows never written, stores
+    outside the output, the read-out's weights across sequences and against each diagonal,
+    the guard bands, NaN rows, and the visit map."""
+    found = Findings()
+    failing = [c for c in checked if not c.result.passed]
+    for one in failing:
+        if one.result.unwritten:
+            poisoned = (one.launch.out.view(torch.int16) == shared.POISON_BITS).any(dim=-1).any(dim=-1).cpu()
+            rows = poisoned.nonzero().flatten().tolist()
+            seqs = sorted({_seq_of(one.case, r) for r in rows})
+            found.say("output-unwritten", f" {len(rows)} packed rows never written, in sequence"
+                      f"{'s' * (len(seqs) > 1)} {index_runs(seqs)} (packed rows {index_runs(rows)}, the "
+                      f"{one.case.name} case).")
+        if one.result.wrote_out_of_bounds:
+            found.say("store-out-of-bounds", f" (the {one.case.name} case)")
+    read_any = False
+    diagonal = Findings()
+    for one in failing:
+        if one.result.unwritten and one.result.unwritten == one.launch.out.numel():
+            continue
+        w = weights(module, one.case, device, generator)
+        read = read_rows(w, one.case)
+        read_any = True
+        found.add(other_sequence_findings(read, one.case))
+        diagonal = diagonal or diagonal_findings(read, one.case)  # the first failing case that shows one
+    found.add(diagonal)
+    nan_source = next((c for c in failing if c.result.nonfinite), None)
+    launches = [shared.Banded.of(c.launch.bands, c.result, f" (the {c.case.name} case)") for c in checked]
+    probe = None
+    if nan_source is not None:
+        src = nan_source
+
+        def again(fills: dict[str, str]) -> torch.Tensor:
+            return run(module, src.case, src.launch.q, src.launch.k, src.launch.v, fills).out
+
+        probe = shared.NanProbe(src.result, again, f"the {src.case.name} case runs")
+    reads, said = shared.guard_report(launches, probe)
+    guard_findings.extend(reads)
+    for code, detail in said.items():
+        found.say(code, detail)
+    if nan_source is not None and "read-past-end" not in found and not any(code in found for code in SHIFTS):
+        out = nan_source.launch.out
+        bad = (~torch.isfinite(out.float()) & (out.view(torch.int16) != shared.POISON_BITS)).any(dim=-1).any(dim=-1)
+        packed = bad.cpu().nonzero().flatten().tolist()
+        seqs = sorted({_seq_of(nan_source.case, r) for r in packed})
+        found.say("nan-in-output", f" {nan_source.result.nonfinite} elements in {len(packed)} packed rows of "
+                  f"sequence{'s' * (len(seqs) > 1)} {index_runs(seqs)} (the {nan_source.case.name} case).")
+    drop_explained_nan(found)
+    if failing and read_any and not _explained(found) and "read-past-end" not in found:
+        one = failing[0]
+        row = one.result.worst_row or 0
+        b = _seq_of(one.case, row)
+        found.say("wrong-output", f" The measured weights show no key a row should not see and none it misses. The "
+                  f"largest error is at row {row - one.case.cu_q[b]} of {_seq_words(one.case, b)} "
+                  f"({one.result.max_abs_err if one.result.max_abs_err is not None else 'non-finite'}, the "
+                  f"{one.case.name} case).")
+    found.add(visit_findings(checked, int(module.BLOCK_M), int(module.BLOCK_N)))
+    return found.worded(drill)
+
+
+SHIFTS = ("diagonal-not-offset", "diagonal-shifted", "diagonal-from-packed-index")  # these account for rows left no key
+EXPLAINING = ("output-unwritten", "store-out-of-bounds", "reads-other-sequence", "diagonal-not-offset",
+              "diagonal-shifted", "diagonal-from-packed-index", "keys-missed", "future-keys-seen")
+
+
+def _explained(found: Findings) -> bool:
+    return any(code in found for code in EXPLAINING)
+
+
+def _seq_of(case: Case, packed_row: int) -> int:
+    return max(b for b in range(len(case.seqs)) if case.cu_q[b] <= packed_row)
+
+
+# -- timing -------------------------------------------------------------------------------------
+
+def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,
+                    generator: torch.Generator) -> TimedLaunches:
+    """The student's kernel on the packed timing case; on a GPU, torch's SDPA on the same
+    sequences padded to a batch, with a mask that is the offset causal one inside each
+    sequence and excludes the padding (``baselines.padded_sdpa``)."""
+    case = cases_for(True, 32, 32)[0] if interpreter else GPU_TIMING
+    q, k, v = random_inputs(case, device, generator)
+    out = torch.empty_like(q)
+    cu_q = torch.tensor(case.cu_q, dtype=torch.int32, device=device)
+    cu_k = torch.tensor(case.cu_k, dtype=torch.int32, device=device)
+    max_q = max(nq for nq, _ in case.seqs)
+    max_k = max(nk for _, nk in case.seqs)
+    student = {"causal": lambda: module.attention(q, k, v, cu_q, cu_k, max_q, max_k, out=out)}
+    baseline = {}
+    if not interpreter:
+        qp, kp, vp, mask = padded(case, q, k, v)
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        baseline["causal"] = lambda: sdpa(qp, kp, vp, attn_mask=mask)
+    return TimedLaunches(shape=[len(case.seqs), case.heads, case.cu_q[-1], case.head_dim], student=student,
+                         baseline=baseline, inputs=(q, k, v))
+
+
+def padded(case: Case, q: torch.Tensor, k: torch.Tensor,
+           v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The packed sequences as a padded batch (batch, H, max, d) and the bool mask
+    (batch, 1, max_q, max_k) each sequence needs (padding keys masked; padding rows
+    see key 0 so that they stay finite)."""
+    batch = len(case.seqs)
+    max_q = max(nq for nq, _ in case.seqs)
+    max_k = max(nk for _, nk in case.seqs)
+    qp = q.new_zeros((batch, case.heads, max_q, case.head_dim))
+    kp = k.new_zeros((batch, case.heads, max_k, case.head_dim))
+    vp = v.new_zeros((batch, case.heads, max_k, case.head_dim))
+    mask = torch.zeros((batch, 1, max_q, max_k), dtype=torch.bool, device=q.device)
+    for b, (nq, nk) in enumerate(case.seqs):
+        qp[b, :, :nq] = q[case.cu_q[b]:case.cu_q[b + 1]].transpose(0, 1)
+        kp[b, :, :nk] = k[case.cu_k[b]:case.cu_k[b + 1]].transpose(0, 1)
+        vp[b, :, :nk] = v[case.cu_k[b]:case.cu_k[b + 1]].transpose(0, 1)
+        mask[b, 0, :nq, :nk] = sees(nq, nk, q.device)
+        mask[b, 0, nq:, 0] = True
+    return qp, kp, vp, mask
+
+
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches)
