@@ -122,8 +122,8 @@ class BlockMask:
 
 def element_mask(case: Case, generator: torch.Generator, block_m: int, block_n: int) -> torch.Tensor:
     """(seq, seq) bool: the case's mask.  The random pattern draws each block empty,
-    partial (random keys) or full; query block 1 is empty, block 0 all partial and
-    the last block all full."""
+    partial (random keys) or full; query block 1 is empty, block 0 all partial (its
+    row 3 sees no key at all) and the last block all full."""
     seq = case.seq
     r = torch.arange(seq)[:, None]
     c = torch.arange(seq)[None, :]
@@ -139,7 +139,10 @@ def element_mask(case: Case, generator: torch.Generator, block_m: int, block_n: 
         kind[-1] = 2
     dense = torch.rand((seq, seq), generator=generator) < 0.5
     k = kind[(r // block_m).expand(seq, seq), (c // block_n).expand(seq, seq)]
-    return (k == 2) | ((k == 1) & dense)
+    mask = (k == 2) | ((k == 1) & dense)
+    if n_m > 2:
+        mask[min(3, block_m - 1)] = False  # a row of an all-partial block that sees no key: its output is 0
+    return mask
 
 
 def build_block_mask(mask: torch.Tensor, block_m: int, block_n: int, device: str) -> BlockMask:
