@@ -113,15 +113,15 @@ def test_the_modifier_probe_has_the_scores_it_says():
 
 
 def test_the_named_transforms_are_far_apart_on_the_probe_scores():
-    """Each named transform differs from every other by far more than the fit, where the
-    read-out can measure (|effective score| < 6): the names cannot be confused."""
+    """Each named transform differs from every other by more than 5x the fit where the read-out
+    can measure (|effective score| < 6): no read-out fits two of them."""
     s = torch.linspace(-3 * bsr.PROBE_SOFTCAP, 3 * bsr.PROBE_SOFTCAP, 60, dtype=torch.float64)
     fns = {code: fn(s, bsr.PROBE_SOFTCAP) for code, (_, fn) in bsr.TRANSFORMS.items()}
     for a in fns:
         for b in fns:
             if a < b:
                 ok = (fns[a].abs() < 6) & (fns[b].abs() < 6)
-                assert float((fns[a] - fns[b])[ok].abs().max()) > 10 * bsr.FIT, (a, b)
+                assert float((fns[a] - fns[b])[ok].abs().max()) > 5 * bsr.FIT, (a, b)
 
 
 def test_the_mistake_entries_apply_and_cover_the_correct_variants(tmp_path):

@@ -69,7 +69,8 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
         found.add(said)
     if written and not explained and "empty-row-nan" not in found:
         one = written[0]
-        found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured weights put no weight on a masked key, miss "
+        found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured "
+                  "weights put no weight on a masked key, miss "
                   "no visible one, and the modifier read-out matches softcap·tanh(s/softcap).")
     found.add(visit_steps(checked, maps))
     # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
@@ -122,10 +123,11 @@ def nan_rows(one: Checked) -> Findings:
     empty = ~one.bm.allowed().any(dim=-1).to(bad.device)
     rows = sorted(set(bad.any(dim=0).nonzero().flatten().tolist()))
     if bool(empty.any()) and bool((bad == empty[None, :]).all()):
-        found.say("empty-row-nan", f" Rows {index_runs(rows)} are NaN, and they are exactly the {int(empty.sum())} rows "
-                  f"that see no key under the block mask{where(one)}.")
+        found.say("empty-row-nan", f" Rows {index_runs(rows)} are NaN, and they are exactly the "
+                  f"{int(empty.sum())} rows that see no key under the block mask{where(one)}.")
     else:
-        found.say("nan-in-output", f" {int(bad.sum())} (head, row) pairs are NaN, in rows {index_runs(rows)}{where(one)}.")
+        found.say("nan-in-output", f" {int(bad.sum())} (head, row) pairs are NaN, in rows "
+                  f"{index_runs(rows)}{where(one)}.")
     return found
 
 
@@ -142,7 +144,8 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
     allowed = bm.allowed().to(w.device)
     kinds = bm.kinds().to(w.device)
     seq = case.seq
-    kind = kinds[(torch.arange(seq, device=w.device) // bm.block_m)][:, torch.arange(seq, device=w.device) // bm.block_n]
+    idx = torch.arange(seq, device=w.device)
+    kind = kinds[idx // bm.block_m][:, idx // bm.block_n]
     s = softcapped(reading.scores(q, k), case.softcap).masked_fill(~allowed, float("-inf"))
     p = torch.softmax(s, dim=-1).nan_to_num(nan=0.0)
     found = Findings()
