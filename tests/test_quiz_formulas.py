@@ -138,3 +138,14 @@ def test_formulas_refuse_non_positive_or_non_integer_sizes(bad):
         f.naive_hbm_bytes(bad, 128, 2)
     with pytest.raises(ValueError):
         f.longest_fitting_sequence(50_000_000, bad)
+
+
+def test_block_sparse_flops_count_listed_tiles_of_a_causal_block_mask():
+    """Drill 09's quiz: pair by pair, the tiles a causal BlockMask lists (some pair on or
+    below the diagonal), each 4·b²·d FLOPs; a share of (T+1)/(2T) of dense at a whole-tile N."""
+    for n, b, d in ((8192, 128, 128), (1000, 64, 64), (100, 32, 16)):
+        t = -(-n // b)
+        listed = sum(1 for i in range(t) for j in range(t) if j * b <= min((i + 1) * b, n) - 1)
+        assert f.causal_block_sparse_flops(n, b, d) == listed * 4 * b * b * d
+    assert f.causal_block_sparse_flops(8192, 128, 128) == 2080 * 4 * 128 * 128 * 128
+    assert f.causal_block_sparse_flops(8192, 128, 128) / f.forward_flops(8192, 128) == (64 + 1) / (2 * 64)

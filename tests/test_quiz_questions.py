@@ -71,6 +71,9 @@ def expected_answer(question) -> float | str:
     if question.kind == "tiled-traffic":  # Q in and O out once; K and V once per query block of M/(4db) rows
         rows = p["sram_bytes"] // (4 * d * b)
         return (n * d + n * d) * b + math.ceil(n / rows) * (n * d + n * d) * b
+    if question.kind == "sparse-flops":  # whole tiles on and below the diagonal, two matmuls each
+        t = math.ceil(n / p["block"])
+        return sum(m + 1 for m in range(t)) * 2 * (2 * p["block"] * p["block"] * d)
     raise AssertionError(f"no independent answer for {question.kind}")
 
 

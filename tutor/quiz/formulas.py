@@ -116,6 +116,20 @@ def causal_visited_fraction(n: int, block: int) -> Fraction:
     return Fraction(visited, total)
 
 
+def block_sparse_flops(listed_blocks: int, block: int, d: int) -> int:
+    """Matmul FLOPs of a block-sparse kernel, one head: every listed (query block, key block)
+    tile, full or partial, costs two ``block``×``block``×d matmuls, 4·block²·d FLOPs (a
+    partial tile's masked pairs are computed and thrown away)."""
+    _check_positive(block=block, d=d)
+    return 4 * block * block * d * listed_blocks
+
+
+def causal_block_sparse_flops(n: int, block: int, d: int) -> int:
+    """:func:`block_sparse_flops` of a causal BlockMask at ``n``: T(T+1)/2 listed tiles
+    (T(T−1)/2 full tiles and T partial ones on the diagonal)."""
+    return block_sparse_flops(causal_block_count(n, block)[0], block, d)
+
+
 # --- the tiled kernel's real traffic (FlashAttention, Theorem 2) ----------------------------
 #
 # The fused count above is compulsory traffic.  A tiled kernel with no cache

@@ -90,6 +90,7 @@ HEADLINE_MODEL = (32, 32, 8)  # layers, query heads, KV heads (with HEADLINE_D =
 # every drawn model shares its K/V heads (GQA): the questions say so
 HEADLINE_CONTEXT = 8192  # tokens in one sequence's cache, for the KV-cache explanation
 HEADLINE_WINDOW = (4096, 1024, 64)  # N, window, tile
+HEADLINE_SPARSE = (8192, 128)  # N, tile of the block-sparse FLOPs question (drill 09)
 SEEDED_MODELS = ((32, 32, 8), (40, 40, 8), (80, 64, 8), (28, 28, 4), (24, 16, 2), (48, 32, 4))
 SEEDED_CONTEXTS = (4096, 8192, 32768, 131072)
 SEEDED_WINDOW_LENGTHS = (4096, 8192, 16384)
@@ -497,6 +498,22 @@ def window_blocks_question(texts: QuizTexts, n: int, window: int, block: int) ->
     return _numeric_question(texts, "window-blocks", key, "fraction", answer, slips, parameters, values)
 
 
+def sparse_flops_question(texts: QuizTexts, n: int, block: int, d: int) -> Question:
+    parameters = {"N": n, "block": block, "d": d}
+    t = f.blocks_per_side(n, block)
+    answer = f.causal_block_sparse_flops(n, block, d)
+    slips = [
+        ("dense", f.forward_flops(n, d)),
+        ("useful-pairs-only", 2 * d * n * (n + 1)),
+        ("full-blocks-only", f.block_sparse_flops(t * (t - 1) // 2, block, d)),
+        ("one-matmul", answer // 2),
+    ]
+    values = {"T": t, "listed": t * (t + 1) // 2, "full": t * (t - 1) // 2, "dense": f.forward_flops(n, d),
+              "share": t * (t + 1) / (2 * t * t)}
+    return _numeric_question(texts, "sparse-flops", f"N={n},block={block},d={d}", "flops", answer, slips,
+                             parameters, values)
+
+
 def choice_question(texts: QuizTexts, kind: ChoiceKind, rng: random.Random | None = None) -> Question:
     """A multiple-choice question; with ``rng`` its options are shuffled (and relettered)."""
     words = texts.choices[kind]
@@ -601,5 +618,9 @@ def build_questions(
     dq_pass = choice_question(texts, "dq-own-pass", rng)
     questions.insert(next(i for i, q in enumerate(questions) if q.kind == "why-fusing") + 1, tiled)
     questions.insert(next(i for i, q in enumerate(questions) if q.kind == "backward-flops") + 1, dq_pass)
+    # Drill 09 (block-sparse attention), drawn after everything above for the same reason.
+    sparse_n, sparse_block = HEADLINE_SPARSE if rng is None else (rng.choice(SEEDED_CAUSAL_LENGTHS),
+                                                                   rng.choice(SEEDED_BLOCKS))
+    questions.append(sparse_flops_question(texts, sparse_n, sparse_block, d))
     return tuple(questions)
 

@@ -41,6 +41,7 @@ SHAPE_ONLY_PROBLEMS = frozenset({"attention"})
 PROBLEMS: dict[str, str] = {
     "attention": "tutor.harness.problems.attention",
     "attention_backward": "tutor.harness.problems.attention_backward",
+    "block_sparse": "tutor.harness.problems.block_sparse",
     "sliding_window_gqa": "tutor.harness.problems.sliding_window_gqa",
     "split_kv_decode": "tutor.harness.problems.split_kv_decode",
     "varlen_attention": "tutor.harness.problems.varlen_attention",

@@ -1,0 +1,196 @@
+"""Drill 09 (block-sparse attention from a block mask, with tanh soft-capping), through
+the real harness with Triton's interpreter: the block lists against a pair-by-pair
+count, the reference against a row-by-row definition, the modifier read-out against
+known transforms, the shipped drill's documented codes, the solution's clean pass and
+every student-like kernel in solutions/09_block_sparse.mistakes.toml.
+
+Every file the tests write goes under tmp_path.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from helpers_harness import shipped_drill, shipped_solution
+
+from tutor.authoring import student_kernels as mistakes
+from tutor.catalog import get_drill
+from tutor.harness.check import run_check
+from tutor.harness.device import select_device
+from tutor.harness.job import CheckJob
+from tutor.harness.loader import load_student_module
+from tutor.harness.problems import PROBLEMS, problem_for
+from tutor.harness.problems import block_sparse as bs
+from tutor.harness.problems import block_sparse_readout as bsr
+
+DRILL = get_drill("09")
+ENTRIES = mistakes.load(DRILL)
+
+
+# -- independent counts and references (no harness code) ----------------------------------------
+
+def kinds_by_pairs(mask: torch.Tensor, bm: int, bn: int) -> list[list[int]]:
+    """0 unlisted, 1 partial, 2 full: counted pair by pair over the existing (row, key) pairs."""
+    seq = mask.shape[0]
+    out = []
+    for i in range(0, seq, bm):
+        row = []
+        for j in range(0, seq, bn):
+            cells = [bool(mask[r, c]) for r in range(i, min(i + bm, seq)) for c in range(j, min(j + bn, seq))]
+            row.append(2 if all(cells) else 1 if any(cells) else 0)
+        out.append(row)
+    return out
+
+
+def loop_reference(q, k, v, allowed, softcap):
+    """Row by row in float64: weights exp(softcap*tanh(s/softcap)) over the visible keys, 0 if none."""
+    batch, heads, seq, dim = q.shape
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    for b in range(batch):
+        for h in range(heads):
+            for r in range(seq):
+                keys = [c for c in range(seq) if allowed[r, c]]
+                if not keys:
+                    continue
+                s = torch.stack([q[b, h, r].double() @ k[b, h, c].double() for c in keys]) / math.sqrt(dim)
+                s = softcap * torch.tanh(s / softcap)
+                w = torch.exp(s - s.max())
+                out[b, h, r] = (w / w.sum()) @ v[b, h, keys].double()
+    return out
+
+
+def test_the_problem_is_registered_and_the_drill_names_it():
+    assert PROBLEMS["block_sparse"] == "tutor.harness.problems.block_sparse"
+    assert DRILL.problem == "block_sparse" and problem_for(DRILL.problem) is bs.PROBLEM
+
+
+@pytest.mark.parametrize("case", bs.CPU_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("blocks", [(32, 32), (16, 16), (64, 16)])
+def test_the_block_lists_agree_with_a_pair_by_pair_count(case, blocks):
+    mask = bs.element_mask(case, torch.Generator().manual_seed(0), *blocks)
+    bm = bs.build_block_mask(mask, *blocks, "cpu")
+    assert bm.kinds().tolist() == kinds_by_pairs(mask, *blocks)
+    assert torch.equal(bm.allowed(), mask)  # the lists and the element mask say the same
+
+
+def test_the_cases_cover_what_the_issue_asks():
+    gen = torch.Generator().manual_seed(0)
+    by_name = {c.name: c for c in bs.CPU_CASES}
+    random = bs.build_block_mask(bs.element_mask(by_name["random"], gen, 32, 32), 32, 32, "cpu")
+    kinds = random.kinds()
+    assert (kinds[1] == 0).all()  # a query block with an empty list: its rows output 0
+    assert (kinds[0] == 1).all() and (kinds[-1] == 2).all()  # only partial / only full blocks
+    assert any(c.seq % 32 for c in bs.CPU_CASES) and any(c.seq < 32 for c in bs.CPU_CASES)
+    assert {c.pattern for c in bs.CPU_CASES} == {"causal", "window", "random"}
+    assert any(c.q_scale >= 40 for c in bs.CPU_CASES)  # hostile: exp overflows fp32 without the running max
+    sat = by_name["saturated"]
+    assert sat.q_scale * 3 > 4 * sat.softcap  # scores of 3 sigma sit where tanh is saturated (tanh(4) > 0.999)
+    window = bs.build_block_mask(bs.element_mask(by_name["window"], gen, 32, 32), 32, 32, "cpu")
+    assert not window.allowed().any(dim=-1).all() or (window.kinds() == 1).any()
+
+
+def test_the_reference_is_the_definition():
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 21, 16, generator=gen).half() * 3 for _ in range(3))
+    allowed = torch.rand(21, 21, generator=gen) < 0.4
+    allowed[5] = False  # a row that sees nothing: 0
+    for softcap in (0.5, 5.0, 500.0):
+        got = bs.reference(q, k, v, allowed, softcap)
+        assert torch.allclose(got, loop_reference(q, k, v, allowed, softcap), atol=1e-12)
+    assert (bs.reference(q, k, v, allowed, 5.0)[:, :, 5] == 0).all()
+
+
+def test_the_modifier_probe_has_the_scores_it_says():
+    q, k, v, bm, s = bsr.modifier_probe(40, 32, 32, 32, "cpu")
+    true = (q[0, 0].double() @ k[0, 0].double().T) / math.sqrt(32)
+    allowed = bm.allowed()
+    assert allowed[:, 0].all() and allowed.sum(dim=-1)[1:].eq(2).all()
+    assert torch.allclose(true.diagonal()[1:], s[1:], atol=1e-9) and (true[:, 0] == 0).all()
+    assert float(s.max()) == pytest.approx(3 * bsr.PROBE_SOFTCAP, rel=0.01)
+
+
+def test_the_named_transforms_are_far_apart_on_the_probe_scores():
+    """Each named transform differs from every other by more than 5x the fit where the read-out
+    can measure (|effective score| < 6): no read-out fits two of them."""
+    s = torch.linspace(-3 * bsr.PROBE_SOFTCAP, 3 * bsr.PROBE_SOFTCAP, 60, dtype=torch.float64)
+    fns = {code: fn(s, bsr.PROBE_SOFTCAP) for code, (_, fn) in bsr.TRANSFORMS.items()}
+    for a in fns:
+        for b in fns:
+            if a < b:
+                ok = (fns[a].abs() < 6) & (fns[b].abs() < 6)
+                assert float((fns[a] - fns[b])[ok].abs().max()) > 5 * bsr.FIT, (a, b)
+
+
+def test_the_mistake_entries_apply_and_cover_the_correct_variants(tmp_path):
+    written = {p.stem: p for p in mistakes.materialise(tmp_path).values() if p.stem.startswith("09_")}
+    assert len(written) >= 25
+    correct = [e for e in ENTRIES if e.passes and not e.codes]
+    assert len(correct) >= 5
+    for e in ENTRIES:
+        assert all(code in DRILL.diagnoses for code in e.codes), e.name
+
+
+# -- through the harness ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def device():
+    return select_device("auto")
+
+
+def check_here(path: Path, device, seed: int):
+    return run_check(CheckJob(drill="09", file=str(path), timing=False, seed=seed), device)
+
+
+@pytest.mark.slow
+def test_shipped_drill_09_fails_with_its_documented_codes(device):
+    result = check_here(shipped_drill("09"), device, seed=1)
+    assert result.error is None and not result.passed
+    assert result.codes == list(DRILL.shipped.codes) == ["modifier-missing", "unlisted-blocks", "full-blocks-masked"]
+    assert result.visits is not None and result.visits.visited_blocks == result.visits.total_blocks
+    text = " ".join(d.message for d in result.diagnosis)
+    assert "matches s (no modifier)" in text
+
+
+@pytest.mark.slow
+def test_the_solution_passes_and_visits_exactly_the_listed_blocks(device):
+    result = check_here(shipped_solution("09"), device, seed=2)
+    assert result.error is None and result.passed and result.solved, result.codes
+    assert result.diagnosis == [] and result.guard_findings == []
+    assert all(c.passed and c.nonfinite == 0 and c.unwritten == 0 for c in result.cases)
+    case = bs.CPU_CASES[0]
+    mask = bs.element_mask(case, torch.Generator(), 32, 32)
+    listed = [[int(k > 0) for k in row] for row in kinds_by_pairs(mask, 32, 32)]
+    heads = case.batch * case.heads
+    assert result.visits is not None and result.visits.counts == [[heads * n for n in row] for row in listed]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
+    path = tmp_path / f"{entry.stem}.py"
+    path.write_text(entry.text(DRILL), encoding="utf-8")
+    result = check_here(path, device, seed=3)
+    assert result.error is None, result.error
+    assert result.passed == entry.passes, (entry.name, result.codes, [(c.name, c.max_abs_err) for c in result.cases])
+    assert tuple(d.code for d in result.diagnosis if d.severity in ("error", "finding")) == entry.codes
+    for d in result.diagnosis:
+        assert "{" not in d.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,code", [("modifier_after_scaling", "modifier-after-scaling"),
+                                       ("softcap_outer_missing", "softcap-outer-missing"),
+                                       ("modifier_twice", "modifier-twice"), ("modifier_missing", "modifier-missing")])
+def test_the_modifier_readout_measures_the_kernels_transform(tmp_path, name, code):
+    entry = next(e for e in ENTRIES if e.name == name)
+    path = tmp_path / f"{entry.stem}.py"
+    path.write_text(entry.text(DRILL), encoding="utf-8")
+    module = load_student_module(path)
+    one = bs.Checked(bs.CPU_CASES[0], None, None, None, None)  # type: ignore[arg-type]
+    said = bsr.modifier_readout(module, one, "cpu")
+    assert list(said) == [code]
+    solution = load_student_module(shipped_solution("09"))
+    assert bsr.modifier_readout(solution, one, "cpu") == {}

@@ -1,0 +1,263 @@
+"""Drill 09's diagnosis: every code said from a measurement of what the kernel did.
+
+* the visit maps against the listed blocks (:func:`visit_steps`);
+* the weights read through one-hot values against the element mask
+  (:func:`mask_readout`): weight on masked keys of partial blocks or of unlisted
+  blocks, no weight on visible keys, by kind of block;
+* the score modifier read on tutor-chosen scores (:func:`modifier_readout`);
+* the element mask read on full blocks (:func:`full_blocks_probe`);
+* NaN rows against the rows that see no key (:func:`nan_rows`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from types import ModuleType
+
+import torch
+
+from tutor.harness import guarded as shared
+from tutor.harness.findings import Findings, index_runs
+from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.block_sparse import BlockMask, Checked, build_block_mask, run, softcapped, where
+from tutor.harness.result import GuardFinding, VisitMap
+
+MISSING_P = 1e-3  # a visible key the reference weighs this much and the kernel exactly 0 was never read
+CHANGED = 1e-3  # an output element moved this much by the full-block probe: the mask was read there
+FIT = 0.05  # max |effective score - candidate| (natural-log units) for a candidate to explain a read-out
+PROBE_SOFTCAP = 5.0  # the modifier read-out's softcap: its scores span -3..3 softcaps
+LN2 = math.log(2.0)
+LOG2E = 1.0 / LN2
+
+# the effective score (natural-log units) a kernel applies to a scaled score s, for the ways
+# of writing the modifier that the read-out names; code -> (words, transform)
+TRANSFORMS: dict[str, tuple[str, Callable[[torch.Tensor, float], torch.Tensor]]] = {
+    "": ("softcap·tanh(s/softcap)", softcapped),
+    "modifier-missing": ("s (no modifier)", lambda s, c: s),
+    "softcap-outer-missing": ("tanh(s/softcap) (no outer softcap)", lambda s, c: torch.tanh(s / c)),
+    "modifier-after-scaling": ("ln2·softcap·tanh(s·log2(e)/softcap) (after the log2(e) factor)",
+                               lambda s, c: LN2 * c * torch.tanh(s * LOG2E / c)),
+    "modifier-twice": ("softcap·tanh(tanh(s/softcap)) (applied twice)", lambda s, c: c * torch.tanh(torch.tanh(s / c))),
+}
+
+
+def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], device: str,
+             generator: torch.Generator, guard_findings: list[GuardFinding]) -> Findings:
+    banded = [shared.Banded.of(one.launch.bands, one.result, where(one)) for one in checked]
+    found = Findings()
+    failing = [c for c in checked if not c.result.passed]
+    written = []
+    for one in failing:
+        if one.result.unwritten:
+            found.say("unwritten-output", f" {one.result.unwritten} elements were never written{where(one)}.")
+        if one.result.wrote_out_of_bounds:
+            found.say("store-out-of-bounds", where(one) + ".")
+        if not (one.result.unwritten or one.result.wrote_out_of_bounds):
+            written.append(one)
+    for one in written:
+        found.add(nan_rows(one))
+    explained = False
+    for one in written[:2]:
+        said = mask_readout(module, one, device, generator)
+        explained |= bool(said)
+        found.add(said)
+    # the modifier is read on two-key rows: only where the kernel's mask is measured right
+    if written and not explained:
+        said = modifier_readout(module, checked[0], device)
+        explained |= bool(said)
+        found.add(said)
+    if written and not explained and "empty-row-nan" not in found and "nan-in-output" not in found:
+        one = written[0]
+        found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured "
+                  "weights put no weight on a masked key, miss "
+                  "no visible one, and the modifier read-out matches softcap·tanh(s/softcap).")
+    found.add(visit_steps(checked, maps))
+    # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
+    # visible key: elsewhere a moved output has other causes (said above)
+    if not any(code in found for code in ("listed-blocks-missed", "full-keys-missed", "partial-keys-missed",
+                                              "unlisted-weighed", "no-visits-recorded")):
+        found.add(full_blocks_probe(module, checked))
+    guards, guard_said = shared.guard_report(banded, None, outputs=("output", "visit map", "Q", "K", "V"))
+    guard_findings += guards
+    found.add(guard_said)
+    return found
+
+
+def visit_steps(checked: list[Checked], maps: list[VisitMap]) -> Findings:
+    """Visits to unlisted blocks and listed blocks never visited, counted over every case.
+    Where every case passed yet listed blocks show unvisited, the output proves their keys
+    were read: the map does not count the visits (``visits-uncounted``), and what it shows
+    elsewhere is not said as work."""
+    found = Findings()
+    if all(m.visited_blocks == 0 for m in maps):
+        found.say("no-visits-recorded")
+        return found
+    extra = missed = 0
+    extra_at = missed_at = ""
+    for one, m in zip(checked, maps, strict=True):
+        for i, (row, ideal) in enumerate(zip(m.counts, m.ideal, strict=True)):
+            for j, (n, need) in enumerate(zip(row, ideal, strict=True)):
+                if n and not need:
+                    extra += n
+                    extra_at = extra_at or f"query block {i}, key block {j}{where(one)}"
+                if need and n < m.heads:
+                    missed += m.heads - n
+                    missed_at = missed_at or f"query block {i}, key block {j}{where(one)}"
+        if one.launch.stray_visits:
+            found.say("visits-outside-map", f" A visit was recorded outside the visit map's bounds{where(one)}.")
+    listed = sum(m.ideal_blocks * m.heads for m in maps)
+    if missed and all(c.result.passed for c in checked):
+        found.say("visits-uncounted", f" Every case passed, yet {missed} listed (head, query block, key block) visits "
+                  f"of {listed} are not in the map (the first at {missed_at}) and {extra} are marked at blocks in "
+                  "neither list.")
+        return found
+    if extra:
+        found.say("unlisted-blocks", f" {extra} (head, query block, key block) visits were to blocks in neither list, "
+                  f"against {listed} listed ones over all cases; the first at {extra_at}.")
+    if missed:
+        found.say("listed-blocks-missed", f" {missed} listed (head, query block, key block) visits of {listed} were "
+                  f"never made; the first at {missed_at}.")
+    return found
+
+
+def nan_rows(one: Checked) -> Findings:
+    """NaN rows: exactly rows that see no key (0/0 in the epilogue), or others."""
+    found = Findings()
+    out = one.launch.out.to(torch.float32)
+    bad = ~torch.isfinite(out).all(dim=-1).flatten(0, 1)  # (bh, seq)
+    if not bool(bad.any()):
+        return found
+    empty = ~one.bm.allowed().any(dim=-1).to(bad.device)
+    rows = sorted(set(bad.any(dim=0).nonzero().flatten().tolist()))
+    if bool(empty.any()) and bool((bad == empty[None, :]).all()):
+        found.say("empty-row-nan", f" Rows {index_runs(rows)} are NaN, and they are exactly the "
+                  f"{int(empty.sum())} rows that see no key under the block mask{where(one)}.")
+    else:
+        found.say("nan-in-output", f" {int(bad.sum())} (head, row) pairs are NaN, in rows "
+                  f"{index_runs(rows)}{where(one)}.")
+    return found
+
+
+def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch.Generator) -> Findings:
+    """The kernel's weights against the element mask, read through one-hot values with q = 0:
+    every score is 0, and so is any modifier's of it (tanh(0) = 0), so a kernel that gets the
+    modifier wrong still weighs each visible key 1/count and each hidden one 0."""
+    case, bm = one.case, one.bm
+    shape = (case.batch, case.heads, case.seq, case.head_dim)
+    q = torch.zeros(shape, dtype=torch.float16, device=device)
+    k = torch.randn(shape, generator=generator).to(device, torch.float16)
+    w, _ = reading.weights_through(lambda v: run(module, q, k, v, bm, case.softcap).out, shape,
+                                   case.batch * case.heads, device)
+    allowed = bm.allowed().to(w.device)
+    kinds = bm.kinds().to(w.device)
+    seq = case.seq
+    idx = torch.arange(seq, device=w.device)
+    kind = kinds[idx // bm.block_m][:, idx // bm.block_n]
+    s = softcapped(reading.scores(q, k), case.softcap).masked_fill(~allowed, float("-inf"))
+    p = torch.softmax(s, dim=-1).nan_to_num(nan=0.0)
+    found = Findings()
+    given = w.nan_to_num(nan=0.0) > 0  # a NaN row is said by nan_rows
+    for code, kind_id, words in (("partial-unmasked", 1, "masked keys of partial blocks"),
+                                 ("unlisted-weighed", 0, "keys of blocks in neither list")):
+        bad = given & ~allowed & (kind == kind_id)
+        if bool(bad.any()):
+            h, r, c = (int(x) for x in bad.nonzero()[0])
+            found.say(code, f" {int(bad.any(dim=0).any(dim=-1).sum())} rows give weight to {words}: row {r} weighs "
+                      f"key {c} at {float(w[h, r, c]):.3g}, where the mask says it sees nothing{where(one)}.")
+    for code, kind_id, words in (("full-keys-missed", 2, "full"), ("partial-keys-missed", 1, "partial")):
+        bad = (w == 0) & allowed & (kind == kind_id) & (p > MISSING_P)
+        if bool(bad.any()):
+            h, r, c = (int(x) for x in bad.nonzero()[0])
+            found.say(code, f" {int(bad.sum())} visible (head, row, key) pairs of {words} blocks get no weight: row "
+                      f"{r} gives key {c} exactly 0, the reference {float(p[h, r, c]):.3g}{where(one)}.")
+    return found
+
+
+def probe_columns(seq: int, head_dim: int) -> torch.Tensor:
+    """The value column of key r >= 1 in the modifier probe: 1 + (r - 1) mod (head_dim - 1)."""
+    return 1 + (torch.arange(1, seq) - 1) % (head_dim - 1)
+
+
+def modifier_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: str
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, BlockMask, torch.Tensor]:
+    """Tutor-chosen scores: row r >= 1 sees key 0 (score 0, value e_0) and key r (score
+    s_r, value e_(probe column of r)); s_r spans -3..3 softcaps.  q, k, v, the block mask and s (float64)."""
+    rows = torch.arange(seq)
+    target = torch.linspace(-3 * PROBE_SOFTCAP, 3 * PROBE_SOFTCAP, max(seq - 1, 1))
+    q = torch.zeros(1, 1, seq, head_dim)
+    q[0, 0, 1:, 0] = target[: seq - 1] * head_dim**0.5
+    q = q.to(torch.float16)
+    k = torch.zeros(1, 1, seq, head_dim, dtype=torch.float16)
+    k[0, 0, 1:, 0] = 1.0
+    v = torch.zeros(1, 1, seq, head_dim, dtype=torch.float16)
+    v[0, 0, 0, 0] = 1.0
+    v[0, 0, rows[1:], probe_columns(seq, head_dim)] = 1.0
+    mask = (rows[None, :] == 0) | (rows[None, :] == rows[:, None])
+    s = q[0, 0, :, 0].to(torch.float64) * head_dim**-0.5
+    bm = build_block_mask(mask, block_m, block_n, device)
+    return q.to(device), k.to(device), v.to(device), bm, s
+
+
+def modifier_readout(module: ModuleType, one: Checked, device: str) -> Findings:
+    """The effective score transform, measured: ln(w_r / w_0) on the probe's rows, against
+    the transforms of :data:`TRANSFORMS`."""
+    found = Findings()
+    seq, dim = max(one.case.seq, 16), one.case.head_dim
+    q, k, v, bm, s = modifier_probe(seq, dim, int(module.BLOCK_M), int(module.BLOCK_N), device)
+    out = run(module, q, k, v, bm, PROBE_SOFTCAP).out[0, 0, 1:].to(torch.float64).cpu()
+    s = s[1:]
+    cols = probe_columns(seq, dim)
+    picked = torch.nn.functional.one_hot(cols, dim).bool()
+    w0, w1 = out[:, 0], out[picked]
+    rest = out.masked_fill(picked, 0.0)[:, 1:].abs().amax(dim=-1)
+    clean = torch.isfinite(out).all(dim=-1) & ((w0 + w1 - 1).abs() < 0.01) & (rest < 1e-3)
+    usable = clean & (w0 > 2e-3) & (w1 > 2e-3)
+    if int(clean.sum()) < len(s) // 2 or int(usable.sum()) < 4:
+        return found  # the two-key rows are not a clean softmax: the mask read-outs speak for it
+    f = torch.log(w1[usable] / w0[usable])
+    su = s[usable]
+    at = f" (read at seq={seq}, head_dim={dim}, one head)"
+    errors = {code: float((f - fn(su, PROBE_SOFTCAP)).abs().max()) for code, (_, fn) in TRANSFORMS.items()}
+    if errors[""] <= FIT:
+        return found
+    top = int(su.abs().argmax())
+    said = (f" Measured on chosen scores with softcap = {PROBE_SOFTCAP:g}: at s = {float(su[top]):.2f} the kernel's "
+            f"effective score is {float(f[top]):.2f}, softcap·tanh(s/softcap) = "
+            f"{float(softcapped(su[top:top + 1], PROBE_SOFTCAP)[0]):.2f} (over {int(usable.sum())} scores, the largest "
+            f"gap is {errors['']:.2f})")
+    best = min((c for c in errors if c), key=lambda c: errors[c])
+    if errors[best] <= FIT:
+        found.say(best, f"{said}; the measured transform matches {TRANSFORMS[best][0]} to {errors[best]:.3f}{at}.")
+    else:
+        found.say("modifier-wrong", f"{said}; it matches none of: "
+                  + ", ".join(f"{words} (gap {errors[c]:.2f})" for c, (words, _) in TRANSFORMS.items() if c)
+                  + f"{at}.")
+    return found
+
+
+def full_blocks_probe(module: ModuleType, checked: list[Checked]) -> Findings:
+    """Re-run the first case that has full blocks with the element mask zeroed inside them
+    (the lists unchanged): an output that moves means the kernel reads the mask on full blocks."""
+    found = Findings()
+    for one in checked:
+        kinds = one.bm.kinds()
+        if not bool((kinds == 2).any()) or one.result.unwritten:
+            continue
+        bm = one.bm
+        seq = one.case.seq
+        idx = torch.arange(seq)
+        full = (kinds[idx // bm.block_m][:, idx // bm.block_n] == 2).to(bm.mask.device)
+        zeroed = BlockMask(bm.mask.masked_fill(full, 0), bm.full_kv_num_blocks, bm.full_kv_indices,
+                           bm.kv_num_blocks, bm.kv_indices, bm.block_m, bm.block_n)
+        again = run(module, one.launch.q, one.launch.k, one.launch.v, zeroed, one.case.softcap).out
+        a, b = again.to(torch.float32), one.launch.out.to(torch.float32)
+        moved = ((a - b).abs() > CHANGED) | (torch.isfinite(a) != torch.isfinite(b))
+        if bool(moved.any()):
+            rows = int(moved.any(dim=-1).sum())
+            found.say("full-blocks-masked", f" With the element mask zeroed inside the {int((kinds == 2).sum())} full "
+                      f"blocks (the lists unchanged), {rows} (head, row) outputs moved by up to "
+                      f"{float((a - b).nan_to_num(nan=float('inf')).abs().max()):.3g}{where(one)}: the kernel loads "
+                      "and applies the element mask on blocks every key of which is visible.")
+        break
+    return found
