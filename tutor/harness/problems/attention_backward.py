@@ -73,6 +73,7 @@ from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.findings import Findings, drop_explained_nan, matches, visit_findings
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
+from tutor.harness.problems import backward_ds_readout as dterm
 from tutor.harness.problems import backward_readout as readout
 from tutor.harness.problems.attention.cases import block_visit_map, ideal_visits
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
@@ -557,7 +558,7 @@ def readout_spans(rows: list[int]) -> str:
 
 
 def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int,
-            probe: Probe | None = None) -> tuple[str, str] | None:
+            probe: Probe | None = None, d_probe: DProbe | None = None) -> tuple[str, str] | None:
     """(code, detail) for a launch whose gradients are finite and written but wrong;
     None when nothing specific is measured."""
     ref, seq = launch.ref, launch.q.shape[-2]
@@ -601,7 +602,13 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                     return "causal-mask-missing", (" (dV includes the keys after each row in the blocks the loop"
                                                    " visited.)")
         if not bad["dq"] and not bad["dk"]:
-            return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.)"
+            c = _scale_ratio(launch.grads["dv"], ref.grads["dv"], tolerance)
+            times = ""
+            if c is not None:
+                times = f" dV is {c:.3g} times the right one"
+                times += f" (sm_scale = 1/sqrt({head_dim}): dV takes no scale)." if abs(
+                    c - head_dim**-0.5) < 0.02 * head_dim**-0.5 else "."
+            return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.{times})"
         if probe is not None:
             found = p_readout_detail(launch, probe, block_m, block_n)
             if found is not None:
@@ -617,6 +624,10 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                 if abs(c * head_dim**-0.5 - 1) < 0.02:
                     return code, (f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one:"
                                   f" sqrt(head_dim) = {head_dim**0.5:.3g}.)")
+                if abs(c - head_dim**-0.5) < 0.02 * head_dim**-0.5:
+                    return f"{g}-wrong", (f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one:"
+                                          f" sm_scale = 1/sqrt({head_dim}), so the scale is applied twice in"
+                                          f" {'the dQ loop' if g == 'dq' else 'the dK/dV loop'}.)")
                 return f"{g}-wrong", f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one.)"
     if bad["dq"] and bad["dk"]:
         d_student = _fitted_d(launch, tolerance)
@@ -628,13 +639,42 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                     code = "d-missing" if name.startswith("zero") else "d-wrong-tensors"
                     return code, f" (measured from dQ: your D is {name}, not rowsum(dO * O).)"
             return "d-wrong", _d_form(launch, d_student, block_m, tolerance)
-        return "ds-wrong", f" ({errs}; dV is right.)"
+        return "ds-wrong", f" ({errs}; dV is right.{_d_term_detail(launch, d_probe, ('dq', 'dk'), block_m, block_n)})"
     if bad["dq"] != bad["dk"]:  # one loop wrong: does its own dS leave out D?
         g = "dq" if bad["dq"] else "dk"
         other = "dK" if g == "dq" else "dQ"
-        own = _own_ds(launch, g, tolerance) or (_dk_loop_d(launch, tolerance, block_m) if g == "dk" else "")
+        # the probe measures the loop's D term directly; the closed-form fits where it says nothing
+        own = (_d_term_detail(launch, d_probe, (g,), block_m, block_n) or _own_ds(launch, g, tolerance)
+               or (_dk_loop_d(launch, tolerance, block_m) if g == "dk" else ""))
         return f"{g}-wrong", f" ({errs}; {other} and dV are right.{own})"
     return None
+
+
+DProbe = Callable[["BackwardLaunch"], "dterm.DTermRead | None"]
+
+
+def _d_term_detail(launch: BackwardLaunch, d_probe: DProbe | None, loops: tuple[str, ...], block_m: int,
+                   block_n: int) -> str:
+    """" <measured>": what the D-term probe (:mod:`backward_ds_readout`, one launch with
+    dP = 0) says of each loop in ``loops`` ("dq", "dk"); "" where it says nothing sure."""
+    if d_probe is None:
+        return ""
+    read = d_probe(launch)
+    if read is None:
+        return ""
+    ref, head_dim = launch.ref, launch.q.shape[-1]
+    said = []
+    if "dq" in loops:
+        seq = launch.q.shape[-2]
+        visited = _visited_pairs(launch.dq_visits, seq, block_m, block_n) if bool(launch.dq_visits.any()) else None
+        said.append(dterm.dq_words(dterm.describe_dq(read, ref.s, ref.lse, ref.allowed, launch.k, visited), head_dim))
+    if "dk" in loops:
+        said.append(dterm.dk_words(dterm.describe_dk(read, ref.p, launch.q), head_dim))
+    said = [s for s in said if s]
+    if not said:
+        return ""
+    rows = f"{read.rows[0]}-{read.rows[-1]}"
+    return " Measured " + dterm.PROBE.format(rows=rows) + ": " + "; ".join(said) + "."
 
 
 def _d_form(launch: BackwardLaunch, d_student: torch.Tensor, block_m: int, tolerance: float) -> str:
@@ -800,7 +840,8 @@ def hostile_detail(launch: BackwardLaunch, tolerance: float) -> str:
 
 
 def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int,
-             block_n: int, guard_said: dict[str, str] | None = None, probe: Probe | None = None) -> list[Diagnosis]:
+             block_n: int, guard_said: dict[str, str] | None = None, probe: Probe | None = None,
+             d_probe: DProbe | None = None) -> list[Diagnosis]:
     """``guard_said``: what the guard bands measured (:func:`guard_report`); NaN that a
     read past the end explains is not said again.  In steps: each failing case's
     findings (:func:`_case_findings`), the cases reconciled (:func:`_reconcile`), the
@@ -817,7 +858,7 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
     )
     for launch in launches:
         if not launch.case.passed:
-            for code, detail in _case_findings(launch, drill.tolerance, block_m, block_n, probe, context):
+            for code, detail in _case_findings(launch, drill.tolerance, block_m, block_n, probe, context, d_probe):
                 say(code, detail)
     _reconcile(codes, generic, context.explained)
     if not codes:
@@ -838,7 +879,7 @@ class _Cases:
 
 
 def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int, probe: Probe | None,
-                   cases: _Cases) -> list[tuple[str, str]]:
+                   cases: _Cases, d_probe: DProbe | None = None) -> list[tuple[str, str]]:
     """(code, detail) of one failing case, in the order they are said: the hostile case's
     own, a changed forward, what its outputs show (unwritten, stored out of bounds,
     non-finite), else what the gradients are explained as."""
@@ -855,7 +896,7 @@ def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block
     outputs = _output_findings(launch, where)
     if outputs:
         return outputs
-    found = explain(launch, tolerance, block_m, block_n, probe)
+    found = explain(launch, tolerance, block_m, block_n, probe, d_probe)
     cases.explained.append(found[0] if found is not None else "")
     if found is None:
         return []
@@ -986,9 +1027,21 @@ def check_correctness(
 
         return readout.read_p(backward, launch.do)
 
+    def d_probe(launch: BackwardLaunch) -> dterm.DTermRead | None:
+        """The D-term probe: one backward launch at the case's own shape, dtypes and ints,
+        V = 0 and a one-hot dO (dP = 0, D = 2 on the probe rows)."""
+        cost.step(f"reading out each loop's D term on the {launch.case.name} case")
+
+        def backward(v: torch.Tensor, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            grads = run_backward(module, launch.q, launch.k, v, o, launch.lse, do, launch.case.causal,
+                                 block_m, block_n)[0]
+            return grads["dq"], grads["dk"]
+
+        return dterm.read_d_term(backward, launch.v, launch.do)
+
     def diagnose_launches() -> Diagnosed:
         findings, said = guard_report(module, launches, block_m, block_n)
-        return Diagnosed(diagnosis=diagnose(drill, launches, maps, block_m, block_n, said, probe),
+        return Diagnosed(diagnosis=diagnose(drill, launches, maps, block_m, block_n, said, probe, d_probe),
                          guard_findings=findings)
 
     return Correctness(cases=[x.case for x in launches], shape=list(plan.default), visits=maps,
