@@ -101,22 +101,27 @@ class Reference:
 
 
 def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, causal: bool) -> Reference:
-    """O, lse, P and the gradients of O = softmax(q kᵀ/√d) v for upstream ``do``, in float64 autograd."""
-    q64, k64, v64 = (t.detach().to(torch.float64).requires_grad_() for t in (q, k, v))
+    """O, lse, P and the gradients of O = softmax(q kᵀ/√d) v for upstream ``do``, in float64.
+
+    The backward is written out (no autograd graph; issue 20): dV = Pᵀ dO, dP = dO Vᵀ,
+    D = rowsum(dO ∘ O), dS = P ∘ (dP − D), dQ = scale dS K, dK = scale dSᵀ Q, with P = 0
+    on the pairs the causal mask removes (tests/test_drill04_reference.py holds it to autograd)."""
+    q64, k64, v64, do64 = (t.detach().to(torch.float64) for t in (q, k, v, do))
     seq, head_dim = q.shape[-2], q.shape[-1]
+    scale = head_dim**-0.5
     idx = torch.arange(seq, device=q.device)
     allowed = (idx[:, None] >= idx[None, :]) if causal else torch.ones(seq, seq, dtype=torch.bool, device=q.device)
-    s = (q64 @ k64.transpose(-1, -2)) * head_dim**-0.5
+    s = (q64 @ k64.transpose(-1, -2)) * scale
     masked = s.masked_fill(~allowed, float("-inf"))
     lse = torch.logsumexp(masked, dim=-1)
     p = torch.exp(masked - lse[..., None])
     o = p @ v64
-    dq, dk, dv = torch.autograd.grad(o, (q64, k64, v64), do.to(torch.float64))
-    p, s = p.detach(), s.detach()
-    o = o.detach()
-    dp = do.to(torch.float64) @ v64.detach().transpose(-1, -2)
-    ds = p * (dp - (do.to(torch.float64) * o).sum(-1, keepdim=True))
-    return Reference(s=s, allowed=allowed, lse=lse.detach(), p=p, o=o, grads={"dq": dq, "dk": dk, "dv": dv}, ds=ds)
+    dv = p.transpose(-1, -2) @ do64
+    dp = do64 @ v64.transpose(-1, -2)
+    ds = p * (dp - (do64 * o).sum(-1, keepdim=True))
+    dq = (ds @ k64) * scale
+    dk = (ds.transpose(-1, -2) @ q64) * scale
+    return Reference(s=s, allowed=allowed, lse=lse, p=p, o=o, grads={"dq": dq, "dk": dk, "dv": dv}, ds=ds)
 
 
 # ------------------------------------------------------------------------------------
