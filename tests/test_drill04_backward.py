@@ -302,3 +302,23 @@ def test_each_student_like_kernel_gets_exactly_its_codes(entry, written):
         assert ("dQ visit map", "after", "write") in {(g.tensor, g.side, g.access) for g in result.guard_findings}
     if entry.passes and not entry.codes:
         assert result.solved and result.diagnosis == []
+
+
+# what the D-term probe (V = 0, one-hot dO) measures on real kernels: the loop and the term
+PROBE_WORDS = {
+    "dq_loop_d_sign_flipped": ["D = 2", "its dQ is -1", "the dQ loop's D term"],
+    "dkdv_loop_d_scaled": ["its dK is 0.125", "the dK/dV loop's D term"],
+    "dq_loop_exp2_natural_lse": ["its dQ is what P = exp(0.", "the dQ loop's P has its scale or base off"],
+    "dq_loop_mask_strict": ["the diagonal masked", "the dQ loop's P has the wrong mask"],
+    "dq_loop_ds_without_d": ["its dQ is 0 where it should be"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(PROBE_WORDS))
+def test_the_d_term_probe_names_the_loop_and_the_term(name, written):
+    entry = next(e for e in ENTRIES if e.name == name)
+    result = _result(entry, written)
+    said = " ".join(d.message for d in result.diagnosis)
+    for words in PROBE_WORDS[name]:
+        assert words in said, said

@@ -73,6 +73,7 @@ from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.findings import Findings, drop_explained_nan, matches, visit_findings
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
+from tutor.harness.problems import backward_ds_readout as dterm
 from tutor.harness.problems import backward_readout as readout
 from tutor.harness.problems.attention.cases import block_visit_map, ideal_visits
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
@@ -100,22 +101,27 @@ class Reference:
 
 
 def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, causal: bool) -> Reference:
-    """O, lse, P and the gradients of O = softmax(q kᵀ/√d) v for upstream ``do``, in float64 autograd."""
-    q64, k64, v64 = (t.detach().to(torch.float64).requires_grad_() for t in (q, k, v))
+    """O, lse, P and the gradients of O = softmax(q kᵀ/√d) v for upstream ``do``, in float64.
+
+    The backward is written out (no autograd graph; issue 20): dV = Pᵀ dO, dP = dO Vᵀ,
+    D = rowsum(dO ∘ O), dS = P ∘ (dP − D), dQ = scale dS K, dK = scale dSᵀ Q, with P = 0
+    on the pairs the causal mask removes (tests/test_drill04_reference.py holds it to autograd)."""
+    q64, k64, v64, do64 = (t.detach().to(torch.float64) for t in (q, k, v, do))
     seq, head_dim = q.shape[-2], q.shape[-1]
+    scale = head_dim**-0.5
     idx = torch.arange(seq, device=q.device)
     allowed = (idx[:, None] >= idx[None, :]) if causal else torch.ones(seq, seq, dtype=torch.bool, device=q.device)
-    s = (q64 @ k64.transpose(-1, -2)) * head_dim**-0.5
+    s = (q64 @ k64.transpose(-1, -2)) * scale
     masked = s.masked_fill(~allowed, float("-inf"))
     lse = torch.logsumexp(masked, dim=-1)
     p = torch.exp(masked - lse[..., None])
     o = p @ v64
-    dq, dk, dv = torch.autograd.grad(o, (q64, k64, v64), do.to(torch.float64))
-    p, s = p.detach(), s.detach()
-    o = o.detach()
-    dp = do.to(torch.float64) @ v64.detach().transpose(-1, -2)
-    ds = p * (dp - (do.to(torch.float64) * o).sum(-1, keepdim=True))
-    return Reference(s=s, allowed=allowed, lse=lse.detach(), p=p, o=o, grads={"dq": dq, "dk": dk, "dv": dv}, ds=ds)
+    dv = p.transpose(-1, -2) @ do64
+    dp = do64 @ v64.transpose(-1, -2)
+    ds = p * (dp - (do64 * o).sum(-1, keepdim=True))
+    dq = (ds @ k64) * scale
+    dk = (ds.transpose(-1, -2) @ q64) * scale
+    return Reference(s=s, allowed=allowed, lse=lse, p=p, o=o, grads={"dq": dq, "dk": dk, "dv": dv}, ds=ds)
 
 
 # ------------------------------------------------------------------------------------
@@ -560,7 +566,8 @@ def readout_spans(rows: list[int]) -> str:
 
 
 def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int,
-            probe: Probe | None = None, ds_words: DsWords | None = None) -> tuple[str, str] | None:
+            probe: Probe | None = None, d_probe: DProbe | None = None,
+            ds_words: DsWords | None = None) -> tuple[str, str] | None:
     """(code, detail) for a launch whose gradients are finite and written but wrong;
     None when nothing specific is measured."""
     ref, seq = launch.ref, launch.q.shape[-2]
@@ -604,7 +611,13 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                     return "causal-mask-missing", (" (dV includes the keys after each row in the blocks the loop"
                                                    " visited.)")
         if not bad["dq"] and not bad["dk"]:
-            return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.)"
+            c = _scale_ratio(launch.grads["dv"], ref.grads["dv"], tolerance)
+            times = ""
+            if c is not None:
+                times = f" dV is {c:.3g} times the right one"
+                times += f" (sm_scale = 1/sqrt({head_dim}): dV takes no scale)." if abs(
+                    c - head_dim**-0.5) < 0.02 * head_dim**-0.5 else "."
+            return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.{times})"
         if probe is not None:
             found = p_readout_detail(launch, probe, block_m, block_n)
             if found is not None:
@@ -620,6 +633,10 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                 if abs(c * head_dim**-0.5 - 1) < 0.02:
                     return code, (f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one:"
                                   f" sqrt(head_dim) = {head_dim**0.5:.3g}.)")
+                if abs(c - head_dim**-0.5) < 0.02 * head_dim**-0.5:
+                    return f"{g}-wrong", (f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one:"
+                                          f" sm_scale = 1/sqrt({head_dim}), so the scale is applied twice in"
+                                          f" {'the dQ loop' if g == 'dq' else 'the dK/dV loop'}.)")
                 return f"{g}-wrong", f" ({g[0]}{g[1].upper()} is {c:.3g} times the right one.)"
     if bad["dq"] and bad["dk"]:
         d_student = _fitted_d(launch, tolerance)
@@ -631,14 +648,46 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                     code = "d-missing" if name.startswith("zero") else "d-wrong-tensors"
                     return code, f" (measured from dQ: your D is {name}, not rowsum(dO * O).)"
             return "d-wrong", _d_form(launch, d_student, block_m, tolerance)
-        return "ds-wrong", f" ({errs}; dV is right.)"
+        return "ds-wrong", f" ({errs}; dV is right.{_d_term_detail(launch, d_probe, ('dq', 'dk'), block_m, block_n)})"
     if bad["dq"] != bad["dk"]:  # one loop wrong: does its own dS leave out D?
         g = "dq" if bad["dq"] else "dk"
         other = "dK" if g == "dq" else "dQ"
-        own = _own_ds(launch, g, tolerance) or (_dk_loop_d(launch, tolerance, block_m) if g == "dk" else
-                                                (ds_words() if ds_words is not None else ""))
+        # the D-term probe measures the loop's D term directly; where it says nothing, the dQ
+        # loop's whole dS read out (one-hot K, on a failing short case: a model of it that
+        # reproduces every pair); then the closed-form fits
+        own = _d_term_detail(launch, d_probe, (g,), block_m, block_n)
+        if not own and g == "dq" and ds_words is not None:
+            own = ds_words()
+        own = own or _own_ds(launch, g, tolerance) or (_dk_loop_d(launch, tolerance, block_m) if g == "dk" else "")
         return f"{g}-wrong", f" ({errs}; {other} and dV are right.{own})"
     return None
+
+
+DProbe = Callable[["BackwardLaunch"], "dterm.DTermRead | None"]
+
+
+def _d_term_detail(launch: BackwardLaunch, d_probe: DProbe | None, loops: tuple[str, ...], block_m: int,
+                   block_n: int) -> str:
+    """" <measured>": what the D-term probe (:mod:`backward_ds_readout`, one launch with
+    dP = 0) says of each loop in ``loops`` ("dq", "dk"); "" where it says nothing sure."""
+    if d_probe is None:
+        return ""
+    read = d_probe(launch)
+    if read is None:
+        return ""
+    ref, head_dim = launch.ref, launch.q.shape[-1]
+    said = []
+    if "dq" in loops:
+        seq = launch.q.shape[-2]
+        visited = _visited_pairs(launch.dq_visits, seq, block_m, block_n) if bool(launch.dq_visits.any()) else None
+        said.append(dterm.dq_words(dterm.describe_dq(read, ref.s, ref.lse, ref.allowed, launch.k, visited), head_dim))
+    if "dk" in loops:
+        said.append(dterm.dk_words(dterm.describe_dk(read, ref.p, launch.q), head_dim))
+    said = [s for s in said if s]
+    if not said:
+        return ""
+    rows = f"{read.rows[0]}-{read.rows[-1]}"
+    return " Measured " + dterm.PROBE.format(rows=rows) + ": " + "; ".join(said) + "."
 
 
 def _d_form(launch: BackwardLaunch, d_student: torch.Tensor, block_m: int, tolerance: float) -> str:
@@ -805,7 +854,7 @@ def hostile_detail(launch: BackwardLaunch, tolerance: float) -> str:
 
 def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int,
              block_n: int, guard_said: dict[str, str] | None = None, probe: Probe | None = None,
-             ds_words: DsWords | None = None) -> list[Diagnosis]:
+             d_probe: DProbe | None = None, ds_words: DsWords | None = None) -> list[Diagnosis]:
     """``guard_said``: what the guard bands measured (:func:`guard_report`); NaN that a
     read past the end explains is not said again.  In steps: each failing case's
     findings (:func:`_case_findings`), the cases reconciled (:func:`_reconcile`), the
@@ -822,7 +871,8 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
     )
     for launch in launches:
         if not launch.case.passed:
-            for code, detail in _case_findings(launch, drill.tolerance, block_m, block_n, probe, context, ds_words):
+            for code, detail in _case_findings(launch, drill.tolerance, block_m, block_n, probe, context, d_probe,
+                                               ds_words):
                 say(code, detail)
     _reconcile(codes, generic, context.explained)
     if not codes:
@@ -843,7 +893,8 @@ class _Cases:
 
 
 def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int, probe: Probe | None,
-                   cases: _Cases, ds_words: DsWords | None = None) -> list[tuple[str, str]]:
+                   cases: _Cases, d_probe: DProbe | None = None,
+                   ds_words: DsWords | None = None) -> list[tuple[str, str]]:
     """(code, detail) of one failing case, in the order they are said: the hostile case's
     own, a changed forward, what its outputs show (unwritten, stored out of bounds,
     non-finite), else what the gradients are explained as."""
@@ -860,7 +911,7 @@ def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block
     outputs = _output_findings(launch, where)
     if outputs:
         return outputs
-    found = explain(launch, tolerance, block_m, block_n, probe, ds_words)
+    found = explain(launch, tolerance, block_m, block_n, probe, d_probe, ds_words)
     cases.explained.append(found[0] if found is not None else "")
     if found is None:
         return []
@@ -1014,9 +1065,21 @@ def check_correctness(
         return words.replace("(one launch at this case's shape)",
                              f"(one launch on the {launch.case.name} case, seq={launch.q.shape[-2]}, {mode})")
 
+    def d_probe(launch: BackwardLaunch) -> dterm.DTermRead | None:
+        """The D-term probe: one backward launch at the case's own shape, dtypes and ints,
+        V = 0 and a one-hot dO (dP = 0, D = 2 on the probe rows)."""
+        cost.step(f"reading out each loop's D term on the {launch.case.name} case")
+
+        def backward(v: torch.Tensor, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            grads = run_backward(module, launch.q, launch.k, v, o, launch.lse, do, launch.case.causal,
+                                 block_m, block_n)[0]
+            return grads["dq"], grads["dk"]
+
+        return dterm.read_d_term(backward, launch.v, launch.do)
+
     def diagnose_launches() -> Diagnosed:
         findings, said = guard_report(module, launches, block_m, block_n)
-        return Diagnosed(diagnosis=diagnose(drill, launches, maps, block_m, block_n, said, probe, ds_words),
+        return Diagnosed(diagnosis=diagnose(drill, launches, maps, block_m, block_n, said, probe, d_probe, ds_words),
                          guard_findings=findings)
 
     return Correctness(cases=[x.case for x in launches], shape=list(plan.default), visits=maps,
