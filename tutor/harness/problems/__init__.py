@@ -43,6 +43,7 @@ PROBLEMS: dict[str, str] = {
     "attention_backward": "tutor.harness.problems.attention_backward",
     "sliding_window_gqa": "tutor.harness.problems.sliding_window_gqa",
     "split_kv_decode": "tutor.harness.problems.split_kv_decode",
+    "paged_decode": "tutor.harness.problems.paged_decode",
 }
 
 
