@@ -121,6 +121,7 @@ def _pool_counts(x: Launch, name: str, counts: Any) -> tuple[np.ndarray, int, in
 def read_findings(launches: list[Launch], failing: bool) -> Findings:
     """What the counted loads of the K and V pools say (nothing off the interpreter)."""
     found = Findings()
+    said: dict[str, str] = {}  # each code's first detail, said below in one fixed order
     repeated: list[str] = []
     repeat_seen: list[bool] = []
     for x in launches:
@@ -161,12 +162,12 @@ def read_findings(launches: list[Launch], failing: bool) -> Findings:
                     unlisted[key] = unlisted.get(key, 0) + int((any_read[page] > 0).sum())
         where = _where(x)
         if unread and failing:
-            found.say("positions-unread", " Counted loads: never read: " + "; ".join(unread[:4])
+            said.setdefault("positions-unread", " Counted loads: never read: " + "; ".join(unread[:4])
                       + (f"; and {len(unread) - 4} more" if len(unread) > 4 else "") + where + ".")
         if past:
-            found.say("reads-past-length", " Counted loads read " + "; ".join(past[:4]) + where + ".")
+            said.setdefault("reads-past-length", " Counted loads read " + "; ".join(past[:4]) + where + ".")
         if unlisted:
-            found.say("reads-unlisted-page", " Counted loads read " + "; ".join(list(unlisted)[:4]) + where + ".")
+            said.setdefault("reads-unlisted-page", " Counted loads read " + "; ".join(list(unlisted)[:4]) + where + ".")
         if c.group > 1 and needed_reads:
             reads = np.concatenate(needed_reads)
             least = int(reads.min())
@@ -176,6 +177,9 @@ def read_findings(launches: list[Launch], failing: bool) -> Findings:
             repeated.append(f"on the {c.name} case ({c.group} query heads per K/V head) every K/V element the"
                             f" sequences hold was read at least {least} times: {read_bytes} bytes of K/V for a"
                             f" cache of {held_bytes} ({read_bytes / max(held_bytes, 1):.2g}x)")
+    for code in ("positions-unread", "reads-past-length", "reads-unlisted-page"):
+        if code in said:
+            found.say(code, said[code])
     if repeat_seen and all(repeat_seen):
         found.say("kv-read-repeatedly", " Counted loads: " + "; ".join(repeated) + ".")
     return found
