@@ -5,7 +5,7 @@ in solutions/07_paged_decode.mistakes.toml gets exactly its diagnosis.
 
 The slow tests run the real harness on real files in worker processes (Triton's
 interpreter here); the fast ones check the inputs, the float64 reference and the
-read counter on a tiny kernel of their own.
+read counter (tests/test_paged_reads.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from helpers_harness import check_jobs, job, shipped_drill, shipped_solution
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
-from tutor.harness.problems import PROBLEMS, paged_reads, problem_for
+from tutor.harness.problems import PROBLEMS, problem_for
 from tutor.harness.problems import paged_decode as paged
 from tutor.harness.result import CheckResult
 
@@ -87,26 +87,6 @@ def test_the_reference_is_each_query_head_against_its_own_kv_head_over_its_lengt
             vv = torch.stack([p.v_pages[page, kvh, slot] for page, slot in rows])
             one = paged.attend_one(p.q[b, h], kk, vv, n)
             assert torch.allclose(expected[b, h], one, atol=1e-12)
-
-
-def test_the_counter_counts_each_masked_in_load_element_by_element():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def twice(X, Out, N: tl.constexpr):
-        offs = tl.arange(0, N)
-        a = tl.load(X + offs, mask=offs < 5, other=0.0)
-        b = tl.load(X + offs, mask=offs % 2 == 0, other=0.0)
-        tl.store(Out + offs, a + b)
-
-    x, out = torch.arange(8, dtype=torch.float32), torch.empty(8)
-    with paged_reads.counting_reads([x], interpreter=True) as counts:
-        twice[(1,)](x, out, N=8)
-    assert counts is not None
-    assert counts[0].tolist() == [2, 1, 2, 1, 2, 0, 1, 0]
-    with paged_reads.counting_reads([x], interpreter=False) as none:
-        assert none is None
 
 
 # -- the real harness --------------------------------------------------------------------------------

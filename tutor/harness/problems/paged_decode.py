@@ -36,10 +36,8 @@ from tutor.catalog import Drill
 from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
-from tutor.harness import launch as launching
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
-from tutor.harness.problems import paged_reads
+from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches, paged_reads
 from tutor.harness.result import CaseResult
 
 GARBAGE_K_SCALE = 3.0  # poisoned keys: larger than real ones, so a read of them wins the softmax
@@ -155,7 +153,7 @@ def make_inputs(case: Case, device: str, generator: torch.Generator) -> Paged:
             k[page, :, first:, :] = torch.randn((kvh, ps - first, d), generator=generator) * GARBAGE_K_SCALE
             v[page, :, first:, :] = torch.randn((kvh, ps - first, d), generator=generator) + GARBAGE_V_SHIFT
     if case.layout == "orders":  # poisoned keys against a query of norm sqrt(d): large
-        for page, (s, j) in enumerate(owner):
+        for page, (_, j) in enumerate(owner):
             if j < 0:
                 k[page] = 0.0
                 k[page, :, :, 0] = 200.0
