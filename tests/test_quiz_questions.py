@@ -71,6 +71,10 @@ def expected_answer(question) -> float | str:
     if question.kind == "tiled-traffic":  # Q in and O out once; K and V once per query block of M/(4db) rows
         rows = p["sram_bytes"] // (4 * d * b)
         return (n * d + n * d) * b + math.ceil(n / rows) * (n * d + n * d) * b
+    if question.kind == "packed-step-bytes":  # every sequence's K and V, once per K/V head
+        return p["batch"] * p["context"] * (p["kv_heads"] * d + p["kv_heads"] * d) * b
+    if question.kind == "unpacked-step-bytes":  # once per query head
+        return p["batch"] * p["context"] * (p["heads"] * d + p["heads"] * d) * b
     raise AssertionError(f"no independent answer for {question.kind}")
 
 
