@@ -242,8 +242,15 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
                       shape: tuple[int, int, int, int] | None = None) -> Correctness:
     from tutor.harness.problems import paged_diagnose
 
+    cases = list(cases_for(interpreter))
+    if shape is not None:  # the default case at another (batch, heads, longest length, head_dim)
+        batch, heads, max_len, head_dim = shape
+        group = cases[0].group if heads % cases[0].group == 0 else 1
+        lengths = [max_len, 1, max(1, max_len // 2 + 3), max(1, max_len - 5)]
+        cases[0] = Case("default", heads, heads // group, cases[0].page_size, head_dim,
+                        tuple(lengths[i % len(lengths)] for i in range(batch)), cases[0].score_std)
     launches = []
-    for case in cases_for(interpreter):
+    for case in cases:
         cost.step(f"the {case.name} case: {case.batch} sequences, {case.heads} query heads on {case.kv_heads} K/V"
                   f" heads, pages of {case.page_size}")
         launch = run(module, case, device, generator, interpreter)
