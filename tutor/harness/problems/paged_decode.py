@@ -15,7 +15,8 @@ a kernel that uses them gives a visibly wrong answer.  On Triton's interpreter
 every load of the two pools is counted (:mod:`paged_reads`), so the diagnosis
 says which pages and offsets were read and how many times: the bytes moved.
 
-Cases: GQA ratios 4, 1 and 8; page sizes 8, 16 and 32 (smaller and larger than
+Cases: ``default`` (GQA 4, pages of 8), ``ragged`` (GQA 1, pages of 16), ``short``
+(GQA 8, pages of 32, a sequence of 5), ``hostile`` and ``orders``: GQA ratios 4, 1 and 8; page sizes 8, 16 and 32 (smaller and larger than
 a kernel's tile); lengths of one position, whole pages and partial last pages;
 scores of standard deviation 100 (``hostile``), and scores in four levels by
 quarter of each sequence (``orders``: the maximum in the first, the last and a
@@ -72,16 +73,16 @@ class Case:
 CPU_CASES = (
     # GQA 4, pages of 8: a partial last page (53 = 6*8 + 5), one position, whole pages
     Case("default", 8, 2, 8, 32, (53, 1, 24, 37), 2.0),
-    Case("gqa1", 2, 2, 16, 16, (40, 16, 7)),  # one query head per K/V head, pages of 16
-    Case("gqa8", 8, 1, 32, 16, (70, 33)),  # eight query heads per K/V head, pages of 32
+    Case("ragged", 2, 2, 16, 16, (40, 16, 7)),  # GQA 1 (one query head per K/V head), pages of 16
+    Case("short", 8, 1, 32, 16, (70, 5)),  # GQA 8, pages of 32: a sequence shorter than a page and a tile
     # long enough that each slice spans several tiles (the running maximum grows inside a slice)
     Case("hostile", 4, 1, 8, 16, (300, 29), 100.0),
     Case("orders", 4, 2, 8, 16, (256, 256, 192), 1.0, "orders"),
 )
 GPU_CASES = (
     Case("default", 32, 8, 16, 128, (2000, 1, 1024, 777, 1537, 64), 2.0),
-    Case("gqa1", 8, 8, 16, 64, (1001, 16, 7)),
-    Case("gqa8", 32, 4, 32, 128, (1500, 33)),
+    Case("ragged", 8, 8, 16, 64, (1001, 16, 7)),
+    Case("short", 32, 4, 32, 128, (1500, 5)),
     Case("hostile", 16, 4, 16, 128, (1504, 29), 100.0),
     Case("orders", 16, 2, 16, 128, (1024, 1024, 768), 1.0, "orders"),
 )
