@@ -17,7 +17,8 @@ says which pages and offsets were read and how many times: the bytes moved.
 
 Cases: ``default`` (GQA 4, pages of 8), ``ragged`` (GQA 1, pages of 16), ``short``
 (GQA 8, pages of 32, a sequence of 5), ``hostile`` and ``orders``: GQA ratios 4,
-1 and 8; page sizes 8, 16 and 32 (smaller and larger than a kernel's tile); lengths of one position, whole pages and partial last pages;
+1 and 8; page sizes 8, 16 and 32 (smaller and larger than a kernel's tile);
+lengths of one position, whole pages and partial last pages;
 scores of standard deviation 100 (``hostile``), and scores in four levels by
 quarter of each sequence (``orders``: the maximum in the first, the last and a
 middle quarter, 173 apart in the exp2 domain, past fp32's range).
