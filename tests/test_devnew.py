@@ -47,19 +47,19 @@ def test_new_writes_the_four_files_with_the_next_id(root):
 
 
 def test_a_fresh_scaffold_fails_quick_check_with_what_to_write(root):
-    [kernel, toml, solution, _] = devnew.scaffold("alibi_bias", root=root, drill_id="07")
+    [kernel, toml, solution, _] = devnew.scaffold("alibi_bias", root=root, drill_id="30")
     derived.sync(root)  # as `dev new` does after the scaffold
 
-    report = devcheck.run(root=root, quick=True, drill="07")
+    report = devcheck.run(root=root, quick=True, drill="30")
 
     assert not report.ok
     placeholders = [r for r in report.failed if r.check == "placeholders"]
     assert {r.check for r in report.failed} == {"placeholders"}
     wheres = {r.where.rsplit(":", 1)[0] for r in placeholders}
-    assert wheres == {"drills/07_alibi_bias.toml", "drills/07_alibi_bias.py", "solutions/07_alibi_bias_solution.py"}
+    assert wheres == {"drills/30_alibi_bias.toml", "drills/30_alibi_bias.py", "solutions/30_alibi_bias_solution.py"}
     competency = next(r for r in placeholders if "competency" in r.detail)
     line = next(n for n, text in enumerate(toml.read_text().splitlines(), 1) if text.startswith("competency"))
-    assert competency.where == f"drills/07_alibi_bias.toml:{line}"
+    assert competency.where == f"drills/30_alibi_bias.toml:{line}"
     assert competency.detail == "write this, then delete the AUTHOR: marker: the interview competency, in a few words"
     # the other drills are untouched and still green
     assert devcheck.run(root=root, quick=True, drill="02").ok
@@ -67,15 +67,15 @@ def test_a_fresh_scaffold_fails_quick_check_with_what_to_write(root):
 
 @pytest.mark.slow
 def test_a_fresh_scaffold_runs_and_the_check_says_to_cut_the_lesson_out(root):
-    devnew.scaffold("alibi_bias", root=root, drill_id="07")
+    devnew.scaffold("alibi_bias", root=root, drill_id="30")
 
-    report = devcheck.run(root=root, drill="07")
+    report = devcheck.run(root=root, drill="30")
 
     rows = {r.check: r for r in report.rows}
     assert rows["solution"].ok, rows["solution"].detail  # the scaffolded solution is a real, passing kernel
     assert rows["fixture no_final_division"].ok and rows["fixture blocks_of_32"].ok
     assert not rows["shipped"].ok
-    assert rows["shipped"].detail.startswith("the shipped file drills/07_alibi_bias.py PASSES")
+    assert rows["shipped"].detail.startswith("the shipped file drills/30_alibi_bias.py PASSES")
 
 
 # -- --problem: a drill of another problem, a new problem ---------------------------------------

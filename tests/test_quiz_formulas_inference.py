@@ -78,3 +78,12 @@ def test_window_headline_and_its_limits():
     assert f.window_block_count(4096, 1024, 64) == (952, 4096)
     assert f.window_visited_fraction(1000, 10**6, 64) == f.causal_visited_fraction(1000, 64)  # W >= N: causal
     assert f.window_block_count(128, 1, 64) == (2, 4)  # the diagonal blocks alone
+
+
+def test_a_decode_step_reads_the_cache_once_per_kv_head_packed_and_once_per_query_head_unpacked():
+    # 8 sequences of 8192 tokens, 32 query heads on 8 K/V heads, d = 128, fp16
+    packed = f.decode_step_kv_bytes(8, 8192, 8, 128, 2)
+    assert packed == 2 * 8 * 8192 * 8 * 128 * 2 == 268_435_456  # 256 MiB
+    assert f.decode_step_kv_bytes(8, 8192, 8, 128, 2, reads_per_kv_head=4) == 4 * packed
+    with pytest.raises(ValueError):
+        f.decode_step_kv_bytes(8, 0, 8, 128, 2)

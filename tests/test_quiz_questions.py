@@ -74,6 +74,10 @@ def expected_answer(question) -> float | str:
     if question.kind == "sparse-flops":  # whole tiles on and below the diagonal, two matmuls each
         t = math.ceil(n / p["block"])
         return sum(m + 1 for m in range(t)) * 2 * (2 * p["block"] * p["block"] * d)
+    if question.kind == "packed-step-bytes":  # every sequence's K and V, once per K/V head
+        return p["batch"] * p["context"] * (p["kv_heads"] * d + p["kv_heads"] * d) * b
+    if question.kind == "unpacked-step-bytes":  # once per query head
+        return p["batch"] * p["context"] * (p["heads"] * d + p["heads"] * d) * b
     raise AssertionError(f"no independent answer for {question.kind}")
 
 

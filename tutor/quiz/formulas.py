@@ -261,3 +261,12 @@ def window_visited_fraction(n: int, window: int, block: int) -> Fraction:
     """The share of all block pairs a sliding-window kernel visits."""
     visited, total = window_block_count(n, window, block)
     return Fraction(visited, total)
+
+
+def decode_step_kv_bytes(batch: int, context: int, kv_heads: int, d: int, b: int, reads_per_kv_head: int = 1) -> int:
+    """Bytes of K and V one layer's decode step reads for ``batch`` sequences of ``context``
+    cached tokens: 2·B·T·h_kv·d·b when each K/V head's pages are read once (the G query heads
+    of a group packed into one program); ``reads_per_kv_head`` = G when every query head's
+    program reads its K/V head itself (2·B·T·h·d·b)."""
+    _check_positive(batch=batch, context=context, kv_heads=kv_heads, d=d, b=b, reads=reads_per_kv_head)
+    return batch * context * kv_bytes_per_token(kv_heads, d, b) * reads_per_kv_head

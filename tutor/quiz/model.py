@@ -27,6 +27,7 @@ NumericKind = Literal[
     "naive-bytes", "fused-bytes", "traffic-ratio", "forward-flops", "naive-intensity", "intensity-limit",
     "l2-fit", "hbm-fit", "causal-blocks", "backward-flops", "backward-bytes", "decode-bytes",
     "decode-intensity", "kv-cache", "gqa-saving", "window-blocks", "tiled-traffic", "sparse-flops",
+    "packed-step-bytes", "unpacked-step-bytes",
 ]
 """The numeric questions: one generator in :mod:`tutor.quiz.questions` and one ``[kinds.NAME]``
 table of words in the quiz file each."""

@@ -478,6 +478,46 @@ def gqa_saving_question(texts: QuizTexts, heads: int, kv_heads: int) -> Question
                              parameters, values)
 
 
+def _step(batch: int, context: int, heads: int, kv_heads: int, d: int, dtype: str) -> tuple[dict[str, Any], str]:
+    parameters, key = _model(1, heads, kv_heads, d, dtype)
+    parameters.pop("layers")
+    parameters.update(batch=batch, context=context)
+    return parameters, f"B={batch},T={context}," + key.split(",", 1)[1]
+
+
+def packed_step_bytes_question(texts: QuizTexts, batch: int, context: int, heads: int, kv_heads: int, d: int,
+                               dtype: str) -> Question:
+    """Drill 07: the K/V bytes of a decode step whose programs each score a whole group."""
+    parameters, key = _step(batch, context, heads, kv_heads, d, dtype)
+    b = parameters["b"]
+    answer = f.decode_step_kv_bytes(batch, context, kv_heads, d, b)
+    slips = [
+        ("used-query-heads", f.decode_step_kv_bytes(batch, context, heads, d, b)),
+        ("forgot-v", answer // 2),
+        ("forgot-batch", answer // batch),
+        ("forgot-dtype-bytes", answer // b),
+        *_byte_slips(answer),
+    ]
+    return _numeric_question(texts, "packed-step-bytes", key, "bytes", answer, slips, parameters, {})
+
+
+def unpacked_step_bytes_question(texts: QuizTexts, batch: int, context: int, heads: int, kv_heads: int, d: int,
+                                 dtype: str) -> Question:
+    """Drill 07: the same step when every query head's program loads its K/V head's pages itself."""
+    parameters, key = _step(batch, context, heads, kv_heads, d, dtype)
+    b, group = parameters["b"], parameters["group"]
+    answer = f.decode_step_kv_bytes(batch, context, kv_heads, d, b, reads_per_kv_head=group)
+    slips = [
+        ("assumed-packed", f.decode_step_kv_bytes(batch, context, kv_heads, d, b)),
+        ("forgot-v", answer // 2),
+        ("forgot-batch", answer // batch),
+        ("forgot-dtype-bytes", answer // b),
+        *_byte_slips(answer),
+    ]
+    values = {"packed_text": format_bytes(f.decode_step_kv_bytes(batch, context, kv_heads, d, b))}
+    return _numeric_question(texts, "unpacked-step-bytes", key, "bytes", answer, slips, parameters, values)
+
+
 def window_blocks_question(texts: QuizTexts, n: int, window: int, block: int) -> Question:
     parameters = {"N": n, "window": window, "block": block}
     visited, total = f.window_block_count(n, window, block)
@@ -622,5 +662,11 @@ def build_questions(
     sparse_n, sparse_block = HEADLINE_SPARSE if rng is None else (rng.choice(SEEDED_CAUSAL_LENGTHS),
                                                                    rng.choice(SEEDED_BLOCKS))
     questions.append(sparse_flops_question(texts, sparse_n, sparse_block, d))
+    # Drill 07 (paged, GQA-packed decoding): a step's K/V bytes with and without group packing,
+    # from the parameters drawn above (nothing new drawn: every question above keeps its own)
+    questions += [
+        packed_step_bytes_question(texts, batch, context, heads, kv_heads, d, dtype),
+        unpacked_step_bytes_question(texts, batch, context, heads, kv_heads, d, dtype),
+    ]
     return tuple(questions)
 

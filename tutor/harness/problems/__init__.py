@@ -45,6 +45,7 @@ PROBLEMS: dict[str, str] = {
     "sliding_window_gqa": "tutor.harness.problems.sliding_window_gqa",
     "split_kv_decode": "tutor.harness.problems.split_kv_decode",
     "varlen_attention": "tutor.harness.problems.varlen_attention",
+    "paged_decode": "tutor.harness.problems.paged_decode",
 }
 
 

@@ -1,0 +1,306 @@
+"""Paged, GQA-packed split-KV decoding (drill 07):
+``attention(q, k_pages, v_pages, block_table, lengths, out=)``.
+
+One new query token per sequence, ``q`` (batch, heads, head_dim), against a KV
+cache kept in a pool of pages ``(num_pages, kv_heads, page_size, head_dim)``:
+sequence b's position ``pos`` is in page ``block_table[b, pos // page_size]`` at
+offset ``pos % page_size``; query head h reads K/V head ``h // (heads // kv_heads)``.
+
+The inputs make every wrong read measurable.  The pages are a scrambled
+permutation of the pool; the pool also holds *poisoned* pages that no sequence
+lists (two spare ones, and one per sequence that its block table names in the
+column past its last page), and the offsets past a length in a last partial page
+are poisoned too: stale keys, larger than the real ones, and shifted values, so
+a kernel that uses them gives a visibly wrong answer.  On Triton's interpreter
+every load of the two pools is counted (:mod:`paged_reads`), so the diagnosis
+says which pages and offsets were read and how many times: the bytes moved.
+
+Cases: ``default`` (GQA 4, pages of 8), ``ragged`` (GQA 1, pages of 16), ``short``
+(GQA 8, pages of 32, a sequence of 5), ``hostile`` and ``orders``: GQA ratios 4,
+1 and 8; page sizes 8, 16 and 32 (smaller and larger than a kernel's tile);
+lengths of one position, whole pages and partial last pages;
+scores of standard deviation 100 (``hostile``), and scores in four levels by
+quarter of each sequence (``orders``: the maximum in the first, the last and a
+middle quarter, 173 apart in the exp2 domain, past fp32's range).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from tutor.catalog import Drill
+from tutor.harness import cost
+from tutor.harness import guard as guarding
+from tutor.harness import guarded as shared
+from tutor.harness.loader import LAUNCHER
+from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches, paged_reads
+from tutor.harness.result import CaseResult
+
+GARBAGE_K_SCALE = 3.0  # poisoned keys: larger than real ones, so a read of them wins the softmax
+GARBAGE_V_SHIFT = 3.0  # poisoned values: shifted, so a read of them moves the output
+SPARE_PAGES = 2  # poisoned pages in no block table at all
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    heads: int
+    kv_heads: int
+    page_size: int
+    head_dim: int
+    lengths: tuple[int, ...]
+    score_std: float = 1.0
+    layout: str = "random"  # "orders": scores in four levels by quarter (see the module's docstring)
+
+    @property
+    def batch(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.heads, max(self.lengths), self.head_dim)
+
+
+CPU_CASES = (
+    # GQA 4, pages of 8: a partial last page (53 = 6*8 + 5), one position, whole pages
+    Case("default", 8, 2, 8, 32, (53, 1, 24, 37), 2.0),
+    Case("ragged", 2, 2, 16, 16, (40, 16, 7)),  # GQA 1 (one query head per K/V head), pages of 16
+    Case("short", 8, 1, 32, 16, (70, 5)),  # GQA 8, pages of 32: a sequence shorter than a page and a tile
+    # long enough that each slice spans several tiles (the running maximum grows inside a slice)
+    Case("hostile", 4, 1, 8, 16, (300, 29), 100.0),
+    Case("orders", 4, 2, 8, 16, (256, 256, 192), 1.0, "orders"),
+)
+GPU_CASES = (
+    Case("default", 32, 8, 16, 128, (2000, 1, 1024, 777, 1537, 64), 2.0),
+    Case("ragged", 8, 8, 16, 64, (1001, 16, 7)),
+    Case("short", 32, 4, 32, 128, (1500, 5)),
+    Case("hostile", 16, 4, 16, 128, (1504, 29), 100.0),
+    Case("orders", 16, 2, 16, 128, (1024, 1024, 768), 1.0, "orders"),
+)
+CPU_TIMING = (2, 8, 2, 16, 64, 32)  # batch, heads, kv_heads, page_size, length, head_dim
+GPU_TIMING = (16, 32, 8, 16, 4096, 128)
+
+
+def cases_for(interpreter: bool) -> tuple[Case, ...]:
+    return CPU_CASES if interpreter else GPU_CASES
+
+
+# -- inputs -----------------------------------------------------------------------------
+ORDER_LEVELS = ((100.0, -20.0, -140.0, -260.0), (-260.0, -140.0, -20.0, 100.0), (-20.0, 100.0, -140.0, -260.0))
+
+
+@dataclass
+class Paged:
+    """One case's inputs: the pool, the tables, and what each page is."""
+
+    q: torch.Tensor  # (batch, heads, D)
+    k_pages: torch.Tensor  # (num_pages, kv_heads, page_size, D)
+    v_pages: torch.Tensor
+    block_table: torch.Tensor  # int32 (batch, max_pages)
+    lengths: torch.Tensor  # int32 (batch,)
+    # per page: (sequence, logical page) for a listed page; (sequence, -1) for the poisoned
+    # page a sequence's table names past its last page; (-1, -1) for a spare one
+    owner: list[tuple[int, int]] = field(default_factory=list)
+
+
+def pages_needed(length: int, page_size: int) -> int:
+    return -(-length // page_size)
+
+
+def make_inputs(case: Case, device: str, generator: torch.Generator) -> Paged:
+    """A scrambled pool: the listed pages, one poisoned page per sequence (named by its
+    table past its last page), two spare poisoned pages; positions past a length poisoned."""
+    b, h, kvh, ps, d = case.batch, case.heads, case.kv_heads, case.page_size, case.head_dim
+    needed = [pages_needed(n, ps) for n in case.lengths]
+    max_pages = max(needed) + 1
+    num_pages = sum(needed) + b + SPARE_PAGES
+    perm = torch.randperm(num_pages, generator=generator).tolist()
+    owner: list[tuple[int, int]] = [(-1, -1)] * num_pages
+    table = torch.empty((b, max_pages), dtype=torch.int32)
+    i = 0
+    for s in range(b):
+        for j in range(max_pages):
+            if j <= needed[s]:  # the pages it holds, then its poisoned one
+                page = perm[i]
+                i += 1
+                owner[page] = (s, j if j < needed[s] else -1)
+            table[s, j] = page  # columns past the poisoned one repeat it
+    std = case.score_std  # q.k / sqrt(d) of unit keys then has about this standard deviation
+    q = torch.randn((b, h, d), generator=generator) * std
+    k = torch.randn((num_pages, kvh, ps, d), generator=generator)
+    v = torch.randn((num_pages, kvh, ps, d), generator=generator)
+    if case.layout == "orders":
+        # k = unit vector along q's direction times the level, per quarter of each sequence
+        q = torch.zeros((b, h, d))
+        q[..., 0] = d**0.5
+        for s, n in enumerate(case.lengths):
+            levels = ORDER_LEVELS[s % len(ORDER_LEVELS)]
+            for pos in range(n):
+                page, slot = int(table[s, pos // ps]), pos % ps
+                k[page, :, slot, :] = 0.0
+                k[page, :, slot, 0] = levels[min(3, 4 * pos // n)] + torch.randn((kvh,), generator=generator)
+    for page, (s, j) in enumerate(owner):
+        first = 0 if j < 0 else (case.lengths[s] - j * ps if j == needed[s] - 1 else ps)
+        if first < ps:  # the poisoned part of this page
+            k[page, :, first:, :] = torch.randn((kvh, ps - first, d), generator=generator) * GARBAGE_K_SCALE
+            v[page, :, first:, :] = torch.randn((kvh, ps - first, d), generator=generator) + GARBAGE_V_SHIFT
+    if case.layout == "orders":  # poisoned keys against a query of norm sqrt(d): large
+        for page, (_, j) in enumerate(owner):
+            if j < 0:
+                k[page] = 0.0
+                k[page, :, :, 0] = 200.0
+    return Paged(q.half().to(device), k.half().to(device), v.half().to(device), table.to(device),
+                 torch.tensor(case.lengths, dtype=torch.int32, device=device), owner)
+
+
+def gathered(p: Paged, case: Case) -> tuple[torch.Tensor, torch.Tensor]:
+    """The contiguous cache, (batch, kv_heads, max_len, D), zeros past each length."""
+    ps, n = case.page_size, max(case.lengths)
+    cols = torch.arange(n, device=p.block_table.device)
+    pages = p.block_table[:, cols // ps].long()  # (batch, n)
+    k = p.k_pages[pages, :, cols % ps, :]  # (batch, n, kv_heads, D)
+    v = p.v_pages[pages, :, cols % ps, :]
+    keep = (cols[None, :] < p.lengths[:, None]).to(k.dtype)[..., None, None]
+    return (k * keep).transpose(1, 2), (v * keep).transpose(1, 2)
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """float64 softmax(q K^T / sqrt(d)) V per query head against its own K/V head
+    (``h // G``), over each sequence's first lengths[b] positions; (batch, heads, D), CPU."""
+    q64, k64, v64 = q.double().cpu(), k.double().cpu(), v.double().cpu()
+    group = q.shape[1] // k.shape[1]
+    k64 = k64.repeat_interleave(group, dim=1)
+    v64 = v64.repeat_interleave(group, dim=1)
+    s = torch.einsum("bhd,bhnd->bhn", q64, k64) * q.shape[-1] ** -0.5
+    keep = torch.arange(s.shape[-1])[None, :] < lengths.cpu().long()[:, None]
+    s = s.masked_fill(~keep[:, None, :], float("-inf"))
+    return torch.einsum("bhn,bhnd->bhd", torch.softmax(s, dim=-1), v64)
+
+
+def attend_one(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n: int) -> torch.Tensor:
+    """float64 attention of one query (D,) against one head's (max_len, D), first n positions."""
+    s = (k[:n].double() @ q.double()) * q.shape[-1] ** -0.5
+    return torch.softmax(s, dim=0) @ v[:n].double()
+
+
+# -- a launch ---------------------------------------------------------------------------------
+@dataclass
+class Launch:
+    case: Case
+    inputs: Paged
+    out: torch.Tensor
+    guarded: shared.Guarded
+    expected: torch.Tensor
+    k_counts: Any = None  # per element of the K band's buffer: loads counted (interpreter), else None
+    v_counts: Any = None
+    result: CaseResult | None = None
+
+
+def run(module: ModuleType, case: Case, device: str, generator: torch.Generator, interpreter: bool = False) -> Launch:
+    p = make_inputs(case, device, generator)
+    guarded = shared.Guarded()
+    margin = guarding.margin_elements(tuple(p.k_pages.shape), 2 * case.page_size * case.head_dim)
+    q = guarded.input("Q", p.q, margin)
+    k = guarded.input("K", p.k_pages, margin)
+    v = guarded.input("V", p.v_pages, margin)
+    out = guarded.output("output", (case.batch, case.heads, case.head_dim), device=device, margin=margin)
+    # the block table in a band of its own: a read past it finds a spare poisoned page's
+    # number (counted like any read of that page), never a wild address
+    spare = next(page for page, (s, _) in enumerate(p.owner) if s < 0)
+    table_band = guarding.band("block table", tuple(p.block_table.shape), torch.int32, device,
+                               guarding.margin_elements(tuple(p.block_table.shape), 64), spare, inside=p.block_table)
+    guarded.bands.append(table_band)
+    buffers = [guarded.band("K").buffer, guarded.band("V").buffer]
+    with paged_reads.counting_reads(buffers, interpreter) as counts:
+        returned = getattr(module, LAUNCHER)(q, k, v, table_band.view, p.lengths, out=out)
+        shared.synchronize(out)
+    out = shared.returned_tensor(f"{LAUNCHER}() returned", returned, out, (case.batch, case.heads, case.head_dim))
+    kg, vg = gathered(p, case)
+    launch = Launch(case, p, out, guarded, attend(p.q, kg, vg, p.lengths))
+    if counts is not None:
+        launch.k_counts, launch.v_counts = counts
+    return launch
+
+
+def evaluate(launch: Launch, tolerance: float) -> CaseResult:
+    measured = shared.measure_output(launch.out, launch.expected)
+    worst_seq = int(measured.error.amax(dim=(1, 2)).argmax())
+    oob = bool(launch.guarded.band("output").changed())
+    return shared.case_result(launch.case.name, False, list(launch.case.shape), measured, tolerance, oob, worst_seq)
+
+
+# -- the problem interface ---------------------------------------------------------------------
+def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator,
+                      shape: tuple[int, int, int, int] | None = None) -> Correctness:
+    from tutor.harness.problems import paged_diagnose
+
+    cases = list(cases_for(interpreter))
+    if shape is not None:  # the default case at another (batch, heads, longest length, head_dim)
+        batch, heads, max_len, head_dim = shape
+        group = cases[0].group if heads % cases[0].group == 0 else 1
+        lengths = [max_len, 1, max(1, max_len // 2 + 3), max(1, max_len - 5)]
+        cases[0] = Case("default", heads, heads // group, cases[0].page_size, head_dim,
+                        tuple(lengths[i % len(lengths)] for i in range(batch)), cases[0].score_std)
+    launches = []
+    for case in cases:
+        cost.step(f"the {case.name} case: {case.batch} sequences, {case.heads} query heads on {case.kv_heads} K/V"
+                  f" heads, pages of {case.page_size}")
+        launch = run(module, case, device, generator, interpreter)
+        launch.result = evaluate(launch, drill.tolerance)
+        launches.append(launch)
+
+    def diagnose() -> Diagnosed:
+        return Diagnosed(diagnosis=paged_diagnose.diagnose(drill, launches, drill.tolerance))
+
+    return Correctness(cases=[x.result for x in launches if x.result is not None],
+                       shape=list(launches[0].case.shape), diagnose=diagnose)
+
+
+def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Callable[[], object]]:
+    """One launch of every case (own seeds: the check's random stream stays the same)."""
+    return [functools.partial(run, module, case, device, torch.Generator().manual_seed(n))
+            for n, case in enumerate(cases_for(interpreter=False))]
+
+
+def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,
+                    generator: torch.Generator) -> TimedLaunches:
+    """Every sequence holds the whole length; SDPA (``enable_gqa=True``) runs on the same
+    cache gathered into contiguous (batch, kv_heads, length, D) tensors beforehand."""
+    batch, heads, kv_heads, page_size, length, head_dim = CPU_TIMING if interpreter else GPU_TIMING
+    case = Case("timing", heads, kv_heads, page_size, head_dim, (length,) * batch)
+    p = make_inputs(case, device, generator)
+    k, v = gathered(p, case)
+    k, v = k.contiguous(), v.contiguous()
+    out = torch.empty_like(p.q)
+    launch = getattr(module, LAUNCHER)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q4 = p.q[:, :, None, :]
+
+    def verify() -> str | None:
+        launch(p.q, p.k_pages, p.v_pages, p.block_table, p.lengths, out=out)
+        err = float((out.double().cpu() - attend(p.q, k, v, p.lengths)).abs().nan_to_num(nan=float("inf")).max())
+        if not err <= drill.tolerance:
+            return (f"the timed launch is wrong: off by up to {err:.3g} (tolerance {drill.tolerance:g});"
+                    " its times are not shown")
+        return None
+
+    return TimedLaunches(
+        shape=[batch, heads, length, head_dim],
+        student={"full": lambda: launch(p.q, p.k_pages, p.v_pages, p.block_table, p.lengths, out=out)},
+        baseline={"full": lambda: sdpa(q4, k, v, enable_gqa=True)},
+        verify=verify,
+    )
+
+
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
+                                 compile_warmups=compile_warmups)
