@@ -75,3 +75,23 @@ def test_the_causal_side_is_measured_by_how_many_keys(tmp_path):
     weights, visits = swa.weight_readout(module, case, "cpu", torch.Generator().manual_seed(5))
     found = [f for f in swa.read_window(weights, visits, case, 64, 64) if f.code == "future-keys-seen"]
     assert len(found) == 1 and "looks ahead is 1 key." in found[0].detail
+
+
+@pytest.mark.parametrize("name,right", [("group_as_constexpr", True), ("scale_missing", False)])
+def test_the_timed_launch_is_verified_against_the_reference(tmp_path, name, right):
+    """verify() (run on a GPU after the timing) re-runs the timed launch and compares its
+    first and last query head with float64: here on the interpreter's timing case."""
+    module = _load(tmp_path, name)
+    timed = swa.timing_launches(DRILL, module, True, "cpu", torch.Generator().manual_seed(7))
+    assert timed.verify is not None
+    said = timed.verify()
+    if right:
+        assert said is None
+    else:  # no 1/sqrt(d): every head is wrong
+        assert said is not None and "batch 0, query head 0 (K/V head 0) is off by up to" in said
+
+
+def test_a_head_dim_128_case_runs_on_a_gpu_only():
+    assert any(c.head_dim == 128 for c in swa.GPU_CASES)
+    assert all(c.head_dim == 64 for c in swa.CPU_CASES)  # the interpreter is slow
+    assert [c.head_dim for c in swa.cases_for(False)] == [c.head_dim for c in swa.GPU_CASES]
