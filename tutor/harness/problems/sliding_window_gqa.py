@@ -27,21 +27,27 @@ compiled):
 
 * which K/V head each query head reads: re-run with one K/V head replaced by
   fresh values and see which query heads' outputs move (the whole map is said);
+  where the map is wrong, K alone and V alone are replaced too, so keys taken from
+  one head and values from another are said as such;
 * which keys each row gives weight to: re-run with one-hot values (key j's
   value is the unit vector e_(j mod head_dim), one launch per head_dim keys,
   the same in every K/V head), so the output *is* the kernel's weight matrix
   for every query head; from it the effective window by side (the first and
   last key each row sees: the far side off by how many keys, the near side
   shifted), weight after the row, keys missed (and the blocks not visited),
-  the softmax temperature and the rows' sums.  It is read on every failing
-  case, and a code is said only where each of their read-outs supports it
-  (:func:`agreed_findings`); when they disagree the measurements are said;
+  the softmax temperature and the rows' sums.  Which keys a row sees is read
+  with q = 0 as well (every key let in then weighs the same, whatever the
+  temperature: a far-off scale cannot underflow a key into "missed").  It is
+  read on every failing case, and a code is said only where each of their
+  read-outs supports it (:func:`agreed_findings`); when they disagree the
+  measurements are said;
 * a check whose cases all pass yet whose visit map leaves needed blocks
   unvisited: tiles that straddle two K/V blocks (a loop started between block
   boundaries) are recorded at the block of their first key, so the map cannot
   count them: said as the finding ``visits-uncounted``, never "solved";
 * NaN rows against the rows that see no key of the first block the kernel
-  visited for them (an online-softmax update without the empty-row guard);
+  visited for them (an online-softmax update without the empty-row guard),
+  said only when every case with NaN rows fits it;
 * the visit map against the blocks the window needs: blocks wholly before a
   query block's window or wholly after its last row were visited for nothing;
   the map has zeroed margins, so a loop that starts before key 0 (or runs past
