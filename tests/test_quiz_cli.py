@@ -59,6 +59,7 @@ SCRIPT = [
     "128 KiB",              # KV cache per token
     "4x",                   # what GQA saves
     "0.2324",               # sliding-window blocks
+    "1.745e10",             # a causal BlockMask's matmul FLOPs (drill 09)
     "256 MiB",              # a paged decode step's K/V bytes, heads packed (drill 07)
     "1 GiB",                # the same step, one program per query head
 ]
