@@ -39,6 +39,9 @@ for s in $STEPS; do
         speed)    step speed 400 python3 bench/attention_speed.py ${SPEED_ARGS:---kernels fast --quick} --json "$LOGS/speed.json"; tail -12 "$LOGS/speed.log" | tee -a "$SUMMARY" ;;
         backward) step backward 300 python3 bench/backward_speed.py; tail -14 "$LOGS/backward.log" | tee -a "$SUMMARY" ;;
         decode)   step decode 300 python3 bench/decode_speed.py; tail -30 "$LOGS/decode.log" | tee -a "$SUMMARY" ;;
+        newdrills) for b in paged_decode_speed varlen_speed block_sparse_speed; do
+                      step "$b" ${NEW_DRILL_LIMIT:-150} python3 bench/$b.py; tail -24 "$LOGS/$b.log" | tee -a "$SUMMARY"
+                  done ;;
         decodefast) step decodefast 300 python3 bench/decode_speed.py --solution solutions/05_split_kv_decode_fast.py --splits ${FAST_SPLITS:-4,8,16,32} --json "$LOGS/decodefast.json"
                   tail -30 "$LOGS/decodefast.log" | tee -a "$SUMMARY" ;;
         window)   step window 300 python3 bench/sliding_window_speed.py; tail -16 "$LOGS/window.log" | tee -a "$SUMMARY" ;;
