@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_harness import check_files, shipped_drill, shipped_solution
+from helpers_harness import check_files, check_one, shipped_drill, shipped_solution
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
@@ -177,3 +177,14 @@ def test_every_mistake_gets_its_verdict(tmp_path: Path):
         for d in result.diagnosis:
             assert "{" not in d.message, stem
     assert not wrong, wrong
+
+
+def test_the_causal_only_timing_is_measured_and_shown():
+    """Drill 08 times one launch, keyed "causal" (there is no full mode): the performance
+    phase measures it and the report shows it (it raised KeyError 'full' before)."""
+    from tutor.report import performance_lines
+
+    result = check_one(shipped_solution("08"), timing=True)
+    assert result.performance.status == "done", result.performance.reason
+    assert result.full_ms is None and result.causal_ms is not None and result.causal_ms > 0
+    assert any("causal" in line and "ms" in line for line in performance_lines(result))

@@ -376,7 +376,7 @@ class CheckRunner:
         self._spare: Worker | None = None
         self._lock = threading.Lock()
         self._reapers: list[threading.Thread] = []
-        self._sdpa: dict[str, tuple[float, float | None]] = {}  # drill -> SDPA full, causal ms
+        self._sdpa: dict[str, tuple[float | None, float | None]] = {}  # drill -> SDPA full, causal ms
         self._last_drill: str | None = None  # what a spare warms up on (the next save's drill, most likely)
         self.device: Device | None = None
         if warm:
@@ -439,13 +439,14 @@ class CheckRunner:
             if self.keep_warm:
                 self._ensure_spare()
 
-    def _reuse_sdpa_timing(self, drill: str, result: CheckResult, baseline: tuple[float, float | None] | None) -> None:
+    def _reuse_sdpa_timing(self, drill: str, result: CheckResult,
+                           baseline: tuple[float | None, float | None] | None) -> None:
         """torch's SDPA at the timing shape is measured by the first timed check of a
         drill in this session and shown again with the later ones (it is the same
         kernel on the same inputs' shape; the student's kernel is timed every time)."""
-        if result.full_ms is None:
+        if result.full_ms is None and result.causal_ms is None:
             return  # no timed launches this time
-        if baseline is None and result.sdpa_full_ms is not None:
+        if baseline is None and (result.sdpa_full_ms is not None or result.sdpa_causal_ms is not None):
             self._sdpa[drill] = (result.sdpa_full_ms, result.sdpa_causal_ms)
         elif baseline is not None:
             result.sdpa_full_ms, result.sdpa_causal_ms = baseline

@@ -76,10 +76,9 @@ def metrics_text(result: CheckResult) -> Text:
         _row(text, "timing", "…", "the timed launches follow")
     elif result.performance.status in ("failed", "cancelled"):
         _row(text, "timing", result.performance.status, result.performance.reason)
-    if interpreter and result.full_ms is not None:
-        wall = f"full {_ms(result.full_ms)}"
-        if result.causal_ms is not None:
-            wall += f" · causal {_ms(result.causal_ms)}"
+    timed = {"full": result.full_ms, "causal": result.causal_ms}  # a problem may time one mode only
+    if interpreter and any(ms is not None for ms in timed.values()):
+        wall = " · ".join(f"{mode} {_ms(ms)}" for mode, ms in timed.items() if ms is not None)
         _row(text, "wall clock", Text(wall, style="dim"), "interpreter: not a speed")
     else:
         if result.full_ms is not None:
@@ -99,7 +98,7 @@ def metrics_text(result: CheckResult) -> Text:
         if result.sdpa_from_earlier_check:  # the same SDPA, timed once a session (tutor.loop.runner)
             note = "; ".join(filter(None, [note, "sdpa timed at this session's first check"]))
         _row(text, "torch sdpa", " · ".join(parts), note)
-    elif result.full_ms is not None and result.device is not None and result.device.interpreter:
+    elif interpreter and any(ms is not None for ms in timed.values()):
         _row(text, "torch sdpa", "-", "compared on a GPU only")
     if result.visits is not None and result.visited_fraction is not None:
         v = result.visits
@@ -107,7 +106,7 @@ def metrics_text(result: CheckResult) -> Text:
         _row(text, "visited", value, f"ideal {result.ideal_fraction:.3f}, {v.heads} heads")
     if result.shape:
         _row(text, "shape", shape_text(result.shape).replace("head_dim", "d"))
-    if result.timing_method and result.full_ms is not None and not interpreter:
+    if result.timing_method and any(ms is not None for ms in timed.values()) and not interpreter:
         text.append(result.timing_method, style="dim")
     text.rstrip()
     return text
