@@ -66,8 +66,8 @@ def test_a_file_whose_name_does_not_say_needs_drill(tmp_path: Path):
     unnamed = run_cli("check", mine, "--no-timing")
     assert unnamed.returncode == EXIT_USAGE
     assert "cannot tell which drill my_kernel.py implements: add --drill ID" in unnamed.stderr
-    wrong_id = run_cli("check", mine, "--drill", "7")
-    assert wrong_id.returncode == EXIT_USAGE and "unknown drill '7'" in wrong_id.stderr
+    wrong_id = run_cli("check", mine, "--drill", "77")
+    assert wrong_id.returncode == EXIT_USAGE and "unknown drill '77'" in wrong_id.stderr
 
     named = run_cli("check", mine, "--drill", "01", "--no-timing")
     assert named.returncode == EXIT_OK, output(named)

@@ -212,14 +212,14 @@ def test_a_drill_without_shipped_data_is_told_what_to_write(tmp_path):
     text = (root / "drills" / "02_online_rescale.toml").read_text(encoding="utf-8")
     start = text.index("[shipped]")
     text = text[:start] + text[text.index("[[hints]]", start):]
-    text = text.replace('id = "02"', 'id = "09"').replace('slug = "online_rescale"', 'slug = "rescale_copy"')
-    text = text.replace('"02_online_rescale', '"09_rescale_copy')
-    (root / "drills" / "09_rescale_copy.toml").write_text(text, encoding="utf-8")
-    shutil.copy(root / "drills" / "02_online_rescale.py", root / "drills" / "09_rescale_copy.py")
+    text = text.replace('id = "02"', 'id = "29"').replace('slug = "online_rescale"', 'slug = "rescale_copy"')
+    text = text.replace('"02_online_rescale', '"29_rescale_copy')
+    (root / "drills" / "29_rescale_copy.toml").write_text(text, encoding="utf-8")
+    shutil.copy(root / "drills" / "02_online_rescale.py", root / "drills" / "29_rescale_copy.py")
     solutions = root / "solutions"
-    shutil.copy(solutions / "02_online_rescale_solution.py", solutions / "09_rescale_copy_solution.py")
+    shutil.copy(solutions / "02_online_rescale_solution.py", solutions / "29_rescale_copy_solution.py")
 
-    report = devcheck.run(root=root, drill="09")
+    report = devcheck.run(root=root, drill="29")
 
     rows = {r.check: r for r in report.rows}
     assert rows["data"].detail.startswith("no [shipped] table")

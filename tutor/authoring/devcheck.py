@@ -133,6 +133,9 @@ class _Fixture:
     mistake: mistakes_mod.Mistake | None = None  # a mistakes entry whose edits apply
 
 
+TITLE_WIDTH = 40  # the title column of `flashtutor list` (tutor/cli/check.py)
+
+
 def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_Fixture]]:
     rows: list[Row] = []
     text = toml.read_text(encoding="utf-8")
@@ -145,6 +148,9 @@ def _data_rows(drill: Drill, toml: Path, root: Path) -> tuple[list[Row], list[_F
     if toml.stem != drill.name:
         fail("data", f"id/slug make {drill.name!r} but the file is {toml.name}: rename one",
              _line_of(text, r"^(id|slug)\s*="))
+    if len(drill.title) > TITLE_WIDTH:
+        fail("data", f"title is {len(drill.title)} characters: `flashtutor list` gives a title {TITLE_WIDTH}",
+             _line_of(text, r"^title\s*="))
     for key, table in (("summary", "README.md"), ("shipped_summary", "drills/README.md")):
         if not getattr(drill, key):
             fail("data", f"{key} is missing: one line for {table}'s drill table (`flashtutor dev sync` writes it)")
