@@ -144,11 +144,15 @@ def read_drill(path: Path) -> Drill:
     )
 
 
+def drill_tomls(root: Path) -> list[Path]:
+    """Every drill's TOML under ``root``, in id order: one ``drills/NN_name.toml`` per
+    drill (other data beside it has a longer suffix, ``NN_name.quiz.toml``)."""
+    return sorted(p for p in (root / "drills").glob("[0-9][0-9]_*.toml") if p.suffixes == [".toml"])
+
+
 @cache
 def _load(root: Path) -> tuple[Drill, ...]:
-    # one NN_name.toml per drill; other data beside it has a longer suffix (NN_name.quiz.toml)
-    files = sorted(p for p in (root / "drills").glob("[0-9][0-9]_*.toml") if p.suffixes == [".toml"])
-    drills = tuple(read_drill(p) for p in files)
+    drills = tuple(read_drill(p) for p in drill_tomls(root))
     if not drills:
         raise FileNotFoundError(f"no drill metadata (*.toml) under {root / 'drills'}")
     return drills

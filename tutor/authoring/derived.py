@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tutor import pristine
-from tutor.catalog import Drill, read_drill
+from tutor.catalog import Drill, drill_tomls, read_drill
 from tutor.paths import PACKAGE_DIR
 
 SYNC_COMMAND = "flashtutor dev sync"
@@ -45,8 +45,7 @@ class MissingMarkers(ValueError):
 
 
 def _drills(root: Path) -> list[Drill]:
-    files = sorted(p for p in (root / "drills").glob("[0-9][0-9]_*.toml") if p.suffixes == [".toml"])
-    return [read_drill(p) for p in files]
+    return [read_drill(p) for p in drill_tomls(root)]
 
 
 def _cell(text: str) -> str:

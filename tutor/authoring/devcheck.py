@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tutor.authoring import student_kernels as mistakes_mod
-from tutor.catalog import DRILL_KINDS, SEVERITIES, Drill, UnknownDrill, read_drill
+from tutor.catalog import DRILL_KINDS, SEVERITIES, Drill, UnknownDrill, drill_tomls, read_drill
 from tutor.paths import CONTENT_ROOT_ENV, content_root
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def _toml_error_line(exc: Exception) -> int | None:
 
 def drill_files(root: Path) -> list[Path]:
     """Every ``drills/NN_slug.toml`` (longer suffixes such as ``.quiz.toml`` are other data)."""
-    return sorted(p for p in (root / "drills").glob("[0-9][0-9]_*.toml") if p.suffixes == [".toml"])
+    return drill_tomls(root)
 
 
 def _matches(key: str, path: Path, drill: Drill | None) -> bool:

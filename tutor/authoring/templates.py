@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from tutor.authoring.devnew import MARKER
-from tutor.catalog import Drill, read_drill
+from tutor.catalog import Drill, drill_tomls, read_drill
 from tutor.harness.problems import PROBLEMS
 from tutor.paths import PACKAGE_DIR
 
@@ -32,8 +32,7 @@ def template_for(problem: str, root: Path) -> Drill | None:
     for a problem no drill uses yet."""
     if problem == "attention":
         return None
-    files = sorted(p for p in (root / "drills").glob("[0-9][0-9]_*.toml") if p.suffixes == [".toml"])
-    return next((d for d in map(read_drill, files) if d.is_kernel and d.problem == problem), None)
+    return next((d for d in map(read_drill, drill_tomls(root)) if d.is_kernel and d.problem == problem), None)
 
 
 def _header(drill_id: str, title: str, what: str) -> str:

@@ -223,7 +223,9 @@ def describe_ds(dq: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
     norm = float((ds * ds).sum())
     alpha = float((got * ds).sum()) / norm if norm > 0 else 0.0
     if close(got, alpha * ds):
-        return DsShape(False, f"{said} is {alpha:.3g} x P * (dP - D): every term right, one factor off.")
+        return DsShape(False, f"{said} is {alpha:.3g} x P * (dP - D) as dQ reads it: its terms are right and one factor"
+                              " on all of it is off (in dS, or in dQ's scale after the loop: the read-out"
+                              " cannot tell them apart).")
     if close(got, (dp - d[..., None]) * allowed):
         return DsShape(False, f"{said} is dP - D on every pair a row may see: it is not multiplied by P.")
     # D, where P is large enough to say: D_used = dP - dS / P
