@@ -85,8 +85,13 @@ def test_the_reference_is_each_query_head_against_its_own_kv_head_over_its_lengt
             rows = [(int(p.block_table[b, pos // case.page_size]), pos % case.page_size) for pos in range(n)]
             kk = torch.stack([p.k_pages[page, kvh, slot] for page, slot in rows])
             vv = torch.stack([p.v_pages[page, kvh, slot] for page, slot in rows])
-            one = paged.attend_one(p.q[b, h], kk, vv, n)
+            s = (kk.double() @ p.q[b, h].double()) * case.head_dim ** -0.5
+            one = torch.softmax(s, dim=0) @ vv.double()
             assert torch.allclose(expected[b, h], one, atol=1e-12)
+    every = paged.attend_every_head(p.q, k, v, p.lengths)  # (batch, heads, kv_heads, D)
+    own = every[:, torch.arange(case.heads), torch.arange(case.heads) // case.group]
+    assert torch.allclose(own, expected, atol=1e-12)
+    assert not torch.allclose(every[:, :, 0], every[:, :, 1], atol=1e-3)  # another K/V head differs
 
 
 # -- the real harness --------------------------------------------------------------------------------

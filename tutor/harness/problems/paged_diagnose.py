@@ -21,7 +21,7 @@ import torch
 
 from tutor.catalog import Drill
 from tutor.harness.findings import Findings, index_runs
-from tutor.harness.problems.paged_decode import Launch, attend_one, gathered, pages_needed
+from tutor.harness.problems.paged_decode import Launch, attend_every_head, gathered, pages_needed
 from tutor.harness.result import CaseResult, Diagnosis
 
 
@@ -85,12 +85,12 @@ def head_findings(failing: list[Launch], tolerance: float) -> Findings:
         wrong = _wrong_pairs(x, tolerance)
         mixed: list[str] = []
         if c.kv_heads > 1:
-            kg, vg = (t.cpu() for t in gathered(x.inputs, c))
+            kg, vg = gathered(x.inputs, c)
+            every = attend_every_head(x.inputs.q, kg, vg, x.inputs.lengths)  # (batch, heads, kv_heads, D)
             for b, h in wrong:
                 own = h // c.group
                 for j in range(c.kv_heads):
-                    alt = attend_one(x.inputs.q[b, h].cpu(), kg[b, j], vg[b, j], c.lengths[b])
-                    if j != own and float((out[b, h] - alt).abs().max()) <= tolerance:
+                    if j != own and float((out[b, h] - every[b, h, j]).abs().max()) <= tolerance:
                         mixed.append(f"sequence {b} query head {h} equals attention against K/V head {j} (its"
                                      f" own is {h} // {c.group} = {own})")
                         break
