@@ -1,6 +1,6 @@
 """Run the tutor's own check on every shipped drill and solution; print a table.
 
-    python bench/check_all.py [--device cpu|gpu|auto] [--json PATH] [--mistakes] [--no-shipped] [--drills 04,05]
+    python bench/check_all.py [--device cpu|gpu|auto] [--json PATH] [--mistakes] [--no-shipped] [--drills 04,05] [--shard I/N]
 
 The shipped drills must FAIL with their documented diagnosis and every
 solution must PASS: this is the same check `flashtutor check` runs, through
@@ -66,6 +66,7 @@ def main() -> int:
                         help="also check every student-like kernel of the mistakes files (timing off for those)")
     parser.add_argument("--no-shipped", action="store_true", help="skip the shipped drills and solutions")
     parser.add_argument("--drills", help="only these drills, e.g. 04,05,06")
+    parser.add_argument("--shard", help="I/N: only every N-th file from the I-th (0-based), to run N processes at once")
     args = parser.parse_args()
     rows = []
     files = [] if args.no_shipped else shipped_files()
@@ -73,6 +74,9 @@ def main() -> int:
         files += mistake_files(Path(tempfile.mkdtemp(prefix="flashtutor-mistakes-")))
     if args.drills:
         files = [f for f in files if f[0] in args.drills.split(",")]
+    if args.shard:
+        first, count = (int(x) for x in args.shard.split("/"))
+        files = files[first::count]
     with CheckRunner(device=args.device, warm=True) as runner:
         device = runner.warm_up()
         print(f"device: {device.label}; torch {device.torch}; triton {device.triton}", flush=True)

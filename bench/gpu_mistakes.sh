@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Every student-like kernel of the mistakes files through the tutor's own check on one
+# GPU machine, in SHARDS processes at once (the compiles are CPU-bound; the GPU is idle
+# most of a check).  Per-check seconds here are NOT latencies: the shards share the CPUs.
+#   SHARDS=8 DRILLS=04,05,06,07,08,09 LIMIT=360 OUT=/some/dir bash bench/gpu_mistakes.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=/tmp/site:$PWD || export PYTHONPATH=$PWD
+else
+    export PYTHONPATH=$PWD
+fi
+OUT=${OUT:-bench-out}; mkdir -p "$OUT"
+SHARDS=${SHARDS:-8}; DRILLS=${DRILLS:-04,05,06,07,08,09}; LIMIT=${LIMIT:-360}
+for i in $(seq 0 $((SHARDS - 1))); do
+    timeout "$LIMIT" python3 bench/check_all.py --mistakes --no-shipped --drills "$DRILLS" --shard "$i/$SHARDS" \
+        --json "$OUT/mistakes-$i.json" > "$OUT/mistakes-$i.log" 2>&1 &
+done
+wait
+cat "$OUT"/mistakes-*.log | grep -E "expected" > "$OUT/mistakes-all.txt"
+echo "checked $(wc -l < "$OUT/mistakes-all.txt") kernels; not what they must: $(grep -c 'NOT what' "$OUT/mistakes-all.txt")"
+grep "NOT what" "$OUT/mistakes-all.txt"
