@@ -66,6 +66,8 @@ def main() -> int:
                         help="also check every student-like kernel of the mistakes files (timing off for those)")
     parser.add_argument("--no-shipped", action="store_true", help="skip the shipped drills and solutions")
     parser.add_argument("--drills", help="only these drills, e.g. 04,05,06")
+    parser.add_argument("--only", help="only files whose name holds one of these, e.g. blocks_32,visits_row")
+    parser.add_argument("--skip", help="leave out files whose name holds one of these")
     parser.add_argument("--shard", help="I/N: only every N-th file from the I-th (0-based), to run N processes at once")
     args = parser.parse_args()
     rows = []
@@ -74,6 +76,10 @@ def main() -> int:
         files += mistake_files(Path(tempfile.mkdtemp(prefix="flashtutor-mistakes-")))
     if args.drills:
         files = [f for f in files if f[0] in args.drills.split(",")]
+    if args.only:
+        files = [f for f in files if any(word in f[1] for word in args.only.split(","))]
+    if args.skip:
+        files = [f for f in files if not any(word in f[1] for word in args.skip.split(","))]
     if args.shard:
         first, count = (int(x) for x in args.shard.split("/"))
         files = files[first::count]
@@ -90,6 +96,13 @@ def main() -> int:
             said = ",".join(d.code for d in result.diagnosis if d.severity in ("error", "finding"))
             print(f"{rel}: {result.outcome}, codes [{said}], expected {expected}"
                   f"{'' if agrees(expected, result) else '   <-- NOT what it must'} ({wall:.1f} s)", flush=True)
+            if not agrees(expected, result):  # what a reader needs to see why, from this log alone
+                failed = [f"{c.name}/{'causal' if c.causal else 'full'} {c.shape} err {fmt(c.max_abs_err, '.3g')}"
+                          for c in result.cases if not c.passed]
+                print(f"    failing cases: {'; '.join(failed) or 'none'}"
+                      + (f"; error {result.error.kind}: {result.error.message[:300]}" if result.error else ""), flush=True)
+                for d in result.diagnosis:
+                    print(f"    {d.severity} {d.code}: {d.message[:400]}", flush=True)
     if args.json:
         args.json.write_text(json.dumps([{"file": rel, "wall_s": wall, "expected": e, **r.to_dict()} for rel, r, wall, e in rows], indent=1))
     print()
