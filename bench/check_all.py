@@ -38,11 +38,11 @@ def shipped_files() -> list[tuple[str, str, str]]:
     return files
 
 
-def mistake_files(dest: Path) -> list[tuple[str, str, str]]:
-    """Every student-like kernel of solutions/NN_slug.mistakes.toml, with the codes it must get."""
+def mistake_files(dest: Path, gpu: bool) -> list[tuple[str, str, str]]:
+    """Every student-like kernel of solutions/NN_slug.mistakes.toml, with what it must get
+    on this device (a GPU's ``gpu_codes`` where the entry has them)."""
     written = materialise(dest)
-    return [(m.drill, str(written[m.stem]), ",".join(m.codes) if m.codes else "solved")
-            for m in all_mistakes() if m.stem in written]
+    return [(m.drill, str(written[m.stem]), m.expected(gpu)) for m in all_mistakes() if m.stem in written]
 
 
 def agrees(expected: str, result) -> bool:
@@ -50,6 +50,8 @@ def agrees(expected: str, result) -> bool:
         return not result.passed
     if expected == "solved":
         return result.solved
+    if expected.startswith("error:"):
+        return result.error is not None and result.error.kind == expected.removeprefix("error:")
     said = [d.code for d in result.diagnosis if d.severity in ("error", "finding")]
     return ",".join(said) == expected and (result.error is None)
 
@@ -73,7 +75,10 @@ def main() -> int:
     rows = []
     files = [] if args.no_shipped else shipped_files()
     if args.mistakes:
-        files += mistake_files(Path(tempfile.mkdtemp(prefix="flashtutor-mistakes-")))
+        import torch
+
+        gpu = args.device != "cpu" and torch.cuda.is_available()
+        files += mistake_files(Path(tempfile.mkdtemp(prefix="flashtutor-mistakes-")), gpu)
     if args.drills:
         files = [f for f in files if f[0] in args.drills.split(",")]
     if args.only:

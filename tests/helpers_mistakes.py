@@ -31,6 +31,8 @@ def assert_covers(found: dict[str, mistakes.Mistake], correct_variants: set[str]
     for stem, m in found.items():
         assert all(code in get_drill(m.drill).diagnoses for code in m.codes), stem
         assert m.passes or m.codes, f"{stem}: a wrong kernel must name its diagnosis"
+        gpu = [c for c in (m.gpu_codes or ()) if not c.startswith("error:")]
+        assert all(code in get_drill(m.drill).diagnoses for code in gpu), stem
 
 
 def said(result: CheckResult) -> list[str]:

@@ -17,6 +17,10 @@ Format::
     codes = ["diagonal-unmasked"]       # every error- and finding-level code the check must report, in order
     passes = false                      # does the check PASS (within tolerance on every case)?
     slow = false                        # optional: only in the slow (interpreter) tier
+    gpu_codes = ["..."]                 # optional: what a compiled GPU check must report where it
+                                        # measures otherwise: the interpreter-only read traces (say
+                                        # nothing there), GPU-only shapes ("error:compile": the kernel
+                                        # does not compile at head_dim 128); [] = solved there
     [[mistake.edit]]
     find = '''        if CAUSAL:\n'''     # occurs exactly once in the base
     replace = ''''''
@@ -54,10 +58,17 @@ class Mistake:
     passes: bool
     edits: tuple[Edit, ...]
     slow: bool = False
+    gpu_codes: tuple[str, ...] | None = None  # None: the same as ``codes``
 
     @property
     def stem(self) -> str:
         return f"{self.drill}_{self.name}"
+
+    def expected(self, gpu: bool) -> str:
+        """What a check must say, as one word for a report: "solved", "error:<kind>", or
+        the codes joined by commas; on a GPU from ``gpu_codes`` where the entry has them."""
+        codes = self.gpu_codes if gpu and self.gpu_codes is not None else self.codes
+        return ",".join(codes) if codes else "solved"
 
     def base_path(self, drill: Drill, root: Path | None = None) -> Path:
         root = root or content_root()
@@ -98,6 +109,7 @@ def load(drill: Drill, root: Path | None = None) -> list[Mistake]:
             passes=bool(entry.get("passes", False)),
             edits=tuple(Edit(e["find"], e["replace"]) for e in entry.get("edit", ())),
             slow=bool(entry.get("slow", False)),
+            gpu_codes=tuple(entry["gpu_codes"]) if "gpu_codes" in entry else None,
         ))
     return found
 

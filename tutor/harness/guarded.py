@@ -132,6 +132,18 @@ def case_result(name: str, causal: bool, shape: list[int], measured: Measured, t
 
 
 # -- what the bands saw, as findings and the detail of write-past-end / read-past-end ----------
+MAP_UNTRUSTED = (" A store of the visit map landed outside it, so its other stores may land at the wrong"
+                 " blocks too: what the map records is not read as the blocks your kernel visited (no finding"
+                 " below comes from it).")
+
+
+def visit_map_overrun(findings: list[GuardFinding]) -> bool:
+    """Did a store land in a visit map's margin (the bands named "... visit map")?  Then
+    the map's bookkeeping is measurably off (a wrong stride or index), and a block it
+    shows visited or not is no measurement of the kernel's work."""
+    return any(f.access == "write" and f.tensor.endswith("visit map") for f in findings)
+
+
 def write_details(writes: list[tuple[str, str, int]], case: str, causal: bool, shape: list[int], where: str,
                   findings: list[GuardFinding], said: dict[str, str], outputs: tuple[str, ...] = ("output",)) -> None:
     """Record every margin a launch's stores changed (into ``findings``) and say the

@@ -779,7 +779,11 @@ def diagnose(
     if written:
         measured, nan_source = _measured(drill, module, written, device, generator, block_m, block_n)
         codes.add(measured)
-    codes.add(_visit_findings(checked, visits, block_m, block_n))
+    if started_before:  # its stores below block 0 land in the map's previous rows: no cell is read for bounds
+        codes["loop-before-key-0"] += (" Its visits below block 0 land in the visit map's previous row, so the"
+                                       " map's other cells are not read as the blocks your loop visited.")
+    else:
+        codes.add(_visit_findings(checked, visits, block_m, block_n))
     # NaN no measurement explains: did it come from a load past the end?
     found, guard_said = shared.guard_report(banded, None if nan_source is None else _nan_probe(module, nan_source),
                                             outputs=("output", "visit map", "Q", "K", "V"))

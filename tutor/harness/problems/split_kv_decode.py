@@ -604,14 +604,15 @@ def test_apart_safely(launches: list[Launch], module: ModuleType) -> Apart:
 
 def diagnose(
     drill: Drill, launches: list[Launch], module: ModuleType, tolerance: float, visits: VisitMap | None,
-    guard_said: dict[str, str] | None = None,
+    guard_said: dict[str, str] | None = None, map_trusted: bool = True,
 ) -> list[Diagnosis]:
     """Everything worth saying about a check that ran, in steps: the code each failing
     case measurably fits (:func:`_case_codes`) and its findings (:func:`_case_findings`),
     the NaN of large scores (:func:`_large_scores`), the two kernels tested apart
     (:func:`_say_apart`), the visit map (:func:`_say_visits`).  ``guard_said``: what the
     guard bands measured (:func:`guard_report`), said first; NaN that a read past the end
-    explains is not said again."""
+    explains is not said again.  ``map_trusted`` False: a store of the visit map landed
+    outside it (:func:`guarded.visit_map_overrun`), so nothing is read from the map."""
     block_n = int(module.BLOCK_N)
     codes = Findings((guard_said or {}).items())
     failing = [x for x in launches if not _result(x).passed]
@@ -620,7 +621,10 @@ def diagnose(
     codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested.visits_trusted))
     _large_scores(codes, failing)
     _say_apart(drill, codes, failing, tested)
-    _say_visits(codes, visits, passed=not failing)
+    if map_trusted:
+        _say_visits(codes, visits, passed=not failing)
+    elif "write-past-end" in codes:
+        codes["write-past-end"] += shared.MAP_UNTRUSTED
     drop_explained_nan(codes, ("nan-in-output", "empty-slice-nan"))  # not the kernel's own arithmetic
     return codes.worded(drill)
 
@@ -818,7 +822,8 @@ def check_correctness(
 
     def diagnose_launches() -> Diagnosed:
         findings, said = guard_report(module, launches)
-        return Diagnosed(diagnosis=diagnose(drill, launches, module, drill.tolerance, visits[0], said),
+        return Diagnosed(diagnosis=diagnose(drill, launches, module, drill.tolerance, visits[0], said,
+                                            map_trusted=not shared.visit_map_overrun(findings)),
                          guard_findings=findings)
 
     return Correctness(cases=[_result(x) for x in launches], shape=list(cases[0].shape), visits=visits,
