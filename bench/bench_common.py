@@ -9,6 +9,7 @@ here imports triton at import time: a script sets ``TRITON_INTERPRET`` first.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import statistics
 import sys
@@ -105,6 +106,31 @@ def harness_lines(drill: str, files: Sequence[tuple[str, Path, str, bool]], inte
         lines.append(f"{label:<17}: {got} (expected {want}; codes {result.codes}; max abs err {err}; "
                      f"{'ok' if got == want else 'UNEXPECTED'}{timing})")
     return lines
+
+
+def best_split(row: dict[str, Any], gbytes: float) -> None:
+    """A decode bench's row, completed: the split count of the fewest ms in its sweep
+    (``row["split_ms"]``), that time, and the bandwidths (``gbytes`` of K and V read per
+    step) of SDPA, the default split count and the best one."""
+    best = min(row["split_ms"], key=row["split_ms"].get)
+    row.update(best_splits=best, best_ms=row["split_ms"][best], sdpa_gbs=gbytes / row["sdpa_ms"] * 1e3,
+               default_gbs=gbytes / row["default_ms"] * 1e3, best_gbs=gbytes / row["split_ms"][best] * 1e3)
+
+
+def decode_summary_head(json_path: Path | None, gpu: str, header: str, checks: list[str],
+                        rows: list[dict[str, Any]]) -> None:
+    """After a decode bench's rows: every number to ``json_path`` (when given), then the
+    header and the harness lines again, above the tables."""
+    if json_path:
+        import torch
+        import triton
+
+        json_path.write_text(json.dumps({"device": gpu, "torch": torch.__version__, "triton": triton.__version__,
+                                         "checks": checks, "rows": rows}, indent=1))
+    print()
+    print(header)
+    print(*checks, sep="\n")
+    print()
 
 
 def gbs(x: float) -> str:

@@ -45,7 +45,7 @@ def main() -> int:
     import torch  # does not import triton: the interpreter switch can still be set
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: the shared parts
-    from bench_common import gbs, harness_lines, load, timer, use_interpreter
+    from bench_common import best_split, decode_summary_head, gbs, harness_lines, load, timer, use_interpreter
     from sdpa_baselines import SDPA_VARIANTS, ms_cell, time_sdpa
 
     interpreter = use_interpreter(args.quick)
@@ -93,22 +93,11 @@ def main() -> int:
         }
         for n in splits:
             row["split_ms"][n] = bench(lambda n=n: solution.attention(q, k, v, lengths, out=out, num_splits=n))
-        best = min(row["split_ms"], key=row["split_ms"].get)
-        row.update(
-            best_splits=best, best_ms=row["split_ms"][best],
-            sdpa_gbs=gbytes / row["sdpa_ms"] * 1e3, default_gbs=gbytes / row["default_ms"] * 1e3,
-            best_gbs=gbytes / row["split_ms"][best] * 1e3,
-        )
+        best_split(row, gbytes)
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    if args.json:
-        args.json.write_text(json.dumps({"device": gpu, "torch": torch.__version__, "triton": triton.__version__,
-                                         "checks": checks, "rows": rows}, indent=1))
-    print()
-    print(header)
-    print(*checks, sep="\n")
-    print()
+    decode_summary_head(args.json, gpu, header, checks, rows)
     print("| B×H×L×d | SDPA ms (backend) | SDPA GB/s | solution ms (splits) | GB/s | ×SDPA | best ms (splits) | GB/s "
           "| ×SDPA | max err |")
     print("|---|---|---|---|---|---|---|---|---|---|")

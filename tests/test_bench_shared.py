@@ -92,6 +92,24 @@ def test_load_registers_the_module_under_its_stem(tmp_path):
     del sys.modules["bench_kernel_x"]
 
 
+def test_a_decode_row_gets_its_fastest_split_and_the_bandwidths():
+    row = {"sdpa_ms": 2.0, "default_ms": 4.0, "split_ms": {1: 8.0, 4: 4.0, 8: 1.0, 16: 2.0}}
+    bench_common.best_split(row, gbytes=2.0)
+    assert (row["best_splits"], row["best_ms"]) == (8, 1.0)
+    assert (row["sdpa_gbs"], row["default_gbs"], row["best_gbs"]) == (1000.0, 500.0, 2000.0)
+    assert [bench_common.gbs(x) for x in (2000.4, 9.87, 0.123)] == ["2000", "9.9", "0.12"]
+
+
+def test_the_decode_summary_writes_every_number_and_repeats_the_header(tmp_path, capsys):
+    import json
+
+    rows = [{"batch": 2, "sdpa_ms": 1.5}]
+    bench_common.decode_summary_head(tmp_path / "n.json", "CPU", "device: CPU", ["drill: ok", "solution: ok"], rows)
+    written = json.loads((tmp_path / "n.json").read_text(encoding="utf-8"))
+    assert (written["device"], written["checks"], written["rows"]) == ("CPU", ["drill: ok", "solution: ok"], rows)
+    assert capsys.readouterr().out == "\ndevice: CPU\ndrill: ok\nsolution: ok\n\n"
+
+
 def test_flex_on_the_interpreter_is_eager_or_says_why_not():
     flex, create, why = bench_common.load_flex(interpreter=True)
     if flex is None:
