@@ -16,13 +16,9 @@ are a short table; ``--json PATH`` writes every number.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,88 +31,6 @@ GPU_SHAPES = [(16, 16, 1024), (4, 16, 4096), (1, 16, 16384)]
 CPU_SHAPES = [(1, 2, 256)]
 
 
-# --- torch's SDPA: which backend it ran, and the forced ones beside it ---------------------
-# Issue 21: on an H200 with torch 2.11 SDPA's default dispatch ran cuDNN (profiler kernels
-# cudnn_generated_...sdpa_sm90_flash_fprop_wgmma... / ...bprop...), not FlashAttention-2;
-# forced FLASH_ATTENTION was about 0.6x of it.  Every bench therefore records the backend
-# the default dispatch used, and times forced FLASH_ATTENTION and EFFICIENT_ATTENTION
-# beside it; a backend that refuses a shape is "n/a", never a crash.
-# bench/backward_speed.py, decode_speed.py and sliding_window_speed.py import these.
-
-SDPA_VARIANTS = ("default", "flash", "efficient")  # default dispatch, forced FLASH_ATTENTION, forced EFFICIENT
-_SDPA_OPS = {  # the aten op each backend runs as, in the profiler (a backward op adds "_backward")
-    "aten::_scaled_dot_product_cudnn_attention": "cudnn",
-    "aten::_scaled_dot_product_flash_attention": "flash",
-    "aten::_scaled_dot_product_flash_attention_for_cpu": "flash (cpu)",
-    "aten::_scaled_dot_product_efficient_attention": "efficient",
-    "aten::_scaled_dot_product_fused_attention_overrideable": "overrideable",
-    "aten::_scaled_dot_product_attention_math": "math",
-    "aten::_scaled_dot_product_attention_math_for_mps": "math (mps)",
-}
-_KERNEL_WORDS = ("sdpa", "fmha", "flash", "cudnn", "attention", "attn")
-
-
-def sdpa_with(variant: str, fn):
-    """``fn`` (a call of SDPA) under SDPA's default dispatch, or with FLASH_ATTENTION or
-    EFFICIENT_ATTENTION forced (torch.nn.attention.sdpa_kernel)."""
-    if variant == "default":
-        return fn
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    backend = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}[variant]
-
-    def forced():
-        with sdpa_kernel(backend):
-            return fn()
-
-    return forced
-
-
-def sdpa_try(fn):
-    """``fn()``, or None when the backend it forces refuses the shape (or the device)."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a refusing backend warns why before it raises
-        try:
-            return fn()
-        except (RuntimeError, NotImplementedError, ValueError):
-            return None
-
-
-def sdpa_backend(fn) -> str:
-    """The SDPA backend ``fn`` ran, read from the profiler: the aten ops' backends, and the
-    GPU kernels' names as the evidence (``cudnn [cudnn_generated_...sdpa_sm90_flash_fprop...]``)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    cuda = torch.cuda.is_available()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        fn()
-        if cuda:
-            torch.cuda.synchronize()
-    names = {event.key for event in prof.key_averages()}
-    backends = sorted({_SDPA_OPS[n.removesuffix("_backward")] for n in names if n.removesuffix("_backward") in _SDPA_OPS})
-    kernels = sorted(n for n in names if not n.startswith(("aten::", "autograd::"))
-                     and any(w in n.lower() for w in _KERNEL_WORDS))
-    evidence = f" [{'; '.join(k[:100] for k in kernels[:3])}]" if kernels else ""
-    return (", ".join(backends) or "unknown") + evidence
-
-
-def ms_cell(ms: float | None, digits: int = 3) -> str:
-    """A time for a table: "n/a" where the backend refused the shape."""
-    return "n/a" if ms is None else f"{ms:.{digits}f}"
-
-
-def load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only N = 4k, d = 64 and 128")
@@ -126,25 +40,17 @@ def main() -> int:
 
     import torch  # does not import triton: the interpreter switch can still be set
 
-    interpreter = os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
-    if interpreter:
-        os.environ["TRITON_INTERPRET"] = "1"
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: the shared parts
+    from bench_common import load, timer, use_interpreter
+    from sdpa_baselines import SDPA_VARIANTS, ms_cell, time_sdpa
+
+    interpreter = use_interpreter()
     import triton
-    import triton.testing
 
     device = "cpu" if interpreter else "cuda"
     modules = {name: load(KERNELS[name]) for name in args.kernels.split(",") if KERNELS[name].exists()}
 
-    def bench(fn) -> float:
-        if interpreter:
-            fn()
-            samples = []
-            for _ in range(3):
-                t = time.perf_counter()
-                fn()
-                samples.append((time.perf_counter() - t) * 1e3)
-            return statistics.median(samples)
-        return float(triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median"))
+    bench = timer(interpreter, samples=3, warmup=50, rep=300)
 
     shapes = CPU_SHAPES if interpreter else GPU_SHAPES
     dims = (64,) if interpreter else (64, 128)
@@ -161,13 +67,11 @@ def main() -> int:
             flops_full = 4 * batch * heads * seq * seq * dim
             sdpa_fn = torch.nn.functional.scaled_dot_product_attention
             # SDPA's default dispatch, and FLASH_ATTENTION / EFFICIENT_ATTENTION forced: ms, or None (refused)
-            sdpa_all = {
-                (variant, c): (None if sdpa_try(run) is None else bench(run))
-                for variant in SDPA_VARIANTS for c in (False, True)
-                for run in [sdpa_with(variant, lambda c=c: sdpa_fn(q, k, v, is_causal=c))]
-            }
+            timed = {c: time_sdpa(bench, lambda c=c: sdpa_fn(q, k, v, is_causal=c), backend=not c)
+                     for c in (False, True)}  # the backend the default dispatch ran: recorded on full
+            sdpa_all = {(variant, c): timed[c].ms[variant] for variant in SDPA_VARIANTS for c in (False, True)}
             sdpa = {c: sdpa_all[("default", c)] for c in (False, True)}
-            backend = sdpa_backend(lambda: sdpa_fn(q, k, v, is_causal=False))
+            backend = timed[False].backend
             reference = {c: sdpa_fn(q, k, v, is_causal=c).float() for c in (False, True)}
             for name, module in modules.items():
                 out = torch.empty_like(q)

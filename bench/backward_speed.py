@@ -21,11 +21,8 @@ Interpreter timings are relative only.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -39,14 +36,6 @@ GPU_SHAPES = [(16, 16, 1024), (4, 16, 4096)]
 CPU_SHAPES = [(1, 2, 128)]
 
 
-def load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the CPU interpreter at a tiny shape")
@@ -56,28 +45,17 @@ def main() -> int:
 
     import torch  # does not import triton: the interpreter switch can still be set
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: SDPA's backends, shared
-    from attention_speed import SDPA_VARIANTS, ms_cell, sdpa_backend, sdpa_try, sdpa_with
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: the shared parts
+    from bench_common import load, timer, use_interpreter
+    from sdpa_baselines import SDPA_VARIANTS, ms_cell, sdpa_backend, sdpa_try, sdpa_with
 
-    interpreter = args.quick or os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
-    if interpreter:
-        os.environ["TRITON_INTERPRET"] = "1"
+    interpreter = use_interpreter(args.quick)
     import triton
-    import triton.testing
 
     device = "cpu" if interpreter else "cuda"
     module = load(SOLUTION)
 
-    def bench(fn) -> float:
-        if interpreter:
-            fn()
-            samples = []
-            for _ in range(3):
-                t = time.perf_counter()
-                fn()
-                samples.append((time.perf_counter() - t) * 1e3)
-            return statistics.median(samples)
-        return float(triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median"))
+    bench = timer(interpreter, samples=3, warmup=50, rep=300)
 
     shapes = CPU_SHAPES if interpreter else GPU_SHAPES
     dims = (64,) if interpreter else (64, 128)

@@ -27,12 +27,9 @@ flex's speed, i.e. solution ms <= flex ms / 0.9).  On the CPU the times are rela
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,14 +39,6 @@ GPU_SHAPES = [(b, n, d, p) for n, b in ((4096, 4), (16384, 1)) for d in (64, 128
 QUICK_SHAPES = [(1, 128, 32, "causal")]
 
 
-def load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one tiny shape (what the CPU interpreter can run)")
@@ -57,15 +46,14 @@ def main() -> int:
 
     import torch
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from attention_speed import sdpa_backend
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: the shared parts
+    from bench_common import load, load_flex, timer, use_interpreter
+    from sdpa_baselines import time_sdpa
 
-    interpreter = os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
+    interpreter = use_interpreter()
     if interpreter:
-        os.environ["TRITON_INTERPRET"] = "1"
         args.quick = True
     import triton
-    import triton.testing
 
     sys.path.insert(0, str(ROOT))
     from tutor.authoring import student_kernels
@@ -81,26 +69,8 @@ def main() -> int:
     every_masked = load(tmp)
     heads = HEADS if not interpreter else 2
 
-    def bench(fn) -> float:
-        if interpreter:
-            fn()
-            start = time.perf_counter()
-            fn()
-            return (time.perf_counter() - start) * 1e3
-        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
-
-    flex_attention = create_block_mask = None
-    flex_reason = ""
-    try:
-        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-        if not interpreter:
-            import torch._dynamo
-
-            torch._dynamo.config.cache_size_limit = 64
-            flex_attention = torch.compile(flex_attention, dynamic=False)
-    except Exception as exc:  # noqa: BLE001 - say why and go on without it
-        flex_reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+    bench = timer(interpreter)
+    flex_attention, create_block_mask, flex_reason = load_flex(interpreter, cache_size_limit=64)
 
     gpu = "CPU (Triton interpreter: relative only)" if interpreter else torch.cuda.get_device_name()
     print(f"device: {gpu}; torch {torch.__version__}; triton {triton.__version__}; python {platform.python_version()}")
@@ -159,8 +129,8 @@ def main() -> int:
             def sdpa() -> torch.Tensor:
                 return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
-            times["sdpa"] = bench(sdpa)
-            backend = sdpa_backend(sdpa)
+            timed = time_sdpa(bench, sdpa, forced=False)  # the default dispatch alone
+            times["sdpa"], backend = timed.ms["default"], timed.backend
         except Exception as exc:  # noqa: BLE001
             notes.append(f"sdpa skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
         shape = f"B={batch} N={seq} d={dim} {pattern}"

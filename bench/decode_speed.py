@@ -19,13 +19,9 @@ bytes read, 2 * B * H * L * d * 2, per second.  The last lines are the tables
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,39 +31,6 @@ GPU_SHAPES = [(b, 32, n, 128) for b in (8, 32, 64) for n in (4096, 16384, 32768)
 CPU_SHAPES = [(2, 2, 256, 64)]
 SPLITS = (1, 2, 4, 8, 16, 32)
 CPU_SPLITS = (1, 4)
-
-
-def load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def harness_lines(interpreter: bool, solution: Path = SOLUTION) -> list[str]:
-    """The shipped drill and the solution through the real harness on this device (the
-    solution with its timed launches too: on a GPU their output is checked once against
-    float64, so an autotuned configuration that is wrong shows here)."""
-    from tutor.harness.check import run_check
-    from tutor.harness.device import select_device
-    from tutor.harness.job import CheckJob
-    from tutor.report import verdict
-
-    dev = select_device("cpu" if interpreter else "gpu")
-    lines = []
-    for label, path, want in (("shipped drill 05", DRILL, "FAILED"), (solution.name, solution, "PASSED")):
-        result = run_check(CheckJob(drill="05", file=str(path), timing=path == solution), dev)
-        got = verdict(result)
-        err = "-" if result.max_abs_err is None else f"{result.max_abs_err:.1e}"
-        timed = f"; timed launches: {result.performance.status} {result.performance.reason}" if path == solution else ""
-        lines.append(f"{label:<17}: {got} (expected {want}; codes {result.codes}; max abs err {err}; "
-                     f"{'ok' if got == want else 'UNEXPECTED'}{timed})")
-    return lines
-
-
-def gbs(x: float) -> str:
-    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
 
 
 def main() -> int:
@@ -81,14 +44,12 @@ def main() -> int:
 
     import torch  # does not import triton: the interpreter switch can still be set
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: SDPA's backends, shared
-    from attention_speed import SDPA_VARIANTS, ms_cell, sdpa_backend, sdpa_try, sdpa_with
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: the shared parts
+    from bench_common import best_split, decode_summary_head, gbs, harness_lines, load, timer, use_interpreter
+    from sdpa_baselines import SDPA_VARIANTS, ms_cell, time_sdpa
 
-    interpreter = args.quick or os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
-    if interpreter:
-        os.environ["TRITON_INTERPRET"] = "1"
+    interpreter = use_interpreter(args.quick)
     import triton
-    import triton.testing
 
     sys.path.insert(0, str(ROOT))
     device = "cpu" if interpreter else "cuda"
@@ -96,19 +57,11 @@ def main() -> int:
     gpu = "CPU (Triton interpreter: timings relative only)" if interpreter else torch.cuda.get_device_name(0)
     header = f"device: {gpu}; torch {torch.__version__}; triton {triton.__version__}; python {platform.python_version()}"
     print(header, flush=True)
-    checks = harness_lines(interpreter, args.solution)
+    checks = harness_lines("05", [(label, path, want, path == args.solution) for label, path, want in (
+        ("shipped drill 05", DRILL, "FAILED"), (args.solution.name, args.solution, "PASSED"))], interpreter)
     print(*checks, sep="\n", flush=True)
 
-    def bench(fn) -> float:
-        if interpreter:
-            fn()
-            samples = []
-            for _ in range(2):
-                t = time.perf_counter()
-                fn()
-                samples.append((time.perf_counter() - t) * 1e3)
-            return statistics.median(samples)
-        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    bench = timer(interpreter, samples=2)
 
     shapes = CPU_SHAPES if interpreter else GPU_SHAPES
     splits = CPU_SPLITS if interpreter else SPLITS
@@ -127,36 +80,24 @@ def main() -> int:
         solution.attention(q, k, v, lengths, out=out)
         err = float((out.float() - reference).abs().max())
         gbytes = 2 * batch * heads * cache * dim * 2 / 1e9
+        timed = time_sdpa(bench, lambda: sdpa(q4, k, v))
         row = {
             "batch": batch, "heads": heads, "cache": cache, "head_dim": dim,
-            "default_splits": (solution._num_splits(batch * heads, cache, q.device)  # the fast file's own choice
-                               if hasattr(solution, "_num_splits") else solution.NUM_SPLITS),
+            "default_splits": (solution.split_count(batch, heads, cache, q.device)  # the fast file's own choice
+                               if hasattr(solution, "split_count") else solution.NUM_SPLITS),
             "solution": args.solution.name, "max_abs_err_vs_sdpa": err,
-            "sdpa_ms": bench(lambda: sdpa(q4, k, v)),
-            "sdpa_backend": sdpa_backend(lambda: sdpa(q4, k, v)),
-            **{f"sdpa_{variant}_ms": None if sdpa_try(run) is None else bench(run)
-               for variant in SDPA_VARIANTS[1:] for run in [sdpa_with(variant, lambda: sdpa(q4, k, v))]},
+            "sdpa_ms": timed.ms["default"], "sdpa_backend": timed.backend,
+            **{f"sdpa_{variant}_ms": timed.ms[variant] for variant in SDPA_VARIANTS[1:]},
             "default_ms": bench(lambda: solution.attention(q, k, v, lengths, out=out)),
             "split_ms": {},
         }
         for n in splits:
             row["split_ms"][n] = bench(lambda n=n: solution.attention(q, k, v, lengths, out=out, num_splits=n))
-        best = min(row["split_ms"], key=row["split_ms"].get)
-        row.update(
-            best_splits=best, best_ms=row["split_ms"][best],
-            sdpa_gbs=gbytes / row["sdpa_ms"] * 1e3, default_gbs=gbytes / row["default_ms"] * 1e3,
-            best_gbs=gbytes / row["split_ms"][best] * 1e3,
-        )
+        best_split(row, gbytes)
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    if args.json:
-        args.json.write_text(json.dumps({"device": gpu, "torch": torch.__version__, "triton": triton.__version__,
-                                         "checks": checks, "rows": rows}, indent=1))
-    print()
-    print(header)
-    print(*checks, sep="\n")
-    print()
+    decode_summary_head(args.json, gpu, header, checks, rows)
     print("| B×H×L×d | SDPA ms (backend) | SDPA GB/s | solution ms (splits) | GB/s | ×SDPA | best ms (splits) | GB/s "
           "| ×SDPA | max err |")
     print("|---|---|---|---|---|---|---|---|---|---|")

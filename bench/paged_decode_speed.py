@@ -19,13 +19,9 @@ The last lines are the tables (markdown); ``--json PATH`` writes every number.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,36 +34,6 @@ SPLITS = (1, 2, 4, 8, 16)
 CPU_SPLITS = (1, 4)
 
 
-def load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def harness_lines(interpreter: bool) -> list[str]:
-    """The shipped drill and the solution through the real harness on this device."""
-    from tutor.harness.check import run_check
-    from tutor.harness.device import select_device
-    from tutor.harness.job import CheckJob
-    from tutor.report import verdict
-
-    dev = select_device("cpu" if interpreter else "gpu")
-    lines = []
-    for label, path, want in (("shipped drill 07", DRILL, "FAILED"), ("solution 07", SOLUTION, "PASSED")):
-        result = run_check(CheckJob(drill="07", file=str(path), timing=False), dev)
-        got = verdict(result)
-        err = "-" if result.max_abs_err is None else f"{result.max_abs_err:.1e}"
-        lines.append(f"{label:<17}: {got} (expected {want}; codes {result.codes}; max abs err {err}; "
-                     f"{'ok' if got == want else 'UNEXPECTED'})")
-    return lines
-
-
-def gbs(x: float) -> str:
-    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="CPU interpreter, one tiny shape (no GPU needed)")
@@ -76,14 +42,12 @@ def main() -> int:
 
     import torch  # does not import triton: the interpreter switch can still be set
 
-    interpreter = args.quick or os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
-    if interpreter:
-        os.environ["TRITON_INTERPRET"] = "1"
-    import triton
-    import triton.testing
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: the shared parts
+    from bench_common import best_split, decode_summary_head, gbs, harness_lines, load, timer, use_interpreter
+    from sdpa_baselines import time_sdpa
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: SDPA's backend, shared
-    from attention_speed import sdpa_backend
+    interpreter = use_interpreter(args.quick)
+    import triton
 
     sys.path.insert(0, str(ROOT))
     from tutor.harness.problems.paged_decode import Case, gathered, make_inputs
@@ -93,19 +57,11 @@ def main() -> int:
     gpu = "CPU (Triton interpreter: timings relative only)" if interpreter else torch.cuda.get_device_name(0)
     header = f"device: {gpu}; torch {torch.__version__}; triton {triton.__version__}; python {platform.python_version()}"
     print(header, flush=True)
-    checks = harness_lines(interpreter)
+    checks = harness_lines("07", [("shipped drill 07", DRILL, "FAILED", False),
+                                  ("solution 07", SOLUTION, "PASSED", False)], interpreter)
     print(*checks, sep="\n", flush=True)
 
-    def bench(fn) -> float:
-        if interpreter:
-            fn()
-            samples = []
-            for _ in range(2):
-                t = time.perf_counter()
-                fn()
-                samples.append((time.perf_counter() - t) * 1e3)
-            return statistics.median(samples)
-        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    bench = timer(interpreter, samples=2)
 
     shapes = CPU_SHAPES if interpreter else GPU_SHAPES
     splits = CPU_SPLITS if interpreter else SPLITS
@@ -128,27 +84,20 @@ def main() -> int:
         run()
         err = float((out.float() - reference).abs().max())
         gbytes = 2 * batch * kv_heads * cache * dim * 2 / 1e9
+        timed = time_sdpa(bench, base, forced=False)  # the default dispatch alone
         row = {
             "batch": batch, "heads": heads, "kv_heads": kv_heads, "cache": cache, "head_dim": dim, "page_size": page,
             "default_splits": solution.NUM_SPLITS, "block_n": solution.BLOCK_N, "max_abs_err_vs_sdpa": err,
-            "sdpa_ms": bench(base), "sdpa_backend": sdpa_backend(base),
+            "sdpa_ms": timed.ms["default"], "sdpa_backend": timed.backend,
             "default_ms": bench(run), "split_ms": {},
         }
         for n in splits:
             row["split_ms"][n] = bench(lambda n=n: run(n))
-        best = min(row["split_ms"], key=row["split_ms"].get)
-        row.update(best_splits=best, best_ms=row["split_ms"][best], sdpa_gbs=gbytes / row["sdpa_ms"] * 1e3,
-                   default_gbs=gbytes / row["default_ms"] * 1e3, best_gbs=gbytes / row["split_ms"][best] * 1e3)
+        best_split(row, gbytes)
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    if args.json:
-        args.json.write_text(json.dumps({"device": gpu, "torch": torch.__version__, "triton": triton.__version__,
-                                         "checks": checks, "rows": rows}, indent=1))
-    print()
-    print(header)
-    print(*checks, sep="\n")
-    print()
+    decode_summary_head(args.json, gpu, header, checks, rows)
     print("| B×H/KVH×L×d (page) | SDPA gathered, enable_gqa ms (backend) | SDPA GB/s | solution ms (splits) | GB/s "
           "| SDPA/solution | best ms (splits) | GB/s | SDPA/best | max err |")
     print("|---|---|---|---|---|---|---|---|---|---|")

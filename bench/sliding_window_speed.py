@@ -30,11 +30,8 @@ On the CPU interpreter the times are relative only.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,14 +41,6 @@ HEADS, HEADS_KV = 32, 8
 # (batch, seq, window, head_dim)
 GPU_SHAPES = [(b, n, w, d) for n, b in ((4096, 4), (16384, 1)) for w in (256, 1024) for d in (64, 128)]
 QUICK_SHAPES = [(1, 256, 64, 64)]
-
-
-def load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def pairs_in_window(seq: int, window: int) -> int:
@@ -68,15 +57,14 @@ def main() -> int:
 
     import torch  # does not import triton: the interpreter switch can still be set
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: SDPA's backends, shared
-    from attention_speed import SDPA_VARIANTS, ms_cell, sdpa_backend, sdpa_try, sdpa_with
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: the shared parts
+    from bench_common import load, load_flex, timer, use_interpreter
+    from sdpa_baselines import SDPA_VARIANTS, dispatch_line, ms_cell, time_sdpa
 
-    interpreter = os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
+    interpreter = use_interpreter()
     if interpreter:
-        os.environ["TRITON_INTERPRET"] = "1"
         args.quick = True
     import triton
-    import triton.testing
 
     sys.path.insert(0, str(ROOT))
     device = "cpu" if interpreter else "cuda"
@@ -84,26 +72,8 @@ def main() -> int:
     heads, heads_kv = (HEADS, HEADS_KV) if not interpreter else (4, 2)
     shapes = QUICK_SHAPES if args.quick else GPU_SHAPES
 
-    def bench(fn) -> float:
-        if interpreter:
-            fn()
-            start = time.perf_counter()
-            fn()
-            return (time.perf_counter() - start) * 1e3
-        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
-
-    flex_attention = create_block_mask = None
-    flex_reason = ""
-    try:
-        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-        if not interpreter:
-            import torch._dynamo
-
-            torch._dynamo.config.cache_size_limit = 64  # one compiled kernel per shape
-            flex_attention = torch.compile(flex_attention, dynamic=False)
-    except Exception as exc:  # noqa: BLE001 - any failure: say why and go on without it
-        flex_reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+    bench = timer(interpreter)
+    flex_attention, create_block_mask, flex_reason = load_flex(interpreter, cache_size_limit=64)
 
     gpu = "CPU (Triton interpreter: relative only)" if interpreter else torch.cuda.get_device_name()
     print(f"device: {gpu}; torch {torch.__version__}; triton {triton.__version__}; python {platform.python_version()}")
@@ -163,11 +133,8 @@ def main() -> int:
                 return torch.nn.functional.scaled_dot_product_attention(q, k_rep, v_rep, attn_mask=mask)
 
             diffs["sdpa"] = float((sdpa().float() - out.float()).abs().max())
-            times["sdpa"] = bench(sdpa)
-            backend = sdpa_backend(sdpa)
-            for variant in SDPA_VARIANTS[1:]:
-                run = sdpa_with(variant, sdpa)
-                forced[variant] = None if sdpa_try(run) is None else bench(run)
+            timed = time_sdpa(bench, sdpa)
+            times["sdpa"], backend, forced = timed.ms["default"], timed.backend, timed.forced
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory at 16k
             notes.append(f"sdpa skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
             if not interpreter:
@@ -177,8 +144,7 @@ def main() -> int:
         print(f"{shape}: visited {visited:.4f} of the K/V blocks (ideal {ideal:.4f}); "
               + "; ".join(f"{name} {ms:.3f} ms" + (f" (max |diff| vs solution {diffs[name]:.1e})" if name in diffs else "")
                           for name, ms in times.items()))
-        print(f"  sdpa's default dispatch ran: {backend}; forced FLASH_ATTENTION {ms_cell(forced['flash'])} ms, "
-              f"forced EFFICIENT_ATTENTION {ms_cell(forced['efficient'])} ms")
+        print(dispatch_line(backend, forced))
         for note in notes:
             print("  " + note)
         return shape, visited, ideal, times, useful, forced, backend

@@ -30,11 +30,8 @@ are relative only.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,14 +50,6 @@ GPU_MIXES = [
 QUICK_MIXES = [("tiny", 2, 32, ((21, 75), (37, 37), (1, 29)))]
 
 
-def load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def pairs(seqs) -> int:
     """(row, key) pairs the offset causal mask lets in: row i of (Nq, Nk) sees i + Nk - Nq + 1 keys."""
     return sum(nq * (nk - nq) + nq * (nq + 1) // 2 for nq, nk in seqs)
@@ -73,15 +62,14 @@ def main() -> int:
 
     import torch
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: SDPA's backends, shared
-    from attention_speed import SDPA_VARIANTS, ms_cell, sdpa_backend, sdpa_try, sdpa_with
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: the shared parts
+    from bench_common import load, load_flex, timer, use_interpreter
+    from sdpa_baselines import SDPA_VARIANTS, dispatch_line, ms_cell, time_sdpa
 
-    interpreter = os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
+    interpreter = use_interpreter()
     if interpreter:
-        os.environ["TRITON_INTERPRET"] = "1"
         args.quick = True
     import triton
-    import triton.testing
 
     sys.path.insert(0, str(ROOT))
     from tutor.harness.problems import varlen_attention as va
@@ -89,23 +77,8 @@ def main() -> int:
     device = "cpu" if interpreter else "cuda"
     solution = load(SOLUTION)
 
-    def bench(fn) -> float:
-        if interpreter:
-            fn()
-            start = time.perf_counter()
-            fn()
-            return (time.perf_counter() - start) * 1e3
-        return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
-
-    flex_attention = create_block_mask = None
-    flex_reason = ""
-    try:
-        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-        if not interpreter:
-            flex_attention = torch.compile(flex_attention, dynamic=False)
-    except Exception as exc:  # noqa: BLE001 - any failure: say why and go on without it
-        flex_reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+    bench = timer(interpreter)
+    flex_attention, create_block_mask, flex_reason = load_flex(interpreter)
 
     gpu = "CPU (Triton interpreter: relative only)" if interpreter else torch.cuda.get_device_name()
     print(f"device: {gpu}; torch {torch.__version__}; triton {triton.__version__}; python {platform.python_version()}")
@@ -171,11 +144,8 @@ def main() -> int:
                 float((padded_out[b, :, :nq].transpose(0, 1).double()
                        - expected[case.cu_q[b]:case.cu_q[b + 1]]).abs().max()) if expected is not None else float("nan")
                 for b, (nq, _) in enumerate(seqs)))
-            times["sdpa"] = bench(sdpa)
-            backend = sdpa_backend(sdpa)
-            for variant in SDPA_VARIANTS[1:]:
-                run = sdpa_with(variant, sdpa)
-                forced[variant] = None if sdpa_try(run) is None else bench(run)
+            timed = time_sdpa(bench, sdpa)
+            times["sdpa"], backend, forced = timed.ms["default"], timed.backend, timed.forced
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory
             notes.append(f"sdpa skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
 
@@ -183,8 +153,7 @@ def main() -> int:
         print(f"{name}: {len(seqs)} sequences, total_q={case.cu_q[-1]} total_k={case.cu_k[-1]}; "
               + "; ".join(f"{n} {ms:.3f} ms ({useful / ms / 1e9:.1f} TFLOP/s, max abs err {errors.get(n, float('nan')):.1e})"
                           for n, ms in times.items()))
-        print(f"  sdpa's default dispatch ran: {backend}; forced FLASH_ATTENTION {ms_cell(forced['flash'])} ms, "
-              f"forced EFFICIENT_ATTENTION {ms_cell(forced['efficient'])} ms")
+        print(dispatch_line(backend, forced))
         for note in notes:
             print("  " + note)
         rows.append((name, times, backend, forced, useful))

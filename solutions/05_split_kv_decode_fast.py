@@ -17,7 +17,8 @@ enough loads are in flight to cover the memory latency.  What changes here:
 3. **The split count from the machine.**  A slice per program: enough programs
    to fill every SM about four times over (``batch * heads * splits``), never
    slices shorter than two tiles.  The slice size is a multiple of the largest
-   tile, so every configuration's tiles stay inside one slice.
+   tile, so every configuration's tiles stay inside one slice (``split_count``,
+   which bench/decode_speed.py reports too).
 
 Check it with ``flashtutor check solutions/05_split_kv_decode_fast.py --drill 05``.
 """
@@ -28,7 +29,7 @@ import triton.language as tl
 
 BLOCK_N = 64  # positions per step when the tutor records visits (and under the interpreter)
 TILE_MULTIPLE = 128  # the largest tile a configuration uses: slices are a multiple of it
-NUM_SPLITS = 4  # the split count off a GPU (on one it follows the SM count, see _num_splits)
+NUM_SPLITS = 4  # the split count off a GPU (on one it follows the SM count, see split_count)
 
 
 @triton.jit
@@ -115,20 +116,24 @@ def _decode_combine(
     tl.store(Out + off_bh * HEAD_DIM + offs_d, acc.to(Out.dtype.element_ty))
 
 
-def _num_splits(programs: int, max_len: int, device: torch.device) -> int:
-    """About four programs per SM, no slice shorter than two of the largest tiles."""
+def split_count(batch: int, heads: int, max_len: int, device: torch.device | str) -> int:
+    """The split count ``attention`` uses when it is given none, for ``batch`` sequences
+    of ``heads`` heads and a cache of ``max_len`` positions on ``device``: about four
+    programs per SM (``batch * heads * splits`` of them), no slice shorter than two of
+    the largest tiles, at most 32; off a GPU, ``NUM_SPLITS``."""
+    device = torch.device(device)
     if device.type != "cuda":
         return NUM_SPLITS
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     most = max(1, max_len // (2 * TILE_MULTIPLE))
-    return max(1, min(most, 32, triton.cdiv(4 * sms, programs)))
+    return max(1, min(most, 32, triton.cdiv(4 * sms, batch * heads)))
 
 
 def attention(q, k_cache, v_cache, lengths, out=None, visits=None, num_splits=None):
     """One decode step, as ``05_split_kv_decode_solution.attention`` (same arguments)."""
     batch, heads, head_dim = q.shape
     max_len = k_cache.shape[2]
-    num_splits = num_splits or _num_splits(batch * heads, max_len, q.device)
+    num_splits = num_splits or split_count(batch, heads, max_len, q.device)
     q, k_cache, v_cache = q.contiguous(), k_cache.contiguous(), v_cache.contiguous()
     lengths = lengths.to(device=q.device, dtype=torch.int32).contiguous()
     if out is None:

@@ -6,6 +6,7 @@ as ``read-past-end-unused`` are in solutions/NN_slug.mistakes.toml.)"""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tutor.harness.device import select_device
@@ -83,3 +84,42 @@ def test_a_probe_finding_needs_a_traced_read_of_that_margin():
         assert [(t, side) for t, side, _ in probe_reads(_launch_following_q_fill(30), 1, ("Q",))] == [("Q", "after")]
     # nothing traced (as on a GPU): the probe alone
     assert probe_reads(_launch_following_q_fill(0), 1, ("Q",)) == [("Q", "after", 1)]
+
+
+def test_the_margin_tracer_and_the_page_counter_share_one_hook_and_see_the_same_loads(monkeypatch):
+    """Both listeners (the margin tracing and drill 07's counter) see the one launch's
+    loads; the interpreter's load is wrapped once, and each load is dispatched once."""
+    from triton.runtime import interpreter
+
+    from tutor.harness import read_trace
+    from tutor.harness.problems import paged_reads
+
+    dispatched = []
+    dispatch = read_trace._dispatch
+    monkeypatch.setattr(read_trace, "_dispatch", lambda a, m: (dispatched.append(1), dispatch(a, m)))
+    data = torch.arange(40, dtype=torch.float16)
+    with tracing_reads(interpreter=True):
+        band = guard.input_band("X", data, margin=64)
+        out = torch.empty(16, dtype=torch.float16)
+        with paged_reads.counting_reads([band.buffer], interpreter=True) as counts:
+            _copy[(1,)](band.view, out, 32, 40, BLOCK=16, MASKED=False)
+    assert band.reads == {"after": 8}  # the margin tracer: elements 40..47
+    assert counts is not None  # the counter: elements 32..47 of the view, each loaded twice
+    assert counts[0].nonzero()[0].tolist() == list(range(64 + 32, 64 + 48))
+    assert set(counts[0][64 + 32: 64 + 48].tolist()) == {2}
+    assert len(dispatched) == 2  # the two loads, each once for both listeners
+    hook = interpreter.InterpreterBuilder.create_masked_load
+    assert hook.__wrapped__.__module__ == "triton.runtime.interpreter"  # Triton's own method, under one wrapper
+    assert not hasattr(hook.__wrapped__, "__wrapped__")
+    assert read_trace._listeners == []  # both gone when their blocks end: the hook only calls through
+
+
+def test_with_no_listener_the_hook_calls_through(monkeypatch):
+    from tutor.harness import read_trace
+
+    monkeypatch.setattr(read_trace, "_dispatch", lambda a, m: pytest.fail("dispatched with no listener"))
+    with read_trace.listening(lambda live: None, interpreter=True):  # installs the hook
+        pass
+    out = torch.empty(16, dtype=torch.float16)
+    _copy[(1,)](torch.arange(40, dtype=torch.float16), out, 0, 40, BLOCK=16, MASKED=False)
+    assert out.tolist() == list(range(16))

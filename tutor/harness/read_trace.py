@@ -13,11 +13,19 @@ can see the read itself: while :func:`tracing_reads` is active, every band made
 load (``tl.load``, masked or not) counts the addresses it read, mask applied,
 that fall in a band's margins (:attr:`Band.reads`).  A compiled GPU launch runs
 no Python per load; there this measures nothing (and says nothing).
+
+This module owns the tutor's one hook into the interpreter's loads: a small
+registry of listeners (:func:`listening`), each handed the masked-in addresses
+of every load, computed once per load for all of them.  The margin tracing is
+one listener; drill 07's page-pool counter
+(:mod:`tutor.harness.problems.paged_reads`) is another.  With no listener
+active the hook only calls through.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -65,13 +73,11 @@ def register(band: Watched) -> None:
         _watched.append(_Margin(band, side, first, first + band.margin * size, np.zeros(band.margin, dtype=bool)))
 
 
-def _count(addresses: Any, mask: Any) -> None:
-    """Mark the margin elements the masked-in ``addresses`` (uint64 NumPy) read;
-    ``Band.reads[side]`` is then how many distinct elements of that margin were read."""
+def _mark_margins(live: Any) -> None:
+    """The margin listener: mark the margin elements the masked-in ``live`` addresses
+    (uint64 NumPy, 1-D) read; ``Band.reads[side]`` is then how many distinct elements
+    of that margin were read."""
     if not _watched:
-        return
-    live = addresses.ravel() if mask is None else addresses[np.broadcast_to(mask, addresses.shape)]
-    if live.size == 0:
         return
     low, high = int(live.min()), int(live.max())
     for margin in _watched:
@@ -90,11 +96,24 @@ def margins_read() -> set[tuple[str, str]] | None:
     return {(m.band.name, m.side) for m in _watched if m.band.reads.get(m.side)}
 
 
+Listener = Callable[[Any], None]
+"""Handed the masked-in addresses (uint64 NumPy, 1-D, never empty) of each interpreted load."""
+
+_listeners: list[Listener] = []  # the active listeners, in the order they began
 _installed = False
 
 
+def _dispatch(addresses: Any, mask: Any) -> None:
+    """Hand one load's masked-in addresses to every active listener (computed once for all)."""
+    live = addresses.ravel() if mask is None else addresses[np.broadcast_to(mask, addresses.shape)]
+    if live.size == 0:
+        return
+    for listener in tuple(_listeners):
+        listener(live)
+
+
 def _install() -> None:
-    """Wrap the interpreter's one load (``create_load`` goes through it too)."""
+    """Wrap the interpreter's one load (``create_load`` goes through it too), once per process."""
     global _installed
     if _installed:
         return
@@ -103,12 +122,29 @@ def _install() -> None:
     builder = interpreter.InterpreterBuilder
     load = builder.create_masked_load
 
+    @functools.wraps(load)
     def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, cache_policy: Any, is_volatile: Any) -> Any:
-        _count(ptrs.data, None if mask is None else mask.data)
+        if _listeners:  # the fast path: no listener, no work but the call through
+            _dispatch(ptrs.data, None if mask is None else mask.data)
         return load(self, ptrs, mask, other, cache_policy, is_volatile)
 
     builder.create_masked_load = create_masked_load
     _installed = True
+
+
+@contextmanager
+def listening(listener: Listener, interpreter: bool) -> Iterator[bool]:
+    """Hand ``listener`` the masked-in addresses of every load inside the block; yields
+    whether it listens (only on the interpreter: a compiled launch runs no Python per load)."""
+    if not interpreter:
+        yield False
+        return
+    _install()
+    _listeners.append(listener)
+    try:
+        yield True
+    finally:
+        _listeners.remove(listener)
 
 
 @contextmanager
@@ -118,9 +154,9 @@ def tracing_reads(interpreter: bool) -> Iterator[None]:
     if not interpreter:
         yield
         return
-    _install()
     _watched = []
     try:
-        yield
+        with listening(_mark_margins, interpreter):
+            yield
     finally:
         _watched = None
