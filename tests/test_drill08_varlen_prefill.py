@@ -58,6 +58,31 @@ def test_reference_is_per_sequence_attention(case):
     assert torch.allclose(va.reference(case, q, k, v), loop_reference(case, q, k, v), atol=1e-12)
 
 
+# a tiny "mixed 8 full + 8 chunks" of bench/varlen_speed.py: whole sequences (Nq = Nk) of
+# several lengths beside chunks whose keys run far past their queries
+MIXED = va.Case("mixed", 2, 16, ((9, 9), (4, 4), (1, 1), (3, 3), (5, 40), (5, 33), (5, 12), (1, 7)))
+
+
+def test_reference_of_a_mixed_pack_is_finite_and_per_sequence():
+    """The bench's mixed rows printed nan: their float64 reference was skipped above 40k
+    keys.  Now computed on every mix, by chunks of rows, and equal to per-sequence float64
+    attention whatever the chunk."""
+    q, k, v = va.random_inputs(MIXED, "cpu", torch.Generator().manual_seed(8))
+    expected = loop_reference(MIXED, q, k, v)
+    whole = va.reference(MIXED, q, k, v)
+    assert bool(torch.isfinite(whole).all())
+    assert torch.allclose(whole, expected, atol=1e-12)
+    for tile in (1, 2 * 40, 2 * 40 * 3):  # one row at a time, one row of the longest, three rows
+        assert torch.allclose(va.reference(MIXED, q, k, v, tile=tile), expected, atol=1e-12)
+
+
+def test_reference_refuses_more_queries_than_keys():
+    case = va.Case("bad", 1, 16, ((3, 3), (4, 2)))
+    q, k, v = va.random_inputs(case, "cpu", torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="sequence 1 has Nq = 4 queries and Nk = 2 keys"):
+        va.reference(case, q, k, v)
+
+
 def test_cases_cover_every_boundary():
     """Nq = Nk, Nq = 1, a one-token sequence, ragged lengths and a block-multiple one, a chunk
     whose offset is not a multiple of the block, many short sequences, hostile scores."""

@@ -161,22 +161,38 @@ def run(module: ModuleType, case: Case, q: torch.Tensor, k: torch.Tensor, v: tor
     return VarlenLaunch(q, k, v, out, visits, guarded.bands)
 
 
-def reference(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Per-sequence causal attention in float64, the diagonal offset by Nk - Nq."""
+REFERENCE_TILE = 1 << 26  # float64 scores at most per step of the reference (512 MiB)
+
+
+def reference(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              tile: int = REFERENCE_TILE) -> torch.Tensor:
+    """Per-sequence causal attention in float64, the diagonal offset by Nk - Nq.  A long
+    sequence's queries go in chunks of rows (at most ``tile`` scores over its heads at a
+    time: a 4096-token sequence of 16 heads holds 268M), so any mix fits in memory.  Every
+    row sees key 0 (Nk >= Nq), so every output is finite; a sequence with Nq > Nk breaks
+    the launcher contract and is refused."""
     out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
     for b, (nq, nk) in enumerate(case.seqs):
-        qs = q[case.cu_q[b]:case.cu_q[b + 1]].to(torch.float64).transpose(0, 1)  # (H, nq, d)
-        ks = k[case.cu_k[b]:case.cu_k[b + 1]].to(torch.float64).transpose(0, 1)
+        if not 0 <= nq <= nk:
+            raise ValueError(f"sequence {b} has Nq = {nq} queries and Nk = {nk} keys: the contract needs 0 <= Nq <= Nk")
+        ks = k[case.cu_k[b]:case.cu_k[b + 1]].to(torch.float64).transpose(0, 1)  # (H, nk, d)
         vs = v[case.cu_k[b]:case.cu_k[b + 1]].to(torch.float64).transpose(0, 1)
-        s = qs @ ks.transpose(-1, -2) * case.head_dim**-0.5
-        s = s.masked_fill(~sees(nq, nk, q.device), float("-inf"))
-        out[case.cu_q[b]:case.cu_q[b + 1]] = (torch.softmax(s, dim=-1) @ vs).transpose(0, 1)
+        rows = max(1, tile // max(1, case.heads * nk))
+        for first in range(0, nq, rows):
+            last = min(first + rows, nq)
+            packed = slice(case.cu_q[b] + first, case.cu_q[b] + last)
+            qs = q[packed].to(torch.float64).transpose(0, 1)  # (H, rows, d)
+            s = qs @ ks.transpose(-1, -2) * case.head_dim**-0.5
+            s = s.masked_fill(~sees(nq, nk, q.device, first, last), float("-inf"))
+            out[packed] = (torch.softmax(s, dim=-1) @ vs).transpose(0, 1)
     return out
 
 
-def sees(nq: int, nk: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """(nq, nk) bool: query row i sees key c when c <= i + nk - nq."""
-    return torch.arange(nk, device=device)[None, :] <= torch.arange(nq, device=device)[:, None] + (nk - nq)
+def sees(nq: int, nk: int, device: torch.device | str = "cpu", first: int = 0, last: int | None = None) -> torch.Tensor:
+    """(nq, nk) bool: query row i sees key c when c <= i + nk - nq (rows first..last - 1
+    alone when given)."""
+    rows = torch.arange(first, nq if last is None else last, device=device)
+    return torch.arange(nk, device=device)[None, :] <= rows[:, None] + (nk - nq)
 
 
 def needed_blocks(nq: int, nk: int, block_m: int, block_n: int) -> list[int]:
