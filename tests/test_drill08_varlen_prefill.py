@@ -170,6 +170,34 @@ def test_padded_sdpa_baseline_masks_like_the_reference():
         assert torch.allclose(got, expected[case.cu_q[b]:case.cu_q[b + 1]], atol=1e-4)
 
 
+def brute_needed(nq: int, nk: int, bm: int, bn: int) -> list[list[bool]]:
+    """(query block, key block) needed when some row of it sees some key of it, pair by pair."""
+    return [[any(c <= r + nk - nq for r in range(i, min(i + bm, nq)) for c in range(j, min(j + bn, nk)))
+             for j in range(0, nk, bn)] for i in range(0, nq, bm)]
+
+
+def test_headline_map_is_the_largest_sequence_as_recorded():
+    """The headline map: the sequence with the most blocks, its cells counted from the
+    visit buffer (every head), the needed cells those of its offset diagonal; a block
+    recorded past its keys widens the map as an unneeded cell."""
+    case = va.Case("c", 2, 16, ((5, 40), (33, 33), (20, 100), (1, 1)))
+    assert va.headline_sequence(case, 16, 16) == 2  # 16-blocks: (20, 100) has 2x7 pairs, (33, 33) 3x3
+    # 32-blocks: (33, 33) and (20, 100) both 2x2 = 1x4 pairs; (33, 33) has one to skip, (20, 100) none
+    assert va.headline_sequence(case, 32, 32) == 1
+    visits = torch.zeros(va.visit_shape(case, 32, 32), dtype=torch.int32)
+    b = 1
+    for h in range(case.heads):  # needed: (0, 0), (1, 0), (1, 1); head 1 also visits (0, 1), and key block 2
+        visits[b * case.heads + h, 0, 0] = visits[b * case.heads + h, 1, :2] = 1
+    visits[b * case.heads + 1, 0, 1] = visits[b * case.heads + 1, 1, 2] = 1
+    visits[0, 0, :] = 1  # another sequence's visits stay out of this map
+    m = va.headline_map(case, visits, 32, 32)
+    assert (m.seq, m.heads, m.block_m, m.block_n) == (33, 2, 32, 32)
+    assert m.counts == [[2, 1, 0], [2, 2, 1]]
+    assert m.ideal == [row + [False] for row in brute_needed(33, 33, 32, 32)]
+    assert (m.visited_blocks, m.ideal_blocks, m.total_blocks) == (8, 6, 12)
+    assert m.label.startswith("sequence 1 (Nq = 33, Nk = 33, Nk - Nq = 0), the c case's largest")
+
+
 # -- the real harness on real kernels --------------------------------------------------------
 
 def test_shipped_fails_as_documented_and_solution_is_solved():
@@ -213,3 +241,57 @@ def test_the_causal_only_timing_is_measured_and_shown():
     assert result.performance.status == "done", result.performance.reason
     assert result.full_ms is None and result.causal_ms is not None and result.causal_ms > 0
     assert any("causal" in line and "ms" in line for line in performance_lines(result))
+
+
+def test_headline_visit_map_from_the_kernel(tmp_path: Path):
+    """The check's headline map is the default case's largest sequence, counted from what
+    the kernel recorded: the solution visits exactly the needed blocks; a kernel that visits
+    every key block of its sequence shows the block past the diagonal; one that runs to the
+    longest sequence's keys widens the map past this one's; the report names the sequence."""
+    from tutor.report import verdict_lines
+
+    written = mistakes.materialise(tmp_path)
+    past_diagonal, past_keys = written["08_bound_all_keys"], written["08_bound_longest_sequence"]
+    results = check_files([shipped_solution("08"), past_diagonal, past_keys])
+    case = va.cases_for(True, 32, 32)[0]  # the solution's and these kernels' blocks
+    b = max(range(len(case.seqs)), key=lambda s: len(brute_needed(*case.seqs[s], 32, 32))
+            * len(brute_needed(*case.seqs[s], 32, 32)[0]))
+    nq, nk = case.seqs[b]
+    needed = brute_needed(nq, nk, 32, 32)
+    assert any(not cell for row in needed for cell in row)  # the map has a block to skip
+
+    solved = results[shipped_solution("08")]
+    m = solved.visits
+    assert m is not None and solved.solved
+    assert (m.seq, m.heads, m.ideal) == (nk, case.heads, needed)
+    assert m.counts == [[case.heads * cell for cell in row] for row in needed]
+    assert solved.visited_blocks == solved.ideal_blocks < solved.total_blocks
+    lines = verdict_lines(solved)
+    assert any(line.startswith("visit map") and f"sequence {b} (Nq = {nq}, Nk = {nk}" in line for line in lines)
+
+    over = results[past_diagonal].visits
+    assert over is not None and results[past_diagonal].passed
+    assert over.ideal == needed and over.counts == [[case.heads] * len(needed[0])] * len(needed)
+    assert over.visited_blocks > over.ideal_blocks
+
+    wide = results[past_keys].visits
+    max_k_blocks = -(-max(k for _, k in case.seqs) // 32)
+    assert wide is not None and len(wide.counts[0]) == max_k_blocks > len(needed[0])
+    assert all(row[len(needed[0]):] == [False] * (max_k_blocks - len(needed[0])) for row in wide.ideal)
+    assert all(count == case.heads for row in wide.counts for count in row)
+
+
+def test_the_app_draws_the_headline_map_under_what_it_is_of():
+    """The app's map draws the label (which sequence) above the key-block axis, wrapped no
+    wider than the map or its legend, and the cells as for every drill."""
+    from tutor.app.widgets.visit_map import LABEL_WRAP, Cell, classify, render_map
+
+    case = va.Case("default", 2, 16, ((1, 9), (33, 33)))
+    visits = torch.zeros(va.visit_shape(case, 32, 32), dtype=torch.int32)
+    visits[2:, 0, :2] = visits[2:, 1, :2] = 1  # sequence 1, both heads: (0, 1) is past the diagonal
+    m = va.headline_map(case, visits, 32, 32)
+    assert classify(m) == [[Cell.VISITED, Cell.EXTRA], [Cell.VISITED, Cell.VISITED]]
+    lines = render_map(m).plain.splitlines()
+    axis = next(n for n, line in enumerate(lines) if "key block" in line)
+    assert " ".join(lines[:axis]) == m.label and all(len(line) <= LABEL_WRAP for line in lines[:axis])
+    assert lines[axis + 2:axis + 4] == ["0  ██ xx", "1  ██ ██"]

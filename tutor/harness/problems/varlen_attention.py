@@ -41,7 +41,7 @@ from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention.readout import one_hot_values
-from tutor.harness.result import CaseResult, Diagnosis, GuardFinding
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,42 @@ def needed_blocks(nq: int, nk: int, block_m: int, block_n: int) -> list[int]:
     return [(min(first + block_m, nq) - 1 + nk - nq) // block_n + 1 for first in range(0, nq, block_m)]
 
 
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def headline_sequence(case: Case, block_m: int, block_n: int) -> int:
+    """The sequence whose map is headlined: the one with the most (query block, key
+    block) pairs; among equals, the most pairs no row needs (where skipping shows), then
+    the first."""
+    def size(b: int) -> tuple[int, int, int]:
+        nq, nk = case.seqs[b]
+        pairs = _cdiv(nq, block_m) * _cdiv(nk, block_n)
+        return pairs, pairs - sum(needed_blocks(nq, nk, block_m, block_n)), -b
+
+    return max(range(len(case.seqs)), key=size)
+
+
+def headline_map(case: Case, visits: torch.Tensor, block_m: int, block_n: int) -> VisitMap:
+    """One sequence's visit map (:func:`headline_sequence`), from the visit buffer the
+    kernel filled: rows its query blocks, columns its key blocks, each cell the heads that
+    recorded it; the needed cells are those of :func:`needed_blocks` (its diagonal offset
+    by Nk - Nq).  Where the kernel recorded blocks of this sequence past its last query or
+    key block, the map grows to show them (none of them is needed).  ``seq`` is its Nk."""
+    b = headline_sequence(case, block_m, block_n)
+    nq, nk = case.seqs[b]
+    grid = (visits[b * case.heads:(b + 1) * case.heads] != 0).cpu()  # (heads, query blocks, key blocks)
+    marked = grid.any(dim=0).nonzero()
+    rows = max(_cdiv(nq, block_m), 1 + int(marked[:, 0].max()) if len(marked) else 0)
+    cols = max(_cdiv(nk, block_n), 1 + int(marked[:, 1].max()) if len(marked) else 0)
+    spans = needed_blocks(nq, nk, block_m, block_n)
+    ideal = [[j < (spans[i] if i < len(spans) else 0) for j in range(cols)] for i in range(rows)]
+    label = (f"{_seq_words(case, b)}, the {case.name} case's largest: its query blocks (rows) x its key blocks "
+             "(columns)")
+    return VisitMap(block_m=block_m, block_n=block_n, seq=nk, heads=case.heads,
+                    counts=grid[:, :rows, :cols].sum(dim=0).tolist(), ideal=ideal, label=label)
+
+
 # -- the check -------------------------------------------------------------------------------
 
 @dataclass
@@ -237,6 +273,7 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
     first = checked[0].case
     return Correctness(cases=[c.result for c in checked],
                        shape=[len(first.seqs), first.heads, first.cu_q[-1], first.head_dim],
+                       visits=[headline_map(first, checked[0].launch.visits, block_m, block_n)],
                        diagnose=diagnose_launches)
 
 
