@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_harness import check_files, check_one, shipped_drill, shipped_solution
+from helpers_harness import check_files, check_jobs, check_one, job, shipped_drill, shipped_solution
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
@@ -295,3 +295,60 @@ def test_the_app_draws_the_headline_map_under_what_it_is_of():
     axis = next(n for n, line in enumerate(lines) if "key block" in line)
     assert " ".join(lines[:axis]) == m.label and all(len(line) <= LABEL_WRAP for line in lines[:axis])
     assert lines[axis + 2:axis + 4] == ["0  ██ xx", "1  ██ ██"]
+
+
+# -- the roofline of the timed launch -----------------------------------------------------------
+
+def element_count(case: va.Case, visits: torch.Tensor, bm: int, bn: int, d: int) -> tuple[int, int]:
+    """Every visited tile expanded to the (row, key) scores it covers inside its sequence:
+    4·d FLOPs a score; a K and a V row a key column it covers; Q loaded and O stored once a row."""
+    flops = kv = 0
+    for b, (nq, nk) in enumerate(case.seqs):
+        for h in range(case.heads):
+            tiles = (visits[b * case.heads + h] != 0).to(torch.int64)
+            flops += 4 * d * int(tiles.repeat_interleave(bm, 0).repeat_interleave(bn, 1)[:nq, :nk].sum())
+            # a tile loads its real keys whatever its rows (a program past a short sequence's
+            # end that does not return still loads them)
+            kv += 2 * d * int(tiles.repeat_interleave(bn, 1)[:, :nk].sum())
+    return flops, (kv + 2 * case.heads * case.cu_q[-1] * d) * 2
+
+
+@pytest.mark.parametrize("bm,bn", [(32, 32), (16, 64), (64, 16)])
+def test_counted_work_agrees_with_an_element_count(bm, bn):
+    case = va.Case("c", 2, 16, ((5, 40), (33, 33), (20, 100), (1, 1)))
+    visits = torch.randint(0, 2, va.visit_shape(case, bm, bn), generator=torch.Generator().manual_seed(bm + bn),
+                           dtype=torch.int32)
+    counted = va.count_work(case, visits, bm, bn)
+    assert (counted.work.flops, counted.work.bytes) == element_count(case, visits, bm, bn, 16)
+    assert counted.work.visited_tiles == int((visits != 0).sum())
+    needed = torch.zeros_like(visits)
+    for b, (nq, nk) in enumerate(case.seqs):
+        for i, row in enumerate(brute_needed(nq, nk, bm, bn)):
+            needed[b * case.heads:(b + 1) * case.heads, i, :len(row)] = torch.tensor(row, dtype=torch.int32)
+    assert counted.ideal.flops == element_count(case, needed, bm, bn, 16)[0]
+    assert counted.ideal.bytes == 2 * 16 * 2 * (2 * case.cu_q[-1] + 2 * case.cu_k[-1])
+
+
+def test_the_timed_launch_gets_a_roofline_counted_from_its_visits(tmp_path: Path):
+    """The performance phase counts the timed launch (the interpreter's: the default case)
+    from a visit-recording launch: the solution's FLOPs are the needed blocks' exactly; a
+    kernel visiting every block of its sequence counts more; the report shows them."""
+    from tutor.report import performance_lines
+
+    past_diagonal = mistakes.materialise(tmp_path)["08_bound_all_keys"]
+    solved, over = check_jobs([job(shipped_solution("08"), timing=True), job(past_diagonal, timing=True)])
+    case = va.cases_for(True, 32, 32)[0]
+    needed = torch.zeros(va.visit_shape(case, 32, 32), dtype=torch.int32)
+    for b, (nq, nk) in enumerate(case.seqs):
+        for i, row in enumerate(brute_needed(nq, nk, 32, 32)):
+            needed[b * case.heads:(b + 1) * case.heads, i, :len(row)] = torch.tensor(row, dtype=torch.int32)
+    flops, nbytes = element_count(case, needed, 32, 32, case.head_dim)
+    for result in (solved, over):
+        assert result.performance.status == "done", result.performance.reason
+        assert result.roofline is not None and [x.mode for x in result.roofline.launches] == ["causal"]
+        assert result.roofline.launches[0].ideal_flops == flops
+    launch = solved.roofline.launches[0]
+    assert (launch.flops, launch.bytes, launch.visited_tiles) == (flops, nbytes, int(needed.sum()))
+    assert launch.ms is None and launch.tflops is None  # the interpreter: counts, no rates
+    assert over.roofline.launches[0].flops > flops and over.roofline.launches[0].bytes > nbytes
+    assert any(line.startswith("roofline") and "sequences" in line for line in performance_lines(solved))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -42,6 +43,9 @@ from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention.readout import one_hot_values
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
+
+if TYPE_CHECKING:
+    from tutor.harness.roofline import Counted
 
 
 @dataclass(frozen=True)
@@ -576,7 +580,51 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
         sdpa = torch.nn.functional.scaled_dot_product_attention
         baseline["causal"] = lambda: sdpa(qp, kp, vp, attn_mask=mask)
     return TimedLaunches(shape=[len(case.seqs), case.heads, case.cu_q[-1], case.head_dim], student=student,
-                         baseline=baseline, inputs=(q, k, v))
+                         baseline=baseline, inputs=(q, k, v, cu_q, cu_k))
+
+
+def timing_work(drill: Drill, module: ModuleType, timed: TimedLaunches) -> dict[str, Counted]:
+    """The timed launch's counted work (:func:`count_work`), from one visit-recording
+    launch on the timed inputs (guarded as the check's own), keyed as it is timed."""
+    q, k, v, cu_q, cu_k = timed.inputs
+    starts_q, starts_k = cu_q.tolist(), cu_k.tolist()
+    seqs = tuple((starts_q[b + 1] - starts_q[b], starts_k[b + 1] - starts_k[b]) for b in range(len(starts_q) - 1))
+    case = Case("timing", int(q.shape[1]), int(q.shape[2]), seqs)
+    launched = run(module, case, q, k, v)
+    return {"causal": count_work(case, launched.visits, int(module.BLOCK_M), int(module.BLOCK_N))}
+
+
+def count_work(case: Case, visits: torch.Tensor, block_m: int, block_n: int) -> Counted:
+    """FLOPs and bytes of a launch from its visit buffer, as :mod:`tutor.harness.roofline`
+    counts one map, sequence by sequence (each has its own grid and ragged ends): every
+    visited (query block, key block) tile costs ``4 · rows · keys · d`` on its real rows and
+    keys, and loads a K and a V tile of its real keys; each (sequence, head) query block
+    with rows loads its Q tile and stores its O tile once.  The ideal: the FLOPs of the
+    blocks each sequence's offset diagonal needs (:func:`needed_blocks`), and Q, K, V read
+    once, O written once."""
+    from tutor.harness import roofline  # it reads drill 03's formulas (tutor.quiz): only where a roofline is built
+
+    d, size = case.head_dim, roofline.ELEMENT_BYTES
+    counts = (visits != 0).to(torch.int64).cpu()  # (sequences*heads, query blocks, key blocks)
+    n_m, n_n = counts.shape[1], counts.shape[2]
+    flops = kv_elements = tiles = ideal_flops = 0
+    for b, (nq, nk) in enumerate(case.seqs):
+        rows = torch.tensor([max(0, min(block_m, nq - i * block_m)) for i in range(n_m)])
+        keys = torch.tensor([max(0, min(block_n, nk - j * block_n)) for j in range(n_n)])
+        grid = counts[b * case.heads:(b + 1) * case.heads].sum(dim=0)  # heads that visited each tile
+        flops += 4 * d * int((grid * rows[:, None] * keys[None, :]).sum())
+        kv_elements += d * int((grid * keys[None, :]).sum())
+        tiles += int(grid.sum())
+        spans = needed_blocks(nq, nk, block_m, block_n)
+        ideal_flops += case.heads * 4 * d * sum(int(rows[i]) * int(keys[:spans[i]].sum()) for i in range(len(spans)))
+    q_elements = case.heads * case.cu_q[-1] * d
+    work = roofline.WorkCount(flops=flops, q_bytes=q_elements * size, k_bytes=kv_elements * size,
+                              v_bytes=kv_elements * size, o_bytes=q_elements * size, visited_tiles=tiles)
+    compulsory = case.heads * (2 * case.cu_q[-1] + 2 * case.cu_k[-1]) * d * size
+    ideal = roofline.Ideal(flops=float(ideal_flops), bytes=compulsory,
+                           note=f"fused: Q, K, V read once, O written once; the FLOPs of the blocks each "
+                                f"sequence's offset diagonal needs, at {block_m}x{block_n} blocks")
+    return roofline.Counted(work=work, ideal=ideal)
 
 
 def padded(case: Case, q: torch.Tensor, k: torch.Tensor,
@@ -600,4 +648,5 @@ def padded(case: Case, q: torch.Tensor, k: torch.Tensor,
     return qp, kp, vp, mask
 
 
-PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches)
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
+                                 timing_work=timing_work)
