@@ -23,6 +23,12 @@ them, per sequence, the last key each row weighs against its diagonal (by how
 many keys, which side), weight on other sequences' keys (which ones), needed
 keys missed; and from the visit map, blocks visited that no row needs (past the
 diagonal, past the sequence) against those needed.
+
+The visit maps are per sequence; the check headlines one (:func:`headline_map`:
+the default case's sequence with the most blocks, its offset diagonal's needed
+cells against what the kernel recorded).  The roofline counts the timed launch
+sequence by sequence (:func:`count_work`, the problem's ``timing_work``): one
+map of one length cannot hold sequences of different lengths.
 """
 
 from __future__ import annotations
