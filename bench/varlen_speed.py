@@ -87,7 +87,11 @@ def main() -> int:
     for name, heads, dim, seqs in QUICK_MIXES if args.quick else GPU_MIXES:
         case = va.Case(name, heads, dim, seqs)
         q, k, v = va.random_inputs(case, device, gen)
-        expected = va.reference(case, q, k, v) if interpreter or case.cu_k[-1] <= 40_000 else None
+        # float64, every mix (the reference goes by chunks of rows: no size is skipped); every
+        # row sees key 0, so it is finite, and a nan below would be the kernel's own
+        expected = va.reference(case, q, k, v)
+        if not bool(torch.isfinite(expected).all()):
+            raise RuntimeError(f"{name}: the float64 reference is not finite")
         cu_q = torch.tensor(case.cu_q, dtype=torch.int32, device=device)
         cu_k = torch.tensor(case.cu_k, dtype=torch.int32, device=device)
         max_q, max_k = max(s[0] for s in seqs), max(s[1] for s in seqs)
@@ -97,7 +101,7 @@ def main() -> int:
         notes: list[str] = []
 
         def err(got: torch.Tensor) -> float:
-            return float("nan") if expected is None else float((got.double() - expected).abs().max())
+            return float((got.double() - expected).abs().max())
 
         def student() -> torch.Tensor:
             return solution.attention(q, k, v, cu_q, cu_k, max_q, max_k, out=out)
@@ -140,10 +144,10 @@ def main() -> int:
                 return torch.nn.functional.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask)
 
             padded_out = sdpa()
-            errors["sdpa"] = max(err_b for err_b in (
-                float((padded_out[b, :, :nq].transpose(0, 1).double()
-                       - expected[case.cu_q[b]:case.cu_q[b + 1]]).abs().max()) if expected is not None else float("nan")
-                for b, (nq, _) in enumerate(seqs)))
+            errors["sdpa"] = max(
+                float((padded_out[b, :, :nq].transpose(0, 1).double() - expected[case.cu_q[b]:case.cu_q[b + 1]])
+                      .abs().max())
+                for b, (nq, _) in enumerate(seqs))
             timed = time_sdpa(bench, sdpa)
             times["sdpa"], backend, forced = timed.ms["default"], timed.backend, timed.forced
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_harness import check_files, check_one, shipped_drill, shipped_solution
+from helpers_harness import check_files, check_jobs, check_one, job, shipped_drill, shipped_solution
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
@@ -56,6 +56,31 @@ def test_registered_problem():
 def test_reference_is_per_sequence_attention(case):
     q, k, v = va.random_inputs(case, "cpu", torch.Generator().manual_seed(3))
     assert torch.allclose(va.reference(case, q, k, v), loop_reference(case, q, k, v), atol=1e-12)
+
+
+# a tiny "mixed 8 full + 8 chunks" of bench/varlen_speed.py: whole sequences (Nq = Nk) of
+# several lengths beside chunks whose keys run far past their queries
+MIXED = va.Case("mixed", 2, 16, ((9, 9), (4, 4), (1, 1), (3, 3), (5, 40), (5, 33), (5, 12), (1, 7)))
+
+
+def test_reference_of_a_mixed_pack_is_finite_and_per_sequence():
+    """The bench's mixed rows printed nan: their float64 reference was skipped above 40k
+    keys.  Now computed on every mix, by chunks of rows, and equal to per-sequence float64
+    attention whatever the chunk."""
+    q, k, v = va.random_inputs(MIXED, "cpu", torch.Generator().manual_seed(8))
+    expected = loop_reference(MIXED, q, k, v)
+    whole = va.reference(MIXED, q, k, v)
+    assert bool(torch.isfinite(whole).all())
+    assert torch.allclose(whole, expected, atol=1e-12)
+    for tile in (1, 2 * 40, 2 * 40 * 3):  # one row at a time, one row of the longest, three rows
+        assert torch.allclose(va.reference(MIXED, q, k, v, tile=tile), expected, atol=1e-12)
+
+
+def test_reference_refuses_more_queries_than_keys():
+    case = va.Case("bad", 1, 16, ((3, 3), (4, 2)))
+    q, k, v = va.random_inputs(case, "cpu", torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="sequence 1 has Nq = 4 queries and Nk = 2 keys"):
+        va.reference(case, q, k, v)
 
 
 def test_cases_cover_every_boundary():
@@ -145,6 +170,34 @@ def test_padded_sdpa_baseline_masks_like_the_reference():
         assert torch.allclose(got, expected[case.cu_q[b]:case.cu_q[b + 1]], atol=1e-4)
 
 
+def brute_needed(nq: int, nk: int, bm: int, bn: int) -> list[list[bool]]:
+    """(query block, key block) needed when some row of it sees some key of it, pair by pair."""
+    return [[any(c <= r + nk - nq for r in range(i, min(i + bm, nq)) for c in range(j, min(j + bn, nk)))
+             for j in range(0, nk, bn)] for i in range(0, nq, bm)]
+
+
+def test_headline_map_is_the_largest_sequence_as_recorded():
+    """The headline map: the sequence with the most blocks, its cells counted from the
+    visit buffer (every head), the needed cells those of its offset diagonal; a block
+    recorded past its keys widens the map as an unneeded cell."""
+    case = va.Case("c", 2, 16, ((5, 40), (33, 33), (20, 100), (1, 1)))
+    assert va.headline_sequence(case, 16, 16) == 2  # 16-blocks: (20, 100) has 2x7 pairs, (33, 33) 3x3
+    # 32-blocks: (33, 33) and (20, 100) both 2x2 = 1x4 pairs; (33, 33) has one to skip, (20, 100) none
+    assert va.headline_sequence(case, 32, 32) == 1
+    visits = torch.zeros(va.visit_shape(case, 32, 32), dtype=torch.int32)
+    b = 1
+    for h in range(case.heads):  # needed: (0, 0), (1, 0), (1, 1); head 1 also visits (0, 1), and key block 2
+        visits[b * case.heads + h, 0, 0] = visits[b * case.heads + h, 1, :2] = 1
+    visits[b * case.heads + 1, 0, 1] = visits[b * case.heads + 1, 1, 2] = 1
+    visits[0, 0, :] = 1  # another sequence's visits stay out of this map
+    m = va.headline_map(case, visits, 32, 32)
+    assert (m.seq, m.heads, m.block_m, m.block_n) == (33, 2, 32, 32)
+    assert m.counts == [[2, 1, 0], [2, 2, 1]]
+    assert m.ideal == [row + [False] for row in brute_needed(33, 33, 32, 32)]
+    assert (m.visited_blocks, m.ideal_blocks, m.total_blocks) == (8, 6, 12)
+    assert m.label.startswith("sequence 1 (Nq = 33, Nk = 33, Nk - Nq = 0), the c case's largest")
+
+
 # -- the real harness on real kernels --------------------------------------------------------
 
 def test_shipped_fails_as_documented_and_solution_is_solved():
@@ -188,3 +241,114 @@ def test_the_causal_only_timing_is_measured_and_shown():
     assert result.performance.status == "done", result.performance.reason
     assert result.full_ms is None and result.causal_ms is not None and result.causal_ms > 0
     assert any("causal" in line and "ms" in line for line in performance_lines(result))
+
+
+def test_headline_visit_map_from_the_kernel(tmp_path: Path):
+    """The check's headline map is the default case's largest sequence, counted from what
+    the kernel recorded: the solution visits exactly the needed blocks; a kernel that visits
+    every key block of its sequence shows the block past the diagonal; one that runs to the
+    longest sequence's keys widens the map past this one's; the report names the sequence."""
+    from tutor.report import verdict_lines
+
+    written = mistakes.materialise(tmp_path)
+    past_diagonal, past_keys = written["08_bound_all_keys"], written["08_bound_longest_sequence"]
+    results = check_files([shipped_solution("08"), past_diagonal, past_keys])
+    case = va.cases_for(True, 32, 32)[0]  # the solution's and these kernels' blocks
+    b = max(range(len(case.seqs)), key=lambda s: len(brute_needed(*case.seqs[s], 32, 32))
+            * len(brute_needed(*case.seqs[s], 32, 32)[0]))
+    nq, nk = case.seqs[b]
+    needed = brute_needed(nq, nk, 32, 32)
+    assert any(not cell for row in needed for cell in row)  # the map has a block to skip
+
+    solved = results[shipped_solution("08")]
+    m = solved.visits
+    assert m is not None and solved.solved
+    assert (m.seq, m.heads, m.ideal) == (nk, case.heads, needed)
+    assert m.counts == [[case.heads * cell for cell in row] for row in needed]
+    assert solved.visited_blocks == solved.ideal_blocks < solved.total_blocks
+    lines = verdict_lines(solved)
+    assert any(line.startswith("visit map") and f"sequence {b} (Nq = {nq}, Nk = {nk}" in line for line in lines)
+
+    over = results[past_diagonal].visits
+    assert over is not None and results[past_diagonal].passed
+    assert over.ideal == needed and over.counts == [[case.heads] * len(needed[0])] * len(needed)
+    assert over.visited_blocks > over.ideal_blocks
+
+    wide = results[past_keys].visits
+    max_k_blocks = -(-max(k for _, k in case.seqs) // 32)
+    assert wide is not None and len(wide.counts[0]) == max_k_blocks > len(needed[0])
+    assert all(row[len(needed[0]):] == [False] * (max_k_blocks - len(needed[0])) for row in wide.ideal)
+    assert all(count == case.heads for row in wide.counts for count in row)
+
+
+def test_the_app_draws_the_headline_map_under_what_it_is_of():
+    """The app's map draws the label (which sequence) above the key-block axis, wrapped no
+    wider than the map or its legend, and the cells as for every drill."""
+    from tutor.app.widgets.visit_map import LABEL_WRAP, Cell, classify, render_map
+
+    case = va.Case("default", 2, 16, ((1, 9), (33, 33)))
+    visits = torch.zeros(va.visit_shape(case, 32, 32), dtype=torch.int32)
+    visits[2:, 0, :2] = visits[2:, 1, :2] = 1  # sequence 1, both heads: (0, 1) is past the diagonal
+    m = va.headline_map(case, visits, 32, 32)
+    assert classify(m) == [[Cell.VISITED, Cell.EXTRA], [Cell.VISITED, Cell.VISITED]]
+    lines = render_map(m).plain.splitlines()
+    axis = next(n for n, line in enumerate(lines) if "key block" in line)
+    assert " ".join(lines[:axis]) == m.label and all(len(line) <= LABEL_WRAP for line in lines[:axis])
+    assert lines[axis + 2:axis + 4] == ["0  ██ xx", "1  ██ ██"]
+
+
+# -- the roofline of the timed launch -----------------------------------------------------------
+
+def element_count(case: va.Case, visits: torch.Tensor, bm: int, bn: int, d: int) -> tuple[int, int]:
+    """Every visited tile expanded to the (row, key) scores it covers inside its sequence:
+    4·d FLOPs a score; a K and a V row a key column it covers; Q loaded and O stored once a row."""
+    flops = kv = 0
+    for b, (nq, nk) in enumerate(case.seqs):
+        for h in range(case.heads):
+            tiles = (visits[b * case.heads + h] != 0).to(torch.int64)
+            flops += 4 * d * int(tiles.repeat_interleave(bm, 0).repeat_interleave(bn, 1)[:nq, :nk].sum())
+            # a tile loads its real keys whatever its rows (a program past a short sequence's
+            # end that does not return still loads them)
+            kv += 2 * d * int(tiles.repeat_interleave(bn, 1)[:, :nk].sum())
+    return flops, (kv + 2 * case.heads * case.cu_q[-1] * d) * 2
+
+
+@pytest.mark.parametrize("bm,bn", [(32, 32), (16, 64), (64, 16)])
+def test_counted_work_agrees_with_an_element_count(bm, bn):
+    case = va.Case("c", 2, 16, ((5, 40), (33, 33), (20, 100), (1, 1)))
+    visits = torch.randint(0, 2, va.visit_shape(case, bm, bn), generator=torch.Generator().manual_seed(bm + bn),
+                           dtype=torch.int32)
+    counted = va.count_work(case, visits, bm, bn)
+    assert (counted.work.flops, counted.work.bytes) == element_count(case, visits, bm, bn, 16)
+    assert counted.work.visited_tiles == int((visits != 0).sum())
+    needed = torch.zeros_like(visits)
+    for b, (nq, nk) in enumerate(case.seqs):
+        for i, row in enumerate(brute_needed(nq, nk, bm, bn)):
+            needed[b * case.heads:(b + 1) * case.heads, i, :len(row)] = torch.tensor(row, dtype=torch.int32)
+    assert counted.ideal.flops == element_count(case, needed, bm, bn, 16)[0]
+    assert counted.ideal.bytes == 2 * 16 * 2 * (2 * case.cu_q[-1] + 2 * case.cu_k[-1])
+
+
+def test_the_timed_launch_gets_a_roofline_counted_from_its_visits(tmp_path: Path):
+    """The performance phase counts the timed launch (the interpreter's: the default case)
+    from a visit-recording launch: the solution's FLOPs are the needed blocks' exactly; a
+    kernel visiting every block of its sequence counts more; the report shows them."""
+    from tutor.report import performance_lines
+
+    past_diagonal = mistakes.materialise(tmp_path)["08_bound_all_keys"]
+    solved, over = check_jobs([job(shipped_solution("08"), timing=True), job(past_diagonal, timing=True)])
+    case = va.cases_for(True, 32, 32)[0]
+    needed = torch.zeros(va.visit_shape(case, 32, 32), dtype=torch.int32)
+    for b, (nq, nk) in enumerate(case.seqs):
+        for i, row in enumerate(brute_needed(nq, nk, 32, 32)):
+            needed[b * case.heads:(b + 1) * case.heads, i, :len(row)] = torch.tensor(row, dtype=torch.int32)
+    flops, nbytes = element_count(case, needed, 32, 32, case.head_dim)
+    for result in (solved, over):
+        assert result.performance.status == "done", result.performance.reason
+        assert result.roofline is not None and [x.mode for x in result.roofline.launches] == ["causal"]
+        assert result.roofline.launches[0].ideal_flops == flops
+    launch = solved.roofline.launches[0]
+    assert (launch.flops, launch.bytes, launch.visited_tiles) == (flops, nbytes, int(needed.sum()))
+    assert launch.ms is None and launch.tflops is None  # the interpreter: counts, no rates
+    assert over.roofline.launches[0].flops > flops and over.roofline.launches[0].bytes > nbytes
+    assert any(line.startswith("roofline") and "sequences" in line for line in performance_lines(solved))

@@ -137,6 +137,8 @@ def verdict_lines(result: CheckResult, title: str = "", links: bool = False, dia
     visited = visited_line(result)
     if visited is not None:
         lines.append(_line("visited", visited))
+        if result.visits is not None and result.visits.label:  # what the map is of, where it is not plain
+            lines.append(_line("visit map", result.visits.label))
     work = work_line(result)
     if work is not None:
         lines.append(_line("causal work", work))

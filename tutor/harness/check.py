@@ -274,10 +274,17 @@ def _roofline(state: VerdictState, dev: Device, result: CheckResult, timed: Time
               maps: dict[str, VisitMap] | None = None) -> Roofline | None:
     from tutor.harness import roofline  # only here: it reads drill 03's formulas (tutor.quiz)
 
-    if maps is None:
-        maps = {mode: _timing_map(state, timed, mode) for mode in _counted_modes(state)}
-    if not maps or not any(m.visited_blocks for m in maps.values()):
-        return None  # no visit map recorded (the diagnosis says so): nothing to count
+    assert state.problem is not None and state.module is not None  # the verdict phase loaded them
+    counted = None
+    if state.problem.timing_work is not None:  # the problem counts its own (one map cannot hold it)
+        counted = state.problem.timing_work(state.drill, state.module, timed)
+        if not any(c.work.visited_tiles for c in counted.values()):
+            return None  # no visit recorded (the diagnosis says so): nothing to count
+    else:
+        if maps is None:
+            maps = {mode: _timing_map(state, timed, mode) for mode in _counted_modes(state)}
+        if not maps or not any(m.visited_blocks for m in maps.values()):
+            return None  # no visit map recorded (the diagnosis says so): nothing to count
     ms = sdpa = peaks = None
     if not dev.interpreter:  # the interpreter's milliseconds are not a device's rate
         ms = {"full": result.full_ms, "causal": result.causal_ms}
@@ -285,6 +292,11 @@ def _roofline(state: VerdictState, dev: Device, result: CheckResult, timed: Time
         from tutor.harness.peaks import device_peaks
 
         peaks = device_peaks(dev.name, dev.torch)
+    if counted is not None:
+        return roofline.assemble(result.timing_shape, counted, int(state.module.BLOCK_M),
+                                 int(state.module.BLOCK_N), ms=ms, sdpa_ms=sdpa, peaks=peaks,
+                                 counted_on="total over sequences × heads")
+    assert maps is not None  # counted above
     return roofline.build(result.timing_shape, maps, ms=ms, sdpa_ms=sdpa, peaks=peaks)
 
 

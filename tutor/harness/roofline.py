@@ -103,6 +103,14 @@ def ideal_work(shape: list[int], causal: bool, block_m: int, block_n: int,
     return Ideal(flops=flops / 2, bytes=hbm, note="fused, causal: about half of 4·n²·d (blocks not square)")
 
 
+@dataclass(frozen=True)
+class Counted:
+    """One timed launch's counted work and the ideal it is set against."""
+
+    work: WorkCount
+    ideal: Ideal
+
+
 def build(shape: list[int], visits_by_mode: dict[str, VisitMap], *, ms: Mapping[str, float | None] | None = None,
           sdpa_ms: Mapping[str, float | None] | None = None, peaks: Peaks | None = None,
           element_bytes: int = ELEMENT_BYTES) -> Roofline:
@@ -110,13 +118,26 @@ def build(shape: list[int], visits_by_mode: dict[str, VisitMap], *, ms: Mapping[
     ``ms`` and ``sdpa_ms`` are GPU timings at ``shape``; leave them out on the
     interpreter (its milliseconds are not a device's rate)."""
     first = next(iter(visits_by_mode.values()))
-    roof = Roofline(shape=list(shape), block_m=first.block_m, block_n=first.block_n,
-                    element_bytes=element_bytes, peaks=peaks)
-    for mode, visits in visits_by_mode.items():
-        work = count_work(visits, shape[3], element_bytes)
-        ideal = ideal_work(shape, mode == "causal", visits.block_m, visits.block_n, element_bytes)
+    counted = {mode: Counted(count_work(visits, shape[3], element_bytes),
+                             ideal_work(shape, mode == "causal", visits.block_m, visits.block_n, element_bytes))
+               for mode, visits in visits_by_mode.items()}
+    return assemble(shape, counted, first.block_m, first.block_n, ms=ms, sdpa_ms=sdpa_ms, peaks=peaks,
+                    element_bytes=element_bytes)
+
+
+def assemble(shape: list[int], counted: Mapping[str, Counted], block_m: int, block_n: int, *,
+             ms: Mapping[str, float | None] | None = None, sdpa_ms: Mapping[str, float | None] | None = None,
+             peaks: Peaks | None = None, element_bytes: int = ELEMENT_BYTES,
+             counted_on: str = "total over batch × heads") -> Roofline:
+    """The roofline of launches already counted (keyed by the timed mode): :func:`build`
+    counts them from visit maps; a problem whose launches one map cannot hold counts its
+    own (drill 08's packed sequences)."""
+    roof = Roofline(shape=list(shape), block_m=block_m, block_n=block_n, element_bytes=element_bytes, peaks=peaks,
+                    counted_on=counted_on)
+    for mode, one in counted.items():
+        work, ideal = one.work, one.ideal
         launch = RooflineLaunch(mode=mode, flops=work.flops, bytes=work.bytes, visited_tiles=work.visited_tiles,
-                        ideal_flops=ideal.flops, ideal_bytes=ideal.bytes, ideal_note=ideal.note)
+                                ideal_flops=ideal.flops, ideal_bytes=ideal.bytes, ideal_note=ideal.note)
         t = (ms or {}).get(mode)
         if t:
             launch.ms = t

@@ -17,6 +17,7 @@ A correct causal kernel draws a lower triangle of ``██`` over ``··``.
 
 from __future__ import annotations
 
+import textwrap
 from enum import Enum
 
 from rich.text import Text
@@ -45,6 +46,8 @@ LEGEND: dict[Cell, str] = {
     Cell.EXTRA: "future, visited",
     Cell.MISSING: "needed, missed",
 }
+
+LABEL_WRAP = 36  # the legend's widest line, "cells per head (x 16 heads in total):"
 
 # Rich styles; the monochrome filter Textual applies under NO_COLOR drops the
 # colours and the glyphs still tell the kinds apart.
@@ -99,6 +102,9 @@ def render_map(visits: VisitMap) -> Text:
     cell_width = 2 + len(gap)
     label_width = len(str(n_rows - 1))
     text = Text()
+    if visits.label:  # what the map is of (one sequence of several, a window, ...), no wider than the legend
+        width = max(label_width + 2 + n_cols * cell_width, LABEL_WRAP)
+        text.append("\n".join(textwrap.wrap(visits.label, width)) + "\n", style="dim")
     text.append(" " * (label_width + 2) + "key block →\n", style="dim")
     text.append("q".rjust(label_width) + "  " + _axis_labels(n_cols, cell_width) + "\n", style="dim")
     for i, row in enumerate(grid):

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import torch
 
     from tutor.catalog import Drill
+    from tutor.harness.roofline import Counted
 
 # problems whose PROBLEM.check_one_shape is not None, by name: the runner (which never
 # imports a problem module, nor torch) asks it whether a crash on the ragged shapes can be
@@ -126,6 +127,14 @@ class TimingVisitMap(Protocol):
         ...
 
 
+class TimingWork(Protocol):
+    def __call__(self, drill: Drill, module: ModuleType, timed: TimedLaunches) -> dict[str, Counted]:
+        """The counted work of each timed mode and its ideal, for a problem whose timed
+        launch one visit map cannot count (drill 08: sequences of different lengths, each
+        its own grid): a visit-recording launch on ``timed.inputs``, counted there."""
+        ...
+
+
 class CompileWarmups(Protocol):
     def __call__(self, drill: Drill, module: ModuleType, device: str) -> list[Callable[[], object]]:
         """One launch of each Triton variant the verdict phase will compile; on a GPU the
@@ -139,7 +148,8 @@ class CompileWarmups(Protocol):
 class Problem(Protocol):
     """What the harness calls on a problem.  Required: :attr:`check_correctness` and
     :attr:`timing_launches`.  The capabilities are None where a problem lacks them:
-    without :attr:`timing_visit_map` a check gets no roofline, without
+    without :attr:`timing_visit_map` or :attr:`timing_work` (which counts the work
+    itself, where one map cannot) a check gets no roofline, without
     :attr:`compile_warmups` the verdict's launches compile one after another, without
     :attr:`check_one_shape` a crash is not re-run to say where it comes from."""
 
@@ -151,6 +161,9 @@ class Problem(Protocol):
 
     @property
     def timing_visit_map(self) -> TimingVisitMap | None: ...
+
+    @property
+    def timing_work(self) -> TimingWork | None: ...
 
     @property
     def compile_warmups(self) -> CompileWarmups | None: ...
@@ -166,6 +179,7 @@ class ModuleProblem:
     check_correctness: CheckCorrectness
     timing_launches: TimingLaunches
     timing_visit_map: TimingVisitMap | None = None
+    timing_work: TimingWork | None = None
     compile_warmups: CompileWarmups | None = None
     check_one_shape: CheckOneShape | None = None
 

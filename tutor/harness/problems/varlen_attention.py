@@ -23,6 +23,12 @@ them, per sequence, the last key each row weighs against its diagonal (by how
 many keys, which side), weight on other sequences' keys (which ones), needed
 keys missed; and from the visit map, blocks visited that no row needs (past the
 diagonal, past the sequence) against those needed.
+
+The visit maps are per sequence; the check headlines one (:func:`headline_map`:
+the default case's sequence with the most blocks, its offset diagonal's needed
+cells against what the kernel recorded).  The roofline counts the timed launch
+sequence by sequence (:func:`count_work`, the problem's ``timing_work``): one
+map of one length cannot hold sequences of different lengths.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -41,7 +48,10 @@ from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention.readout import one_hot_values
-from tutor.harness.result import CaseResult, Diagnosis, GuardFinding
+from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
+
+if TYPE_CHECKING:
+    from tutor.harness.roofline import Counted
 
 
 @dataclass(frozen=True)
@@ -161,28 +171,80 @@ def run(module: ModuleType, case: Case, q: torch.Tensor, k: torch.Tensor, v: tor
     return VarlenLaunch(q, k, v, out, visits, guarded.bands)
 
 
-def reference(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Per-sequence causal attention in float64, the diagonal offset by Nk - Nq."""
+REFERENCE_TILE = 1 << 26  # float64 scores at most per step of the reference (512 MiB)
+
+
+def reference(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              tile: int = REFERENCE_TILE) -> torch.Tensor:
+    """Per-sequence causal attention in float64, the diagonal offset by Nk - Nq.  A long
+    sequence's queries go in chunks of rows (at most ``tile`` scores over its heads at a
+    time: a 4096-token sequence of 16 heads holds 268M), so any mix fits in memory.  Every
+    row sees key 0 (Nk >= Nq), so every output is finite; a sequence with Nq > Nk breaks
+    the launcher contract and is refused."""
     out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
     for b, (nq, nk) in enumerate(case.seqs):
-        qs = q[case.cu_q[b]:case.cu_q[b + 1]].to(torch.float64).transpose(0, 1)  # (H, nq, d)
-        ks = k[case.cu_k[b]:case.cu_k[b + 1]].to(torch.float64).transpose(0, 1)
+        if not 0 <= nq <= nk:
+            raise ValueError(f"sequence {b} has Nq = {nq} queries and Nk = {nk} keys: the contract needs 0 <= Nq <= Nk")
+        ks = k[case.cu_k[b]:case.cu_k[b + 1]].to(torch.float64).transpose(0, 1)  # (H, nk, d)
         vs = v[case.cu_k[b]:case.cu_k[b + 1]].to(torch.float64).transpose(0, 1)
-        s = qs @ ks.transpose(-1, -2) * case.head_dim**-0.5
-        s = s.masked_fill(~sees(nq, nk, q.device), float("-inf"))
-        out[case.cu_q[b]:case.cu_q[b + 1]] = (torch.softmax(s, dim=-1) @ vs).transpose(0, 1)
+        rows = max(1, tile // max(1, case.heads * nk))
+        for first in range(0, nq, rows):
+            last = min(first + rows, nq)
+            packed = slice(case.cu_q[b] + first, case.cu_q[b] + last)
+            qs = q[packed].to(torch.float64).transpose(0, 1)  # (H, rows, d)
+            s = qs @ ks.transpose(-1, -2) * case.head_dim**-0.5
+            s = s.masked_fill(~sees(nq, nk, q.device, first, last), float("-inf"))
+            out[packed] = (torch.softmax(s, dim=-1) @ vs).transpose(0, 1)
     return out
 
 
-def sees(nq: int, nk: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """(nq, nk) bool: query row i sees key c when c <= i + nk - nq."""
-    return torch.arange(nk, device=device)[None, :] <= torch.arange(nq, device=device)[:, None] + (nk - nq)
+def sees(nq: int, nk: int, device: torch.device | str = "cpu", first: int = 0, last: int | None = None) -> torch.Tensor:
+    """(nq, nk) bool: query row i sees key c when c <= i + nk - nq (rows first..last - 1
+    alone when given)."""
+    rows = torch.arange(first, nq if last is None else last, device=device)
+    return torch.arange(nk, device=device)[None, :] <= rows[:, None] + (nk - nq)
 
 
 def needed_blocks(nq: int, nk: int, block_m: int, block_n: int) -> list[int]:
     """For each query block of a sequence, how many key blocks (from block 0) hold a key
     some row of it sees: up to the block of its last row's last key."""
     return [(min(first + block_m, nq) - 1 + nk - nq) // block_n + 1 for first in range(0, nq, block_m)]
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def headline_sequence(case: Case, block_m: int, block_n: int) -> int:
+    """The sequence whose map is headlined: the one with the most (query block, key
+    block) pairs; among equals, the most pairs no row needs (where skipping shows), then
+    the first."""
+    def size(b: int) -> tuple[int, int, int]:
+        nq, nk = case.seqs[b]
+        pairs = _cdiv(nq, block_m) * _cdiv(nk, block_n)
+        return pairs, pairs - sum(needed_blocks(nq, nk, block_m, block_n)), -b
+
+    return max(range(len(case.seqs)), key=size)
+
+
+def headline_map(case: Case, visits: torch.Tensor, block_m: int, block_n: int) -> VisitMap:
+    """One sequence's visit map (:func:`headline_sequence`), from the visit buffer the
+    kernel filled: rows its query blocks, columns its key blocks, each cell the heads that
+    recorded it; the needed cells are those of :func:`needed_blocks` (its diagonal offset
+    by Nk - Nq).  Where the kernel recorded blocks of this sequence past its last query or
+    key block, the map grows to show them (none of them is needed).  ``seq`` is its Nk."""
+    b = headline_sequence(case, block_m, block_n)
+    nq, nk = case.seqs[b]
+    grid = (visits[b * case.heads:(b + 1) * case.heads] != 0).cpu()  # (heads, query blocks, key blocks)
+    marked = grid.any(dim=0).nonzero()
+    rows = max(_cdiv(nq, block_m), 1 + int(marked[:, 0].max()) if len(marked) else 0)
+    cols = max(_cdiv(nk, block_n), 1 + int(marked[:, 1].max()) if len(marked) else 0)
+    spans = needed_blocks(nq, nk, block_m, block_n)
+    ideal = [[j < (spans[i] if i < len(spans) else 0) for j in range(cols)] for i in range(rows)]
+    label = (f"{_seq_words(case, b)}, the {case.name} case's largest: its query blocks (rows) x its key blocks "
+             "(columns)")
+    return VisitMap(block_m=block_m, block_n=block_n, seq=nk, heads=case.heads,
+                    counts=grid[:, :rows, :cols].sum(dim=0).tolist(), ideal=ideal, label=label)
 
 
 # -- the check -------------------------------------------------------------------------------
@@ -221,6 +283,7 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
     first = checked[0].case
     return Correctness(cases=[c.result for c in checked],
                        shape=[len(first.seqs), first.heads, first.cu_q[-1], first.head_dim],
+                       visits=[headline_map(first, checked[0].launch.visits, block_m, block_n)],
                        diagnose=diagnose_launches)
 
 
@@ -523,7 +586,51 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
         sdpa = torch.nn.functional.scaled_dot_product_attention
         baseline["causal"] = lambda: sdpa(qp, kp, vp, attn_mask=mask)
     return TimedLaunches(shape=[len(case.seqs), case.heads, case.cu_q[-1], case.head_dim], student=student,
-                         baseline=baseline, inputs=(q, k, v))
+                         baseline=baseline, inputs=(q, k, v, cu_q, cu_k))
+
+
+def timing_work(drill: Drill, module: ModuleType, timed: TimedLaunches) -> dict[str, Counted]:
+    """The timed launch's counted work (:func:`count_work`), from one visit-recording
+    launch on the timed inputs (guarded as the check's own), keyed as it is timed."""
+    q, k, v, cu_q, cu_k = timed.inputs
+    starts_q, starts_k = cu_q.tolist(), cu_k.tolist()
+    seqs = tuple((starts_q[b + 1] - starts_q[b], starts_k[b + 1] - starts_k[b]) for b in range(len(starts_q) - 1))
+    case = Case("timing", int(q.shape[1]), int(q.shape[2]), seqs)
+    launched = run(module, case, q, k, v)
+    return {"causal": count_work(case, launched.visits, int(module.BLOCK_M), int(module.BLOCK_N))}
+
+
+def count_work(case: Case, visits: torch.Tensor, block_m: int, block_n: int) -> Counted:
+    """FLOPs and bytes of a launch from its visit buffer, as :mod:`tutor.harness.roofline`
+    counts one map, sequence by sequence (each has its own grid and ragged ends): every
+    visited (query block, key block) tile costs ``4 · rows · keys · d`` on its real rows and
+    keys, and loads a K and a V tile of its real keys; each (sequence, head) query block
+    with rows loads its Q tile and stores its O tile once.  The ideal: the FLOPs of the
+    blocks each sequence's offset diagonal needs (:func:`needed_blocks`), and Q, K, V read
+    once, O written once."""
+    from tutor.harness import roofline  # it reads drill 03's formulas (tutor.quiz): only where a roofline is built
+
+    d, size = case.head_dim, roofline.ELEMENT_BYTES
+    counts = (visits != 0).to(torch.int64).cpu()  # (sequences*heads, query blocks, key blocks)
+    n_m, n_n = counts.shape[1], counts.shape[2]
+    flops = kv_elements = tiles = ideal_flops = 0
+    for b, (nq, nk) in enumerate(case.seqs):
+        rows = torch.tensor([max(0, min(block_m, nq - i * block_m)) for i in range(n_m)])
+        keys = torch.tensor([max(0, min(block_n, nk - j * block_n)) for j in range(n_n)])
+        grid = counts[b * case.heads:(b + 1) * case.heads].sum(dim=0)  # heads that visited each tile
+        flops += 4 * d * int((grid * rows[:, None] * keys[None, :]).sum())
+        kv_elements += d * int((grid * keys[None, :]).sum())
+        tiles += int(grid.sum())
+        spans = needed_blocks(nq, nk, block_m, block_n)
+        ideal_flops += case.heads * 4 * d * sum(int(rows[i]) * int(keys[:spans[i]].sum()) for i in range(len(spans)))
+    q_elements = case.heads * case.cu_q[-1] * d
+    work = roofline.WorkCount(flops=flops, q_bytes=q_elements * size, k_bytes=kv_elements * size,
+                              v_bytes=kv_elements * size, o_bytes=q_elements * size, visited_tiles=tiles)
+    compulsory = case.heads * (2 * case.cu_q[-1] + 2 * case.cu_k[-1]) * d * size
+    ideal = roofline.Ideal(flops=float(ideal_flops), bytes=compulsory,
+                           note=f"fused: Q, K, V read once, O written once; the FLOPs of the blocks each "
+                                f"sequence's offset diagonal needs, at {block_m}x{block_n} blocks")
+    return roofline.Counted(work=work, ideal=ideal)
 
 
 def padded(case: Case, q: torch.Tensor, k: torch.Tensor,
@@ -547,4 +654,5 @@ def padded(case: Case, q: torch.Tensor, k: torch.Tensor,
     return qp, kp, vp, mask
 
 
-PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches)
+PROBLEM: Problem = ModuleProblem(check_correctness=check_correctness, timing_launches=timing_launches,
+                                 timing_work=timing_work)
