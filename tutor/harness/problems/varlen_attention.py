@@ -492,6 +492,11 @@ def visit_findings(checked: list[Checked], block_m: int, block_n: int) -> Findin
     return found
 
 
+OVERRUN_CAVEAT = (" A store also landed outside the output: a kernel that stores rows past a sequence's end"
+                  " writes them into the next sequence's rows, whose read-out then shows that sequence's keys and"
+                  " misses its own. Look at the rows each program stores first.")
+
+
 def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: str, generator: torch.Generator,
              guard_findings: list[GuardFinding]) -> list[Diagnosis]:
     """What the check measured, as the drill's worded findings: rows never written, stores
@@ -520,6 +525,11 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         found.add(other_sequence_findings(read, one.case))
         diagonal = diagonal or diagonal_findings(read, one.case)  # the first failing case that shows one
     found.add(diagonal)
+    if "store-out-of-bounds" in found:  # the read-out reads rows that another sequence's stores may have reached
+        for code in ("reads-other-sequence", "keys-missed", *SHIFTS):
+            if code in found:
+                found[code] += OVERRUN_CAVEAT
+                break
     nan_source = next((c for c in failing if c.result.nonfinite), None)
     launches = [shared.Banded.of(c.launch.bands, c.result, f" (the {c.case.name} case)") for c in checked]
     probe = None
