@@ -100,3 +100,41 @@ def test_checks_are_the_same_with_one_swap_per_launch(monkeypatch):
     assert [r.outcome for r in once] == ["solved", "failed", "solved", "failed"]
     for name, a, b in zip(files, once, shipped, strict=True):
         assert comparable(a) == comparable(b), name
+
+
+OVERFLOW = textwrap.dedent('''
+    import json
+    from tutor.harness.device import select_device
+
+    select_device("cpu")
+    import torch
+    import triton
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    @triton.jit
+    def _wrap(out_ptr, a, b):
+        tl.store(out_ptr, a * b)  # int32 * int32 past 2**31
+
+    out = torch.zeros(1, dtype=torch.int32)
+    try:
+        _wrap[(1,)](out, 65536, 65537)
+        got = int(out[0])
+    except Exception as exc:  # Triton's own check refuses the overflow
+        got = type(exc).__name__
+    print(json.dumps({"checked": interpreter.interpreter_builder.options.sanitize_overflow, "got": got}))
+''')
+
+
+@pytest.mark.parametrize(("keep_check", "checked"), [("0", False), ("1", True)])
+def test_the_int32_overflow_check_is_skipped_and_arithmetic_still_wraps_as_on_a_gpu(keep_check, checked):
+    from tutor.harness.interpreter_patch import OVERFLOW_CHECK_ENV
+
+    done = subprocess.run([sys.executable, "-c", OVERFLOW], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, OVERFLOW_CHECK_ENV: keep_check})
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["checked"] is checked
+    # 65536 * 65537 = 2**32 + 65536 wraps to 65536 in int32, as CUDA computes it, either way:
+    # outside debug mode Triton's check computes its answer and drops it
+    assert found["got"] == 65536

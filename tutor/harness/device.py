@@ -66,6 +66,7 @@ def select_device(choice: DeviceChoice = "auto") -> Device:
         from tutor.harness import interpreter_bf16, interpreter_patch
 
         interpreter_patch.install()  # one language swap per launch: same numbers, a third less time
+        interpreter_patch.integers_as_on_a_gpu()  # no int32 overflow check: a GPU has none; a quarter less time
         interpreter_bf16.install()  # bfloat16 dots and arithmetic computed as a GPU does
     kind: DeviceKind
     if has_gpu:
