@@ -395,6 +395,15 @@ def _expected(passes: bool, codes: tuple[str, ...]) -> str:
     return f"{'PASSED' if passes else 'FAILED'} with {', '.join(codes) or 'no diagnosis'}"
 
 
+def _documented_codes(fixture: _Fixture, result: CheckResult) -> tuple[str, ...]:
+    """What the fixture must say on the device its check ran on: a mistakes entry's
+    ``gpu_codes`` where it has them and the check was compiled for a GPU."""
+    gpu = result.device is not None and not result.device.interpreter
+    if gpu and fixture.mistake is not None and fixture.mistake.gpu_codes is not None:
+        return fixture.mistake.gpu_codes
+    return fixture.codes
+
+
 def matches(result: CheckResult, passes: bool, codes: tuple[str, ...]) -> bool:
     """Did a check say exactly this?  Info-level codes not listed in ``codes`` are ignored."""
     if result.error is not None or result.passed != passes:
@@ -450,11 +459,14 @@ def _kernel_rows(drill: Drill, toml: Path, root: Path, fixtures: list[_Fixture],
                 detail += f": write [shipped] passes = {str(result.passed).lower()}, codes = [{codes}]"
             rows.append(Row(drill.id, fixture.label, False, detail, fixture.where))
             continue
-        if matches(result, fixture.passes, fixture.codes):
+        documented = _documented_codes(fixture, result)
+        error_kind = next((c.removeprefix("error:") for c in documented if c.startswith("error:")), None)
+        if (result.error is not None and result.error.kind == error_kind) if error_kind else matches(
+                result, fixture.passes, documented):
             verified.add(fixture.label)
             rows.append(Row(drill.id, fixture.label, True, _said(result), fixture.where))
             continue
-        detail = f"documented: {_expected(fixture.passes, fixture.codes)}; measured: {_said(result)}"
+        detail = f"documented: {_expected(fixture.passes, documented)}; measured: {_said(result)}"
         if fixture.label == "shipped" and result.error is None and result.passed and not fixture.passes:
             detail = (f"the shipped file drills/{drill.file} PASSES: a drill ships with its lesson's step cut out "
                       f"(a TODO), so it must FAIL (documented: {_expected(fixture.passes, fixture.codes)})")
