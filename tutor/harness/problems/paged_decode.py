@@ -246,6 +246,14 @@ def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool
     return out, guarded, counts
 
 
+def relauncher(module: ModuleType, device: str) -> Callable[[Launch, Paged], torch.Tensor]:
+    """The kernel on a case's launch with other inputs (a read-out: the variant it compiled)."""
+    def relaunch(x: Launch, p: Paged) -> torch.Tensor:
+        return launch_on(module, x.case, p, device)[0]
+
+    return relaunch
+
+
 def run(module: ModuleType, case: Case, device: str, generator: torch.Generator, interpreter: bool = False) -> Launch:
     """A correctness launch; on the interpreter its loads of the K and V pools are counted."""
     p = make_inputs(case, device, generator)
@@ -286,10 +294,8 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
         launch.result = evaluate(launch, drill.tolerance)
         launches.append(launch)
 
-    def relaunch(x: Launch, p: Paged) -> torch.Tensor:  # a read-out: the case's variant, other inputs
-        return launch_on(module, x.case, p, device)[0]
-
     def diagnose() -> Diagnosed:
+        relaunch = relauncher(module, device)  # the read-out, where no load was counted
         return Diagnosed(diagnosis=paged_diagnose.diagnose(drill, launches, drill.tolerance, relaunch))
 
     return Correctness(cases=[x.result for x in launches if x.result is not None],

@@ -145,6 +145,7 @@ def counted_facts(x: Launch) -> ReadFacts:
     facts = ReadFacts(x, "Counted loads (Triton's interpreter)")
     unlisted: dict[str, int] = {}
     needed_reads: list[np.ndarray] = []
+    unread: dict[tuple[int, int, int], dict[int, list[str]]] = {}  # (seq, page, entry) -> position -> pools
     for name, counts in (("K", x.k_counts), ("V", x.v_counts)):
         pool, before, after = _pool_counts(x, name, counts)
         per_pos = pool.min(axis=-1)  # (num_pages, kv_heads, page_size): an offset counts once all of D was read
@@ -158,10 +159,8 @@ def counted_facts(x: Launch) -> ReadFacts:
                 held = min(ps, n - j * ps)
                 got = per_pos[page, :, :held]
                 needed_reads.append(got.ravel())
-                missing = sorted({j * ps + int(o) for o in np.nonzero((got == 0).any(axis=0))[0]})
-                if missing and name == "K":
-                    facts.unread.append(f"never read: sequence {s} positions {index_runs(missing)} (page {page},"
-                                        f" block-table entry {j})")
+                for o in np.nonzero((got == 0).any(axis=0))[0]:  # a position whose key or value went unread
+                    unread.setdefault((s, page, j), {}).setdefault(j * ps + int(o), []).append(name)
                 if held < ps and name == "K" and bool((any_read[page, :, held:] > 0).any()):
                     offs = sorted({int(o) for o in np.nonzero((any_read[page, :, held:] > 0).any(axis=0))[0]})
                     facts.past.append(f"read sequence {s} (length {n}): offsets {index_runs([held + o for o in offs])}"
@@ -172,6 +171,13 @@ def counted_facts(x: Launch) -> ReadFacts:
                        f" past its length {c.lengths[s]})" if s >= 0 else f"page {page} (in no block table)")
                 unlisted[key] = unlisted.get(key, 0) + int((any_read[page] > 0).sum())
     facts.unlisted = [f"read {key}" for key in unlisted]
+    for (s, page, j), positions in sorted(unread.items()):
+        by_pools: dict[str, list[int]] = {}
+        for position, pools in positions.items():
+            by_pools.setdefault(" and ".join(pools), []).append(position)
+        for names, missing in by_pools.items():
+            facts.unread.append(f"never read: sequence {s} positions {index_runs(sorted(missing))} ({names};"
+                                f" page {page}, block-table entry {j})")
     if c.group > 1 and needed_reads:
         reads = np.concatenate(needed_reads)
         least = int(reads.min())

@@ -36,6 +36,7 @@ from tutor.harness.problems.paged_decode import Case, Launch, Paged, pages_neede
 
 TOOK = 1e-6  # a weight above this took part: a row in the softmax weighs >= 1/(pool rows) >> 1e-6,
 # a row outside it exactly 0 (masked: exp(-inf)) or below fp32's range (exp(-360) in a position launch)
+SUMS = 0.02  # a softmax's shares sum to 1 within fp16's rounding of each class's share
 ISOLATE = 64.0  # A and B above: target rows score 0, the rest -A*B/sqrt(d) <= -362 (d <= 128)
 
 Relaunch = Callable[[Launch, Paged], torch.Tensor]  # the kernel on a case's launch with other inputs -> fp16 out
@@ -101,7 +102,7 @@ class CaseWeights:
 
     launch: Launch
     rows: Rows
-    finite: np.ndarray  # (batch, heads) bool: every read-out of that head is a number
+    finite: np.ndarray  # (batch, heads) bool: measured: every read-out of that head is a number, its shares sum to 1
     share: np.ndarray  # (batch, heads, classes): the share of its softmax on each class
     target: np.ndarray  # (batch, heads): the K/V head whose held positions the position launches read (-1: none)
     took: np.ndarray | None  # (batch, heads, positions) bool: positions of its sequence in the target K/V
@@ -131,6 +132,11 @@ def read_case(x: Launch, relaunch: Relaunch, unread: bool = True, past: bool = T
         finite &= np.isfinite(w).all(axis=-1)
         width = min(d, n_classes - first)
         share[:, :, first:first + width] = np.nan_to_num(w[:, :, :width])
+    # out = W V is a softmax over V-pool rows where a head's shares sum to 1; where they sum to 0
+    # no V-pool row reached its output at all (measured too: nothing took part); any other
+    # head is not measured
+    sums = share.sum(axis=-1)
+    finite &= (np.abs(sums - 1.0) <= SUMS) | (np.abs(sums) <= TOOK)
 
     # each head's target: its own sequence's held positions in the K/V head it weighs most
     kvh = c.kv_heads
@@ -148,16 +154,15 @@ def read_case(x: Launch, relaunch: Relaunch, unread: bool = True, past: bool = T
         in_pass = (tclass >= lo_class) & (tclass < lo_class + d)
         k = torch.full_like(p.k_pages, -ISOLATE)
         k[in_pass.nonzero(as_tuple=True) + ((tclass[in_pass] - lo_class),)] = 0.0
+        # head (b, h) targets class b * kv_heads + target[b, h]: q = A e_t scores its rows 0
+        t = np.arange(c.batch)[:, None] * kvh + target - lo_class
+        chosen = (target >= 0) & (t >= 0) & (t < d)
         q = torch.zeros_like(p.q)
-        chosen = np.zeros((c.batch, c.heads), dtype=bool)
-        for b in range(c.batch):
-            for h in range(c.heads):
-                t = held_class(c, b, int(target[b, h]))
-                if target[b, h] >= 0 and lo_class <= t < lo_class + d:
-                    q[b, h, t - lo_class] = ISOLATE
-                    chosen[b, h] = True
+        b_idx, h_idx = np.nonzero(chosen)
+        q[tuple(torch.from_numpy(i).to(dev) for i in (b_idx, h_idx, t[chosen]))] = ISOLATE
         if not chosen.any():
             continue
+        total = np.zeros((c.batch, c.heads))  # a chosen head's weight on coded rows: 1 when isolated
         for start in range(0, positions, d):  # head_dim positions a launch
             v = torch.zeros_like(p.v_pages)
             coded = in_pass & (pos >= start) & (pos < start + d)
@@ -166,7 +171,9 @@ def read_case(x: Launch, relaunch: Relaunch, unread: bool = True, past: bool = T
             launches += 1
             width = min(d, positions - start)
             finite &= ~chosen | np.isfinite(w).all(axis=-1)
+            total += np.nan_to_num(w).sum(axis=-1)
             took[:, :, start:start + width] |= chosen[:, :, None] & (np.nan_to_num(w[:, :, :width]) > TOOK)
+        finite &= ~chosen | (np.abs(total - 1.0) <= SUMS)
     return CaseWeights(x, rows, finite, share, target, took, launches)
 
 

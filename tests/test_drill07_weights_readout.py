@@ -1,0 +1,120 @@
+"""Drill 07's weights read-out (tutor/harness/problems/paged_weights.py), the measurement its
+diagnosis makes where no load is counted (a GPU), run here on Triton's interpreter with the
+counting turned off: every student-like kernel's read codes come from it as they come from the
+counted loads (kv-read-repeatedly aside: bytes are not measurable from outputs), a correct
+kernel written differently gets no finding from it, and its launches reuse the variants the
+correctness launches compiled.  Interpreter kernels in-process; files go under tmp_path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tutor.authoring import student_kernels as mistakes
+from tutor.catalog import get_drill
+from tutor.harness.device import select_device
+from tutor.harness.loader import load_student_module
+from tutor.harness.problems import paged_decode as paged
+from tutor.harness.problems import paged_diagnose, paged_weights
+
+DRILL = get_drill("07")
+ENTRIES = {e.name: e for e in mistakes.load(DRILL)}
+READ_CODES = {"positions-unread", "reads-past-length", "reads-unlisted-page"}
+UNMEASURABLE = {"kv-read-repeatedly"}  # bytes moved: no output tells them
+
+
+@pytest.fixture(scope="module", autouse=True)
+def device():
+    return select_device("cpu")  # Triton's interpreter, as a worker on a machine without a GPU
+
+
+def _module(tmp_path, name):
+    entry = ENTRIES[name]
+    path = tmp_path / f"{entry.stem}.py"
+    path.write_text(entry.text(DRILL), encoding="utf-8")
+    return load_student_module(path)
+
+
+def _checked(module, count_reads):
+    return paged.check_correctness(DRILL, module, True, "cpu", torch.Generator().manual_seed(0),
+                                   count_reads=count_reads)
+
+
+def test_every_pool_row_has_one_class_and_held_rows_their_position():
+    case = paged.CPU_CASES[0]
+    p = paged.make_inputs(case, "cpu", torch.Generator().manual_seed(2))
+    rows = paged_weights.rows_of(case, p)
+    for s, n in enumerate(case.lengths):
+        for pos in range(paged.pages_needed(n, case.page_size) * case.page_size):
+            page, slot = int(p.block_table[s, pos // case.page_size]), pos % case.page_size
+            for j in range(case.kv_heads):
+                want = paged_weights.held_class(case, s, j) if pos < n else paged_weights.past_class(case, s)
+                assert rows.klass[page, j, slot] == want and rows.pos[page, j, slot] == pos
+                assert rows.target[page, j, slot] == paged_weights.held_class(case, s, j)
+    assert sorted(rows.unlisted) == sorted(page for page, (_, j) in enumerate(p.owner) if j < 0)
+    for i, page in enumerate(rows.unlisted):
+        assert (rows.klass[page] == paged_weights.unlisted_class(case, i)).all() and (rows.target[page] == -1).all()
+
+
+# the wrong kernels whose counted loads name a read code, and the correct ones written differently
+WRONG = [e.name for e in ENTRIES.values() if not e.passes and set(e.codes) & READ_CODES]
+RIGHT = [e.name for e in ENTRIES.values() if e.passes]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", WRONG + ["heads_next_group", "v_from_k", "no_alpha"])
+def test_the_read_out_names_what_the_counted_loads_name(tmp_path, name):
+    entry = ENTRIES[name]
+    diagnosis = _checked(_module(tmp_path, name), count_reads=False).diagnose().diagnosis
+    assert [d.code for d in diagnosis] == [c for c in entry.codes if c not in UNMEASURABLE]
+    for d in diagnosis:
+        if d.code in READ_CODES:  # the detail says which measurement it quotes, and quotes no load
+            assert "Weights read-out" in d.message and "Counted loads" not in d.message.split("masked out).")[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RIGHT)
+def test_a_correct_kernel_written_differently_gets_no_finding_from_the_read_out(tmp_path, name):
+    module = _module(tmp_path, name)
+    relaunch = paged.relauncher(module, "cpu")
+    gen = torch.Generator().manual_seed(0)
+    for case in paged.CPU_CASES[:3]:  # default, ragged, short: GQA 4, 1, 8; pages of 8, 16, 32
+        x = paged.run(module, case, "cpu", gen)
+        assert paged.evaluate(x, DRILL.tolerance).passed
+        cw = paged_weights.read_case(x, relaunch)
+        assert cw.finite.all() and cw.took is not None
+        facts = paged_diagnose.weighed_facts(cw)
+        assert facts.unread == [] and facts.past == [] and facts.unlisted == [], facts
+        c = x.case
+        for b, n in enumerate(c.lengths):  # every held position, and nothing past the length, took part
+            assert cw.took[b, :, :n].all() and not cw.took[b, :, n:].any()
+            assert np.allclose(cw.share[b, :, b * c.kv_heads + np.arange(c.heads) // c.group], 1.0, atol=2e-3)
+
+
+def _recording(module, calls):
+    launcher = module.attention
+
+    def attention(q, k_pages, v_pages, block_table, lengths, out=None):
+        calls.append(tuple((tuple(t.shape), tuple(t.stride()), t.dtype, t.data_ptr() % 16)
+                           for t in (q, k_pages, v_pages, block_table, lengths, out)))
+        return launcher(q, k_pages, v_pages, block_table, lengths, out=out)
+
+    module.attention = attention
+    return module
+
+
+@pytest.mark.slow
+def test_read_out_launches_reuse_a_variant_the_verdict_compiled(tmp_path):
+    calls: list[tuple] = []
+    module = _recording(_module(tmp_path, "offset_missing"), calls)
+    correctness = _checked(module, count_reads=False)
+    verdict = set(calls)
+    assert len(calls) == len(paged.CPU_CASES)
+    del calls[:]
+    diagnosis = correctness.diagnose().diagnosis
+    assert calls, "the diagnosis read nothing out"
+    assert set(calls) <= verdict, set(calls) - verdict
+    unread = next(d.message for d in diagnosis if d.code == "positions-unread")
+    # every position but a page's first (offset 0) took no part: 1..7, 9..15, ... of sequence 0
+    assert "sequence 0 positions 1..7, 9..15" in unread and "took no part" in unread
