@@ -63,14 +63,15 @@ RIGHT = [e.name for e in ENTRIES.values() if e.passes]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", WRONG + ["heads_next_group", "v_from_k", "no_alpha"])
+@pytest.mark.parametrize("name", WRONG + ["heads_next_group", "scores_unmasked", "merge_row_shifted"])
 def test_the_read_out_names_what_the_counted_loads_name(tmp_path, name):
     entry = ENTRIES[name]
     diagnosis = _checked(_module(tmp_path, name), count_reads=False).diagnose().diagnosis
     assert [d.code for d in diagnosis] == [c for c in entry.codes if c not in UNMEASURABLE]
     for d in diagnosis:
-        if d.code in READ_CODES:  # the detail says which measurement it quotes, and quotes no load
-            assert "Weights read-out" in d.message and "Counted loads" not in d.message.split("masked out).")[-1]
+        if d.code in READ_CODES:  # the detail names the measurement it quotes: no load was counted
+            detail = d.message.removeprefix(DRILL.diagnosis_text(d.code).message)
+            assert detail.startswith(" Weights read-out (") and "ounted loads" not in detail, detail
 
 
 @pytest.mark.slow
@@ -116,5 +117,5 @@ def test_read_out_launches_reuse_a_variant_the_verdict_compiled(tmp_path):
     assert calls, "the diagnosis read nothing out"
     assert set(calls) <= verdict, set(calls) - verdict
     unread = next(d.message for d in diagnosis if d.code == "positions-unread")
-    # every position but a page's first (offset 0) took no part: 1..7, 9..15, ... of sequence 0
-    assert "sequence 0 positions 1..7, 9..15" in unread and "took no part" in unread
+    # every value but a page's first (offset 0) got no weight: 1..7, 9..15, ... of sequence 0
+    assert "the values of sequence 0 positions 1..7, 9..15" in unread and "got no weight" in unread

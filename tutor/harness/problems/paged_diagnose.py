@@ -6,10 +6,14 @@ Each step returns its findings (code -> the measured detail):
 * :func:`head_findings`: which (sequence, query head) outputs are wrong, and for
   each whether it equals, in float64, the attention of that query against
   *another* K/V head of the same sequence (measured: every K/V head is tried);
-* :func:`read_findings` (Triton's interpreter only, where every load of the page
-  pools was counted): positions a sequence holds that were never read, offsets
-  past a length and pages no block table lists that were read, and how many times
-  each K/V element was read: the bytes a step moved against the cache's size.
+* :func:`read_findings`: held positions whose key or value was not used, offsets
+  past a length and pages no block table lists that were, from one of two
+  measurements: on Triton's interpreter every load of the page pools is counted
+  (:func:`counted_facts`, which also tells how many times each K/V element was
+  read: the bytes a step moved); where nothing is counted (a GPU) the weights
+  read-out of each failing case says which pool rows took part in each head's
+  softmax (:func:`weighed_facts`, :mod:`paged_weights`).  :func:`say_reads`
+  decides the codes from either.
 """
 
 from __future__ import annotations
@@ -227,10 +231,14 @@ def read_findings(launches: list[Launch], failing: bool, relaunch: paged_weights
     if all(x.k_counts is not None and x.v_counts is not None for x in launches):
         return say_reads([counted_facts(x) for x in launches], failing)
     if not failing or relaunch is None:
-        return Findings()
+        return Findings()  # nothing counted, and a passing kernel is not read out
     facts: list[ReadFacts] = []
     for x in launches:
-        if not _result(x).passed:  # a case's position launches only while they can add a finding unsaid
+        r = _result(x)
+        # an output row that another head's store reached (or none did) is not that head's
+        # attention: the read-out of a case with stores measured wrong would name the wrong head
+        if not r.passed and not (r.unwritten or r.wrote_out_of_bounds):
+            # a case's position launches only while they can add a finding still unsaid
             unread, past = not any(f.unread for f in facts), not any(f.past for f in facts)
             facts.append(weighed_facts(paged_weights.read_case(x, relaunch, unread, past)))
     return say_reads(facts, failing)

@@ -197,7 +197,7 @@ def _readers(cw: CaseWeights, klass: int) -> str:
 
 
 def unread_words(cw: CaseWeights) -> list[str]:
-    """Per sequence: held positions that took no part in a head's softmax in any K/V head.
+    """Per sequence: held positions whose values got no weight in a head's output, in any K/V head.
     A head is measured only where its read-out is finite and it weighs one K/V head of its
     sequence alone (the one its position launches read) or none."""
     c = cw.launch.case
@@ -217,8 +217,9 @@ def unread_words(cw: CaseWeights) -> list[str]:
             if missing:
                 by_missing.setdefault(missing, []).append(h)
         for missing, hs in by_missing.items():
-            said.append(f"sequence {b} position{'s' if len(missing) > 1 else ''} {index_runs(list(missing))} of"
-                        f" {n} took no part, in any K/V head, in the attention of its query {_heads(hs)}")
+            said.append(f"the values of sequence {b} position{'s' if len(missing) > 1 else ''}"
+                        f" {index_runs(list(missing))} of {n} got no weight, in any K/V head, in the output of its"
+                        f" query {_heads(hs)}")
     return said
 
 
