@@ -135,3 +135,27 @@ def test_read_out_launches_reuse_a_variant_the_verdict_compiled(tmp_path):
     unread = next(d.message for d in diagnosis if d.code == "positions-unread")
     # every value but a page's first (offset 0) got no weight: 1..7, 9..15, ... of sequence 0
     assert "the values of sequence 0 positions 1..7, 9..15" in unread and "got no weight" in unread
+
+
+@pytest.mark.slow
+def test_more_classes_than_head_dim_take_several_class_launches_and_passes(tmp_path):
+    # 3 sequences x 8 K/V heads = 24 held classes > head_dim 16: two class launches and two
+    # position passes (no correctness case needs them; a shape override may)
+    case = paged.Case("many", 8, 8, 8, 16, (13, 5, 16))
+    gen = torch.Generator().manual_seed(5)
+    right, wrong = _module(tmp_path, "seven_splits"), _module(tmp_path, "offset_missing")
+    x = paged.run(right, case, "cpu", gen)
+    cw = paged_weights.read_case(x, paged.relauncher(right, "cpu"))
+    assert cw.launches == 2 + 2  # 24 held + 3 past + 5 unlisted classes: 2; positions 0..15: 1 a pass, 2 passes
+    assert cw.finite.all() and cw.took is not None
+    for b, n in enumerate(case.lengths):
+        assert cw.took[b, :, :n].all() and not cw.took[b, :, n:].any()
+    y = paged.run(wrong, case, "cpu", gen)
+    unread = paged_weights.unread_words(paged_weights.read_case(y, paged.relauncher(wrong, "cpu")))
+    # offset 0 of each page alone: sequence 0's 1..7, 9..12; sequence 1's 1..4; sequence 2's 1..7, 9..15
+    assert unread == ["the values of sequence 0 positions 1..7, 9..12 of 13 got no weight, in any K/V head, in"
+                      " the output of its query heads 0..7",
+                      "the values of sequence 1 positions 1..4 of 5 got no weight, in any K/V head, in the output"
+                      " of its query heads 0..7",
+                      "the values of sequence 2 positions 1..7, 9..15 of 16 got no weight, in any K/V head, in the"
+                      " output of its query heads 0..7"]
