@@ -81,7 +81,7 @@ def main() -> int:
         codes = [d.code for d in correctness.diagnose().diagnosis]
         diagnose_s = time.perf_counter() - start
         new = compiled(module) - before
-        must = list(entry.codes_on(interpreter=False))
+        must = list(entry.codes if ON_CPU or entry.gpu_codes is None else entry.gpu_codes)
         strange = set(calls) - verdict
         ok = codes == must and new == 0 and not strange
         misses += not ok
