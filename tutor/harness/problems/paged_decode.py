@@ -14,6 +14,9 @@ are poisoned too: stale keys, larger than the real ones, and shifted values, so
 a kernel that uses them gives a visibly wrong answer.  On Triton's interpreter
 every load of the two pools is counted (:mod:`paged_reads`), so the diagnosis
 says which pages and offsets were read and how many times: the bytes moved.
+Where nothing is counted (a compiled GPU launch), the diagnosis of a failing
+kernel reads out which pool rows took part in each head's softmax instead
+(:mod:`paged_weights`): launches of the same variant with K = 0 and one-hot V.
 
 Cases: ``default`` (GQA 4, pages of 8), ``ragged`` (GQA 1, pages of 16), ``short``
 (GQA 8, pages of 32, a sequence of 5), ``hostile`` and ``orders``: GQA ratios 4,
@@ -216,8 +219,13 @@ class Launch:
     result: CaseResult | None = None
 
 
-def run(module: ModuleType, case: Case, device: str, generator: torch.Generator, interpreter: bool = False) -> Launch:
-    p = make_inputs(case, device, generator)
+def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool = False
+              ) -> tuple[torch.Tensor, shared.Guarded, list[Any] | None]:
+    """One launch of the student's kernel on inputs ``p`` (the case's shapes), each tensor in a
+    guard band as a correctness launch has it: the same shapes, strides, dtypes and alignment,
+    so a read-out launch runs the variant the correctness launch compiled.  Returns the output
+    (fp16, unwritten elements still poisoned), the bands, and the counted loads of the K and
+    V bands when ``count`` (Triton's interpreter only), else None."""
     guarded = shared.Guarded()
     margin = guarding.margin_elements(tuple(p.k_pages.shape), 2 * case.page_size * case.head_dim)
     q = guarded.input("Q", p.q, margin)
@@ -231,10 +239,25 @@ def run(module: ModuleType, case: Case, device: str, generator: torch.Generator,
                                guarding.margin_elements(tuple(p.block_table.shape), 64), spare, inside=p.block_table)
     guarded.bands.append(table_band)
     buffers = [guarded.band("K").buffer, guarded.band("V").buffer]
-    with paged_reads.counting_reads(buffers, interpreter) as counts:
+    with paged_reads.counting_reads(buffers, count) as counts:
         returned = getattr(module, LAUNCHER)(q, k, v, table_band.view, p.lengths, out=out)
         shared.synchronize(out)
     out = shared.returned_tensor(f"{LAUNCHER}() returned", returned, out, (case.batch, case.heads, case.head_dim))
+    return out, guarded, counts
+
+
+def relauncher(module: ModuleType, device: str) -> Callable[[Launch, Paged], torch.Tensor]:
+    """The kernel on a case's launch with other inputs (a read-out: the variant it compiled)."""
+    def relaunch(x: Launch, p: Paged) -> torch.Tensor:
+        return launch_on(module, x.case, p, device)[0]
+
+    return relaunch
+
+
+def run(module: ModuleType, case: Case, device: str, generator: torch.Generator, interpreter: bool = False) -> Launch:
+    """A correctness launch; on the interpreter its loads of the K and V pools are counted."""
+    p = make_inputs(case, device, generator)
+    out, guarded, counts = launch_on(module, case, p, device, count=interpreter)
     kg, vg = gathered(p, case)
     launch = Launch(case, p, out, guarded, attend(p.q, kg, vg, p.lengths))
     if counts is not None:
@@ -251,7 +274,9 @@ def evaluate(launch: Launch, tolerance: float) -> CaseResult:
 
 # -- the problem interface ---------------------------------------------------------------------
 def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, device: str, generator: torch.Generator,
-                      shape: tuple[int, int, int, int] | None = None) -> Correctness:
+                      shape: tuple[int, int, int, int] | None = None, count_reads: bool = True) -> Correctness:
+    """The cases' launches (loads counted on the interpreter unless ``count_reads`` is False:
+    then the diagnosis reads the weights out, as it does on a GPU)."""
     from tutor.harness.problems import paged_diagnose
 
     cases = list(cases_for(interpreter))
@@ -265,12 +290,13 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
     for case in cases:
         cost.step(f"the {case.name} case: {case.batch} sequences, {case.heads} query heads on {case.kv_heads} K/V"
                   f" heads, pages of {case.page_size}")
-        launch = run(module, case, device, generator, interpreter)
+        launch = run(module, case, device, generator, interpreter and count_reads)
         launch.result = evaluate(launch, drill.tolerance)
         launches.append(launch)
 
     def diagnose() -> Diagnosed:
-        return Diagnosed(diagnosis=paged_diagnose.diagnose(drill, launches, drill.tolerance))
+        relaunch = relauncher(module, device)  # the read-out, where no load was counted
+        return Diagnosed(diagnosis=paged_diagnose.diagnose(drill, launches, drill.tolerance, relaunch))
 
     return Correctness(cases=[x.result for x in launches if x.result is not None],
                        shape=list(launches[0].case.shape), diagnose=diagnose)

@@ -6,14 +6,19 @@ Each step returns its findings (code -> the measured detail):
 * :func:`head_findings`: which (sequence, query head) outputs are wrong, and for
   each whether it equals, in float64, the attention of that query against
   *another* K/V head of the same sequence (measured: every K/V head is tried);
-* :func:`read_findings` (Triton's interpreter only, where every load of the page
-  pools was counted): positions a sequence holds that were never read, offsets
-  past a length and pages no block table lists that were read, and how many times
-  each K/V element was read: the bytes a step moved against the cache's size.
+* :func:`read_findings`: held positions whose key or value was not used, offsets
+  past a length and pages no block table lists that were, from one of two
+  measurements: on Triton's interpreter every load of the page pools is counted
+  (:func:`counted_facts`, which also tells how many times each K/V element was
+  read: the bytes a step moved); where nothing is counted (a GPU) the weights
+  read-out of each failing case says which pool rows took part in each head's
+  softmax (:func:`weighed_facts`, :mod:`paged_weights`).  :func:`say_reads`
+  decides the codes from either.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,7 +26,9 @@ import torch
 
 from tutor.catalog import Drill
 from tutor.harness.findings import Findings, index_runs
+from tutor.harness.problems import paged_weights
 from tutor.harness.problems.paged_decode import Launch, attend_every_head, gathered, pages_needed
+from tutor.harness.problems.paged_weights import pairs_words
 from tutor.harness.result import CaseResult, Diagnosis
 
 
@@ -48,20 +55,13 @@ def output_findings(failing: list[Launch]) -> Findings:
     if nan:
         x = nan[0]
         bad = (~torch.isfinite(x.out.double().cpu())).any(dim=-1).nonzero().tolist()
-        detail = (f" {_result(x).nonfinite} elements, in (sequence, head) {_pairs(bad)}{_where(x)}.")
+        detail = (f" {_result(x).nonfinite} elements, in (sequence, head) {pairs_words(bad)}{_where(x)}.")
         if {_result(y).name for y in nan} <= {"hostile", "orders"}:
             detail += (" Only the cases of large scores have them (hostile: scores of standard deviation 100;"
                        " orders: a top score of 100): an exp overflowed fp32 there. Subtract a maximum before"
                        " every exp/exp2.")
         found.say("nan-in-output", detail)
     return found
-
-
-def _pairs(pairs: list[list[int]]) -> str:
-    by_seq: dict[int, list[int]] = {}
-    for b, h in pairs:
-        by_seq.setdefault(b, []).append(h)
-    return "; ".join(f"sequence {b} head{'s' if len(hs) > 1 else ''} {index_runs(hs)}" for b, hs in by_seq.items())
 
 
 def _wrong_pairs(x: Launch, tolerance: float) -> list[list[int]]:
@@ -102,7 +102,7 @@ def head_findings(failing: list[Launch], tolerance: float) -> Findings:
                 every_case_mixed = False
         err = float((out - x.expected).abs().max())
         whole = sorted({b for b, _ in wrong})
-        detail = (f" Wrong on {len(wrong)} of the {c.batch * c.heads} (sequence, head) outputs: {_pairs(wrong)};"
+        detail = (f" Wrong on {len(wrong)} of the {c.batch * c.heads} (sequence, head) outputs: {pairs_words(wrong)};"
                   f" largest error {err:.3g}, where the reference's values are at most"
                   f" {float(x.expected.abs().max()):.3g}{_where(x)}.")
         right = [b for b in range(c.batch) if b not in whole]
@@ -127,74 +127,125 @@ def _pool_counts(x: Launch, name: str, counts: Any) -> tuple[np.ndarray, int, in
     return inside, int((counts[:m] > 0).sum()), int((counts[m + band.view.numel():] > 0).sum())
 
 
-def read_findings(launches: list[Launch], failing: bool) -> Findings:
-    """What the counted loads of the K and V pools say (nothing off the interpreter)."""
+@dataclass
+class ReadFacts:
+    """What one case's measurement of the reads says, in words: held positions that took no
+    part, offsets past a length and unlisted pages that did, and (counted loads only) each
+    group's repeated reads.  ``how`` names the measurement the words come from."""
+
+    launch: Launch
+    how: str
+    unread: list[str] = field(default_factory=list)
+    past: list[str] = field(default_factory=list)
+    unlisted: list[str] = field(default_factory=list)
+    repeated: tuple[int, str] | None = None  # (least reads of a held K/V element, its words); GQA > 1 only
+
+
+def counted_facts(x: Launch) -> ReadFacts:
+    """The counted loads of the K and V pools (Triton's interpreter)."""
+    c, p = x.case, x.inputs
+    ps = c.page_size
+    table = p.block_table.cpu()
+    facts = ReadFacts(x, "Counted loads (Triton's interpreter)")
+    unlisted: dict[str, int] = {}
+    needed_reads: list[np.ndarray] = []
+    unread: dict[tuple[int, int, int], dict[int, list[str]]] = {}  # (seq, page, entry) -> position -> pools
+    for name, counts in (("K", x.k_counts), ("V", x.v_counts)):
+        pool, before, after = _pool_counts(x, name, counts)
+        per_pos = pool.min(axis=-1)  # (num_pages, kv_heads, page_size): an offset counts once all of D was read
+        any_read = pool.max(axis=-1)
+        if before or after:
+            unlisted[f"{name} outside the pool ({before} elements before it, {after} after)"] = before + after
+        for s, n in enumerate(c.lengths):
+            need = pages_needed(n, ps)
+            for j in range(need):
+                page = int(table[s, j])
+                held = min(ps, n - j * ps)
+                got = per_pos[page, :, :held]
+                needed_reads.append(got.ravel())
+                for o in np.nonzero((got == 0).any(axis=0))[0]:  # a position whose key or value went unread
+                    unread.setdefault((s, page, j), {}).setdefault(j * ps + int(o), []).append(name)
+                if held < ps and name == "K" and bool((any_read[page, :, held:] > 0).any()):
+                    offs = sorted({int(o) for o in np.nonzero((any_read[page, :, held:] > 0).any(axis=0))[0]})
+                    facts.past.append(f"read sequence {s} (length {n}): offsets {index_runs([held + o for o in offs])}"
+                                      f" of its last page {page}, which holds {held}")
+        for page, (s, j) in enumerate(p.owner):
+            if j < 0 and bool((any_read[page] > 0).any()):
+                key = (f"page {page} (named by sequence {s}'s block table entry {pages_needed(c.lengths[s], ps)},"
+                       f" past its length {c.lengths[s]})" if s >= 0 else f"page {page} (in no block table)")
+                unlisted[key] = unlisted.get(key, 0) + int((any_read[page] > 0).sum())
+    facts.unlisted = [f"read {key}" for key in unlisted]
+    for (s, page, j), positions in sorted(unread.items()):
+        by_pools: dict[str, list[int]] = {}
+        for position, pools in positions.items():
+            by_pools.setdefault(" and ".join(pools), []).append(position)
+        for names, missing in by_pools.items():
+            facts.unread.append(f"never read: sequence {s} positions {index_runs(sorted(missing))} ({names};"
+                                f" page {page}, block-table entry {j})")
+    if c.group > 1 and needed_reads:
+        reads = np.concatenate(needed_reads)
+        least = int(reads.min())
+        held_bytes = reads.size * c.head_dim * 2
+        read_bytes = int(reads.sum()) * c.head_dim * 2
+        facts.repeated = (least, f"on the {c.name} case ({c.group} query heads per K/V head) every K/V element the"
+                                 f" sequences hold was read at least {least} times: {read_bytes} bytes of K/V for a"
+                                 f" cache of {held_bytes} ({read_bytes / max(held_bytes, 1):.2g}x)")
+    return facts
+
+
+def weighed_facts(cw: paged_weights.CaseWeights) -> ReadFacts:
+    """The weights read-out of a failing case (no load counted: a GPU, or the interpreter with
+    counting off): what took part in each head's softmax, which says nothing of loads."""
+    return ReadFacts(cw.launch, f"Weights read-out ({cw.launches} launches of this case's kernel variant with K = 0"
+                                " and one-hot V: what took part in each head's softmax; no load is counted here)",
+                     unread=paged_weights.unread_words(cw),
+                     past=paged_weights.past_words(cw), unlisted=paged_weights.unlisted_words(cw))
+
+
+def say_reads(facts: list[ReadFacts], failing: bool) -> Findings:
+    """The read codes, decided here whichever measurement the facts come from: each code's
+    first case's words, in one fixed order; positions-unread only when a case fails (a
+    passing kernel's unread positions cannot matter); kv-read-repeatedly when every GQA case's
+    counted loads read each held element at least twice."""
     found = Findings()
-    said: dict[str, str] = {}  # each code's first detail, said below in one fixed order
-    repeated: list[str] = []
-    repeat_seen: list[bool] = []
-    for x in launches:
-        if x.k_counts is None or x.v_counts is None:
-            return found
-        c, p = x.case, x.inputs
-        ps = c.page_size
-        table = p.block_table.cpu()
-        unread: list[str] = []
-        past: list[str] = []
-        unlisted: dict[str, int] = {}
-        needed_reads: list[np.ndarray] = []
-        for name, counts in (("K", x.k_counts), ("V", x.v_counts)):
-            pool, before, after = _pool_counts(x, name, counts)
-            per_pos = pool.min(axis=-1)  # (num_pages, kv_heads, page_size): an offset counts once all of D was read
-            any_read = pool.max(axis=-1)
-            if before or after:
-                unlisted[f"{name} outside the pool ({before} elements before it, {after} after)"] = before + after
-            for s, n in enumerate(c.lengths):
-                need = pages_needed(n, ps)
-                for j in range(need):
-                    page = int(table[s, j])
-                    held = min(ps, n - j * ps)
-                    got = per_pos[page, :, :held]
-                    needed_reads.append(got.ravel())
-                    missing = sorted({j * ps + int(o) for o in np.nonzero((got == 0).any(axis=0))[0]})
-                    if missing and name == "K":
-                        unread.append(f"sequence {s} positions {index_runs(missing)} (page {page}, block-table"
-                                      f" entry {j})")
-                    if held < ps and name == "K" and bool((any_read[page, :, held:] > 0).any()):
-                        offs = sorted({int(o) for o in np.nonzero((any_read[page, :, held:] > 0).any(axis=0))[0]})
-                        past.append(f"sequence {s} (length {n}): offsets {index_runs([held + o for o in offs])} of"
-                                    f" its last page {page}, which holds {held}")
-            for page, (s, j) in enumerate(p.owner):
-                if j < 0 and bool((any_read[page] > 0).any()):
-                    key = (f"page {page} (named by sequence {s}'s block table entry {pages_needed(c.lengths[s], ps)},"
-                           f" past its length {c.lengths[s]})" if s >= 0 else f"page {page} (in no block table)")
-                    unlisted[key] = unlisted.get(key, 0) + int((any_read[page] > 0).sum())
-        where = _where(x)
-        if unread and failing:
-            said.setdefault("positions-unread", " Counted loads: never read: " + "; ".join(unread[:4])
-                      + (f"; and {len(unread) - 4} more" if len(unread) > 4 else "") + where + ".")
-        if past:
-            said.setdefault("reads-past-length", " Counted loads read " + "; ".join(past[:4]) + where + ".")
-        if unlisted:
-            said.setdefault("reads-unlisted-page", " Counted loads read " + "; ".join(list(unlisted)[:4]) + where + ".")
-        if c.group > 1 and needed_reads:
-            reads = np.concatenate(needed_reads)
-            least = int(reads.min())
-            repeat_seen.append(least >= 2)
-            held_bytes = reads.size * c.head_dim * 2
-            read_bytes = int(reads.sum()) * c.head_dim * 2
-            repeated.append(f"on the {c.name} case ({c.group} query heads per K/V head) every K/V element the"
-                            f" sequences hold was read at least {least} times: {read_bytes} bytes of K/V for a"
-                            f" cache of {held_bytes} ({read_bytes / max(held_bytes, 1):.2g}x)")
-    for code in ("positions-unread", "reads-past-length", "reads-unlisted-page"):
-        if code in said:
-            found.say(code, said[code])
-    if repeat_seen and all(repeat_seen):
-        found.say("kv-read-repeatedly", " Counted loads: " + "; ".join(repeated) + ".")
+    for code, field_name in (("positions-unread", "unread"), ("reads-past-length", "past"),
+                             ("reads-unlisted-page", "unlisted")):
+        if code == "positions-unread" and not failing:
+            continue
+        for f in facts:
+            said: list[str] = getattr(f, field_name)
+            if said:
+                more = f"; and {len(said) - 4} more" if len(said) > 4 else ""
+                found.say(code, f" {f.how}: " + "; ".join(said[:4]) + more + _where(f.launch) + ".")
+                break
+    repeated = [f.repeated for f in facts if f.repeated is not None]
+    if repeated and all(least >= 2 for least, _ in repeated):
+        found.say("kv-read-repeatedly", " Counted loads: " + "; ".join(words for _, words in repeated) + ".")
     return found
 
 
-def diagnose(drill: Drill, launches: list[Launch], tolerance: float) -> list[Diagnosis]:
+def read_findings(launches: list[Launch], failing: bool, relaunch: paged_weights.Relaunch | None = None) -> Findings:
+    """What the reads of the K and V pools say: the counted loads where every launch counted
+    them (Triton's interpreter), else, for a failing kernel, the weights read-out of each
+    failing case (``relaunch`` runs the kernel on a case's launch with other inputs)."""
+    if all(x.k_counts is not None and x.v_counts is not None for x in launches):
+        return say_reads([counted_facts(x) for x in launches], failing)
+    if not failing or relaunch is None:
+        return Findings()  # nothing counted, and a passing kernel is not read out
+    facts: list[ReadFacts] = []
+    for x in launches:
+        r = _result(x)
+        # an output row that another head's store reached (or none did) is not that head's
+        # attention: the read-out of a case with stores measured wrong would name the wrong head
+        if not r.passed and not (r.unwritten or r.wrote_out_of_bounds):
+            # a case's position launches only while they can add a finding still unsaid
+            unread, past = not any(f.unread for f in facts), not any(f.past for f in facts)
+            facts.append(weighed_facts(paged_weights.read_case(x, relaunch, unread, past)))
+    return say_reads(facts, failing)
+
+
+def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
+             relaunch: paged_weights.Relaunch | None = None) -> list[Diagnosis]:
     failing = [x for x in launches if not _result(x).passed]
     codes = Findings()
     codes.add(output_findings(failing))
@@ -203,5 +254,5 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float) -> list[Dia
         codes.say("heads-mixed", heads["heads-mixed"])
     elif "wrong-output" in heads:
         codes.say("wrong-output", heads["wrong-output"])
-    codes.add(read_findings(launches, failing=bool(failing)))
+    codes.add(read_findings(launches, bool(failing), relaunch))
     return codes.worded(drill)
