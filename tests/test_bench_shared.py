@@ -8,12 +8,11 @@ import ast
 import importlib.util
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 import torch
-
-from importlib.metadata import version
 
 from tutor.harness.device import interpreter_supports, select_device
 
