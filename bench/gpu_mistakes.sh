@@ -5,13 +5,7 @@
 #   SHARDS=8 [ONLY_FILE=names.txt] DRILLS=04,05,06,07,08,09 LIMIT=360 OUT=/some/dir bash bench/gpu_mistakes.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        && export PYTHONPATH=/tmp/site:$PWD || export PYTHONPATH=$PWD
-else
-    export PYTHONPATH=$PWD
-fi
+source bench/gpu_env.sh
 OUT=${OUT:-bench-out}; mkdir -p "$OUT"
 SHARDS=${SHARDS:-8}; DRILLS=${DRILLS:-04,05,06,07,08,09}; LIMIT=${LIMIT:-360}
 ONLY=()  # ONLY_FILE: a file holding a comma-separated list of the kernels to check (names or parts)

@@ -9,13 +9,7 @@
 # .whl/ (textual, watchdog, shtab, packaging...) are installed into /tmp/site first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        && export PYTHONPATH=/tmp/site:$PWD || export PYTHONPATH=$PWD
-else
-    export PYTHONPATH=$PWD
-fi
+source bench/gpu_env.sh
 OUT=${OUT:-bench-out}; LOGS=/tmp/flashtutor-logs; mkdir -p "$OUT" "$LOGS"
 STEPS=${STEPS:-"versions doctor check backward decode window"}
 SUMMARY=$OUT/summary.txt; : > "$SUMMARY"
