@@ -87,7 +87,7 @@ def main() -> int:
         timed = time_sdpa(bench, base, forced=False)  # the default dispatch alone
         row = {
             "batch": batch, "heads": heads, "kv_heads": kv_heads, "cache": cache, "head_dim": dim, "page_size": page,
-            "default_splits": solution.NUM_SPLITS, "block_n": solution.BLOCK_N, "max_abs_err_vs_sdpa": err,
+            "default_splits": solution.split_count(batch, kv_heads, p.block_table.shape[1] * page, device), "block_n": solution.BLOCK_N, "max_abs_err_vs_sdpa": err,
             "sdpa_ms": timed.ms["default"], "sdpa_backend": timed.backend,
             "default_ms": bench(run), "split_ms": {},
         }

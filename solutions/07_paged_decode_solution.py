@@ -12,6 +12,8 @@ merge are drill 05's: each slice reports (m, l, o) and the merge weighs them by
 Run it as ``python solutions/07_paged_decode_solution.py``.
 """
 
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -19,7 +21,8 @@ import triton.language as tl
 # Positions per tile.  It need not equal the page size: every position finds its
 # own page, so a tile may span pages (a page of 8) or part of one (a page of 64).
 BLOCK_N = 32
-# Programs per (sequence, K/V head); the launcher takes another (num_splits=).
+# Programs per (sequence, K/V head) off a GPU; on one, split_count() follows the batch
+# (the launcher also takes a count: num_splits=).
 NUM_SPLITS = 4
 
 
@@ -106,6 +109,21 @@ def _paged_combine(
     tl.store(Out + off_bh * HEAD_DIM + offs_d, acc.to(Out.dtype.element_ty))
 
 
+def split_count(batch, kv_heads, max_len, device):
+    """The slices per (sequence, K/V head) ``attention`` uses when given none: about four
+    programs per SM, the power of two nearest ``4 * SMs / (batch * kv_heads)``, from 1 to 16
+    and no slice shorter than a tile; off a GPU, ``NUM_SPLITS``.  (On an H200, 132 SMs, the
+    split table of docs/BENCHMARKS.md has its fastest or near-fastest count there: 8 at batch
+    8, 2 at batch 32, 1 at batch 64, with 8 K/V heads.)"""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return NUM_SPLITS
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    wanted = 4 * sms / (batch * kv_heads)
+    nearest = 1 << max(0, round(math.log2(wanted))) if wanted >= 1 else 1
+    return max(1, min(nearest, 16, max_len // BLOCK_N))
+
+
 def attention(q, k_pages, v_pages, block_table, lengths, out=None, num_splits=None):
     """One decode step over a paged cache with grouped K/V heads.
 
@@ -118,10 +136,10 @@ def attention(q, k_pages, v_pages, block_table, lengths, out=None, num_splits=No
     _, kv_heads, page_size, _ = k_pages.shape
     group = heads // kv_heads
     max_pages = block_table.shape[1]
-    num_splits = num_splits or NUM_SPLITS
+    max_len = max_pages * page_size
+    num_splits = num_splits or split_count(batch, kv_heads, max_len, q.device)
     if out is None:
         out = torch.empty_like(q)
-    max_len = max_pages * page_size
     split_size = triton.cdiv(triton.cdiv(max_len, num_splits), BLOCK_N) * BLOCK_N
     # every slice state starts empty, (m, l, o) = (-inf, 0, 0): a query head that no program
     # scored merges to 0 / 0 = NaN, visibly, never to whatever memory held before

@@ -166,3 +166,21 @@ def test_the_diagnoses_quote_what_was_measured(checked):
     assert "block table entry" in unlisted and "past its length" in unlisted
     unread = message("offset_missing", "positions-unread")
     assert "never read: sequence" in unread and "block-table entry" in unread
+
+
+def test_the_solutions_split_count_follows_the_batch(monkeypatch):
+    """Off a GPU the fixed count; on one about four programs per SM, a power of two from 1 to
+    16 and no slice shorter than a tile (an H200's 132 SMs stand in: no GPU here)."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from tutor.catalog import solution_path
+
+    spec = importlib.util.spec_from_file_location("paged_solution_splits", solution_path(get_drill("07")))
+    solution = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(solution)
+    assert solution.split_count(8, 8, 4096, "cpu") == solution.NUM_SPLITS
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(multi_processor_count=132))
+    counts = {batch: solution.split_count(batch, 8, 16384, "cuda") for batch in (1, 8, 32, 64, 256)}
+    assert counts == {1: 16, 8: 8, 32: 2, 64: 1, 256: 1}
+    assert solution.split_count(1, 1, 2 * solution.BLOCK_N, "cuda") == 2  # no slice shorter than a tile
