@@ -170,16 +170,15 @@ def performance_lines(result: CheckResult) -> list[str]:
         return [_line("performance", "timing…")]
     if perf.status in ("failed", "cancelled"):
         return [_line("performance", f"{perf.status}: {perf.reason}")]
-    if result.full_ms is None and result.causal_ms is None:
+    if not result.timed_ms:
         return []  # not timed (--no-timing)
     interpreter = result.device is not None and result.device.interpreter
     lines: list[str] = []
     if result.timing_shape and result.timing_shape != result.shape:
         lines.append(_line("timed at", shape_text(result.timing_shape)))
-    timed = {"full": result.full_ms, "causal": result.causal_ms}  # a problem may time one mode only
     if interpreter:
         # the interpreter's wall clock does not follow the work at these sizes: no ratio
-        wall = ", ".join(f"{mode} {_ms(ms)} ms" for mode, ms in timed.items() if ms is not None)
+        wall = ", ".join(f"{mode} {_ms(ms)} ms" for mode, ms in result.timed_ms.items())
         lines.append(_line("wall clock", wall + "   (interpreter: not a speed; the counted work above is)"))
     else:
         if result.full_ms is not None:
@@ -187,9 +186,8 @@ def performance_lines(result: CheckResult) -> list[str]:
         if result.causal_ms is not None:
             versus = f"   ({result.speedup:.2f}x vs full, timed)" if result.speedup is not None else ""
             lines.append(_line("causal (ms)", f"{_ms(result.causal_ms)}{versus}"))
-    sdpa_ms = {"full": result.sdpa_full_ms, "causal": result.sdpa_causal_ms}
-    if any(ms is not None for ms in sdpa_ms.values()):
-        sdpa = ", ".join(f"{mode} {_ms(ms)}" for mode, ms in sdpa_ms.items() if ms is not None)
+    if result.sdpa_timed_ms:
+        sdpa = ", ".join(f"{mode} {_ms(ms)}" for mode, ms in result.sdpa_timed_ms.items())
         if result.sdpa_from_earlier_check:
             sdpa += "   (timed at this session's first check)"
         lines.append(_line("torch sdpa", sdpa))

@@ -419,6 +419,18 @@ class CheckResult:
         return None
 
     @property
+    def timed_ms(self) -> dict[str, float]:
+        """The student's timed launches by mode, only those timed (a problem may time one
+        mode only: drill 08's is causal); empty when nothing was timed."""
+        return {mode: ms for mode, ms in (("full", self.full_ms), ("causal", self.causal_ms)) if ms is not None}
+
+    @property
+    def sdpa_timed_ms(self) -> dict[str, float]:
+        """torch's SDPA at the same shape, by mode, only the modes timed (a GPU)."""
+        return {mode: ms for mode, ms in (("full", self.sdpa_full_ms), ("causal", self.sdpa_causal_ms))
+                if ms is not None}
+
+    @property
     def visited_blocks(self) -> int | None:
         return None if self.visits is None else self.visits.visited_blocks
 

@@ -444,9 +444,9 @@ class CheckRunner:
         """torch's SDPA at the timing shape is measured by the first timed check of a
         drill in this session and shown again with the later ones (it is the same
         kernel on the same inputs' shape; the student's kernel is timed every time)."""
-        if result.full_ms is None and result.causal_ms is None:
+        if not result.timed_ms:
             return  # no timed launches this time
-        if baseline is None and (result.sdpa_full_ms is not None or result.sdpa_causal_ms is not None):
+        if baseline is None and result.sdpa_timed_ms:
             self._sdpa[drill] = (result.sdpa_full_ms, result.sdpa_causal_ms)
         elif baseline is not None:
             result.sdpa_full_ms, result.sdpa_causal_ms = baseline

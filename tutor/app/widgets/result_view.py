@@ -76,9 +76,8 @@ def metrics_text(result: CheckResult) -> Text:
         _row(text, "timing", "…", "the timed launches follow")
     elif result.performance.status in ("failed", "cancelled"):
         _row(text, "timing", result.performance.status, result.performance.reason)
-    timed = {"full": result.full_ms, "causal": result.causal_ms}  # a problem may time one mode only
-    if interpreter and any(ms is not None for ms in timed.values()):
-        wall = " · ".join(f"{mode} {_ms(ms)}" for mode, ms in timed.items() if ms is not None)
+    if interpreter and result.timed_ms:
+        wall = " · ".join(f"{mode} {_ms(ms)}" for mode, ms in result.timed_ms.items())
         _row(text, "wall clock", Text(wall, style="dim"), "interpreter: not a speed")
     else:
         if result.full_ms is not None:
@@ -98,7 +97,7 @@ def metrics_text(result: CheckResult) -> Text:
         if result.sdpa_from_earlier_check:  # the same SDPA, timed once a session (tutor.loop.runner)
             note = "; ".join(filter(None, [note, "sdpa timed at this session's first check"]))
         _row(text, "torch sdpa", " · ".join(parts), note)
-    elif interpreter and any(ms is not None for ms in timed.values()):
+    elif interpreter and result.timed_ms:
         _row(text, "torch sdpa", "-", "compared on a GPU only")
     if result.visits is not None and result.visited_fraction is not None:
         v = result.visits
@@ -106,7 +105,7 @@ def metrics_text(result: CheckResult) -> Text:
         _row(text, "visited", value, f"ideal {result.ideal_fraction:.3f}, {v.heads} heads")
     if result.shape:
         _row(text, "shape", shape_text(result.shape).replace("head_dim", "d"))
-    if result.timing_method and any(ms is not None for ms in timed.values()) and not interpreter:
+    if result.timing_method and result.timed_ms and not interpreter:
         text.append(result.timing_method, style="dim")
     text.rstrip()
     return text
