@@ -146,12 +146,13 @@ def make_inputs(case: Case, device: str, generator: torch.Generator) -> Paged:
         # k = unit vector along q's direction times the level, per quarter of each sequence
         q = torch.zeros((b, h, d))
         q[..., 0] = d**0.5
-        for s, n in enumerate(case.lengths):
-            levels = ORDER_LEVELS[s % len(ORDER_LEVELS)]
-            for pos in range(n):
-                page, slot = int(table[s, pos // ps]), pos % ps
-                k[page, :, slot, :] = 0.0
-                k[page, :, slot, 0] = levels[min(3, 4 * pos // n)] + torch.randn((kvh,), generator=generator)
+        for s, n in enumerate(case.lengths):  # every position of a sequence at once (no loop per position)
+            levels = torch.tensor(ORDER_LEVELS[s % len(ORDER_LEVELS)])
+            pos = torch.arange(n)
+            pages, slots = table[s, pos // ps].long(), pos % ps
+            k[pages, :, slots, :] = 0.0
+            quarter = torch.clamp(4 * pos // n, max=3)
+            k[pages, :, slots, 0] = levels[quarter][:, None] + torch.randn((n, kvh), generator=generator)
     for page, (s, j) in enumerate(owner):
         first = 0 if j < 0 else (case.lengths[s] - j * ps if j == needed[s] - 1 else ps)
         if first < ps:  # the poisoned part of this page
