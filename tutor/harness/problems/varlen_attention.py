@@ -347,18 +347,18 @@ def read_rows(w: torch.Tensor, case: Case) -> RowRead:
                     read.other_rows += 1
                     for key in outside.nonzero().flatten().tolist():
                         read.other.setdefault((b, int(seq_of_key[key])), set()).add(key)
-                own = row[k0:k1].nonzero().flatten().tolist()
+                own = row[k0:k1].nonzero().flatten()
                 diag = i + nk - nq
-                if own:  # the last key the row weighs, against its diagonal (clamped at the sequence's end)
-                    read.shifts.setdefault(b, set()).add(own[-1] - diag)
+                if len(own):  # the last key the row weighs, against its diagonal (clamped at the sequence's end)
+                    read.shifts.setdefault(b, set()).add(int(own[-1]) - diag)
                 else:
                     read.empty.append((b, i))
-                missed = [c for c in range(diag + 1) if not bool(row[k0 + c])]
+                missed = (~row[k0:k0 + diag + 1]).nonzero().flatten().tolist()  # keys it must see, unweighed
                 if missed:
                     read.missed.append((b, i, missed))
-                after = [c for c in own if c > diag]
+                after = int((own > diag).sum())
                 if after:
-                    read.future.append((b, i, len(after)))
+                    read.future.append((b, i, after))
     return read
 
 
