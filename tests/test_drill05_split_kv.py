@@ -30,6 +30,7 @@ CASES = {"default", "ragged", "short", "hostile", "orders"}
 SHIPPED_CODES = ["partials-averaged"]
 VISIT_SHAPE = (3, 2, 200, 64)  # the default case's (batch, heads, max_len, head_dim) in the visit-map checks
 VISIT_SEED = 5
+CHECK_SEED = 0  # the other checks' inputs (see `checked`)
 
 
 # -- the drill's data ------------------------------------------------------------------------------
@@ -235,7 +236,11 @@ def test_the_blocks_read_are_told_against_the_lengths_sequence_by_sequence():
 # -- the real harness --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory) -> dict[str, CheckResult]:
-    """Every entry, the shipped drill and the solution, checked once each (fresh inputs)."""
+    """Every entry, the shipped drill and the solution, checked once each, at one seed: a save
+    draws fresh inputs, a test holds one draw so that a failure reproduces.  (Seed 223 once
+    showed why: last_block_unmasked's short case was off by 0.0224 against a tolerance of
+    0.02, and its mistake's model was skipped as "as good as right" by the fingerprint's
+    relative slack; `findings.passes_as_right` now asks what the case's check asks.)"""
     folder = tmp_path_factory.mktemp("drill05")
     files = {}
     for entry in ENTRIES:
@@ -246,7 +251,7 @@ def checked(tmp_path_factory) -> dict[str, CheckResult]:
     # runs at a known shape and seed, so the test can redraw its lengths
     at_known = {"solution", "three_splits_block16"}
     results = check_jobs([
-        job(path, "05", **({"shape": VISIT_SHAPE, "seed": VISIT_SEED} if name in at_known else {}))
+        job(path, "05", **({"shape": VISIT_SHAPE, "seed": VISIT_SEED} if name in at_known else {"seed": CHECK_SEED}))
         for name, path in files.items()
     ])
     return dict(zip(files, results, strict=True))

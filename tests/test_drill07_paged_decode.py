@@ -23,6 +23,12 @@ from tutor.harness.result import CheckResult
 DRILL = get_drill("07")
 ENTRIES = mistakes.load(DRILL)
 CASES = {case.name for case in paged.CPU_CASES}
+# The checks here draw their inputs from one seed.  A save draws fresh ones, and where a
+# mistake reads depends on where the block tables scatter the pages: measured over seeds
+# 0-29, 1 in 30 moves a secondary finding (offset_by_block's NaN needs a read to land on a
+# poisoned row; pool_row_no_kv_heads reads past a length only where a wrong row lands on
+# a partial page's tail).  Each is true of its own inputs; the test holds one draw.
+CHECK_SEED = 0
 SHIPPED_CODES = ["nan-in-output", "wrong-output", "positions-unread", "reads-past-length", "reads-unlisted-page"]
 
 
@@ -108,7 +114,7 @@ def checked_file(name: str, tmp_path_factory) -> CheckResult:
             entry = next(e for e in ENTRIES if e.name == name)
             path = tmp_path_factory.mktemp("drill07") / f"{entry.stem}.py"
             path.write_text(entry.text(DRILL), encoding="utf-8")
-        _CHECKED[name] = check_jobs([job(path, "07")])[0]
+        _CHECKED[name] = check_jobs([job(path, "07", seed=CHECK_SEED)])[0]
     return _CHECKED[name]
 
 

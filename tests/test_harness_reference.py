@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from tutor.harness.findings import matches
+from tutor.harness.findings import matches, passes_as_right
 from tutor.harness.problems.attention import reference
 
 SEQS = [1, 10, 37, 64, 129]
@@ -204,3 +204,16 @@ def test_large_wrong_outputs_match_within_fp16_rounding():
     expected = torch.tensor([40.013, -25.3], dtype=torch.float64)
     assert matches(expected.half(), expected, tolerance=0.02)
     assert not matches(expected.half() + 1.0, expected, tolerance=0.02)
+
+
+def test_a_variant_that_would_fail_the_case_is_not_taken_for_the_right_answer():
+    """The fingerprint's relative slack must not call a mistake's variant "as good as
+    right" where the case's own absolute check fails it (drill 05, seed 223: off by 0.0224
+    against 0.02 on values of 0.57 once hid reads-past-length's model)."""
+    right = torch.tensor([[0.57, -0.3, 0.1]], dtype=torch.float64)
+    variant = right + torch.tensor([[0.0225, 0.0, 0.0]], dtype=torch.float64)
+    assert matches(variant, right, 0.02)  # within the slack that absorbs fp16 rounding of large values
+    assert not passes_as_right(variant, right, 0.02)  # but the case's check fails it
+    assert passes_as_right(right + 0.019, right, 0.02)
+    right[0, 1] = float("nan")  # a row the reference leaves undefined is ignored, as by matches
+    assert passes_as_right(right.nan_to_num(nan=5.0), right, 0.02)

@@ -124,6 +124,16 @@ def matches(out: torch.Tensor, expected: torch.Tensor, tolerance: float) -> bool
     return bool((gap <= tolerance + FINGERPRINT_RTOL * expected[defined].abs()).all())
 
 
+def passes_as_right(variant: torch.Tensor, right: torch.Tensor, tolerance: float) -> bool:
+    """Would ``variant`` pass the case's own check against ``right``: every element within
+    ``tolerance`` (absolute, as the check holds a student's output) wherever ``right`` is
+    defined?  A mistake's variant that would pass says nothing about a failing output, and
+    one that would fail is named even where it lies within :func:`matches`'s relative slack
+    of the right answer (a small error on a case of small values)."""
+    return matches(variant, right, tolerance) and bool(
+        ((variant.to(torch.float64) - right.to(torch.float64))[torch.isfinite(right)].abs() <= tolerance).all())
+
+
 def visit_verdict(visits: VisitMap, bounded: bool = True) -> str:
     """What a visit map says of the work: "none" (no visit recorded at all), "all" (every
     block visited, where fewer are needed), "extra" (more than needed), "ideal" (no more

@@ -49,7 +49,7 @@ from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
-from tutor.harness.findings import Findings, drop_explained_nan, matches, visit_findings
+from tutor.harness.findings import Findings, drop_explained_nan, matches, passes_as_right, visit_findings
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import split_kv_layout as layout
@@ -457,7 +457,7 @@ def fingerprint(run_: Launch, block_n: int, tolerance: float) -> list[str]:
     found: list[str] = []
     for name, variant in variants.items():
         code = name.split("/")[0]
-        if code in found or matches(variant, run_.expected, tolerance):
+        if code in found or passes_as_right(variant, run_.expected, tolerance):
             continue
         if matches(run_.out.cpu(), variant, tolerance):
             found.append(code)

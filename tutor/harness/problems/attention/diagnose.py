@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from tutor.catalog import Drill
-from tutor.harness.findings import Findings, index_runs, matches, visit_findings
+from tutor.harness.findings import Findings, index_runs, matches, passes_as_right, visit_findings
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention import reference
 from tutor.harness.result import CaseResult, Diagnosis, ReadOut, VisitMap
@@ -72,7 +72,7 @@ def fingerprints(drill: Drill, launch: CheckedLaunch, block_m: int, block_n: int
     found: list[Match] = []
     for name, expected in variants.items():
         code = name.split("/")[0]
-        if any(m.code == code for m in found) or matches(expected, right, drill.tolerance):
+        if any(m.code == code for m in found) or passes_as_right(expected, right, drill.tolerance):
             continue
         if matches(launch.out, expected, drill.tolerance):
             found.append(Match(code, vacuous=not bool(torch.isfinite(expected).any())))
