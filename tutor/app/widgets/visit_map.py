@@ -47,8 +47,6 @@ LEGEND: dict[Cell, str] = {
     Cell.MISSING: "needed, missed",
 }
 
-LABEL_WRAP = 36  # the legend's widest line, "cells per head (x 16 heads in total):"
-
 # Rich styles; the monochrome filter Textual applies under NO_COLOR drops the
 # colours and the glyphs still tell the kinds apart.
 STYLES: dict[Cell, str] = {
@@ -102,8 +100,9 @@ def render_map(visits: VisitMap) -> Text:
     cell_width = 2 + len(gap)
     label_width = len(str(n_rows - 1))
     text = Text()
-    if visits.label:  # what the map is of (one sequence of several, a window, ...), no wider than the legend
-        width = max(label_width + 2 + n_cols * cell_width, LABEL_WRAP)
+    legend_title = f"cells per head (x {visits.heads} heads in total):"
+    if visits.label:  # what the map is of (one sequence of several, a window, ...), no wider than map or legend
+        width = max(label_width + 2 + n_cols * cell_width, len(legend_title))
         text.append("\n".join(textwrap.wrap(visits.label, width)) + "\n", style="dim")
     text.append(" " * (label_width + 2) + "key block →\n", style="dim")
     text.append("q".rjust(label_width) + "  " + _axis_labels(n_cols, cell_width) + "\n", style="dim")
@@ -115,7 +114,7 @@ def render_map(visits: VisitMap) -> Text:
                 text.append(gap)
         text.append("\n")
     counts = tally(grid)
-    text.append(f"\ncells per head (x {visits.heads} heads in total):", style="dim")
+    text.append("\n" + legend_title, style="dim")
     for cell in Cell:
         text.append("\n")
         text.append(GLYPHS[cell], style=STYLES[cell])

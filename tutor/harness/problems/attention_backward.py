@@ -1007,7 +1007,7 @@ def check_correctness(
     for name in (FORWARD, BACKWARD):
         if not callable(getattr(module, name, None)):
             raise shared.BadOutput(f"the drill file defines no {name}() launcher for the tutor to call")
-    plan = plan_for(interpreter)
+    plan = plan_for(interpreter, backward=True)
     if shape is not None:
         plan = dataclasses.replace(plan, default=(shape[0], shape[1], shape[2], shape[3]))
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
@@ -1090,7 +1090,7 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
                     generator: torch.Generator) -> TimedLaunches:
     """The backward alone (the forward's O and lse computed once, outside the timed call),
     against torch's SDPA backward on the same inputs."""
-    shape = plan_for(interpreter).timing
+    shape = plan_for(interpreter, backward=True).timing
     q, k, v, do = launching.timing_tensors([shape] * 4, device, generator)
     outs = [torch.empty_like(q) for _ in GRADS]
     student: dict[str, Callable[[], object]] = {}
