@@ -16,6 +16,7 @@ import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
+from types import ModuleType
 
 from helpers_fixtures import materialise
 
@@ -65,6 +66,19 @@ def job(file: Path, drill: str | None = None, **options) -> CheckJob:
 # checks run side by side: each is one single-threaded interpreter process, so on a
 # 2-core machine two at a time take about half the time of one after another
 PARALLEL_CHECKS = max(1, min(2, os.cpu_count() or 1))
+
+
+def entry_module(drill_id: str, name: str, folder: Path) -> ModuleType:
+    """The student-like kernel ``name`` of the drill's mistakes file, written into ``folder``
+    and loaded as the harness loads a student's file (in this process)."""
+    from tutor.authoring import student_kernels
+    from tutor.harness.loader import load_student_module
+
+    drill = get_drill(drill_id)
+    entry = next(e for e in student_kernels.load(drill) if e.name == name)
+    path = folder / f"{entry.stem}.py"
+    path.write_text(entry.text(drill), encoding="utf-8")
+    return load_student_module(path)
 
 
 def check_jobs(jobs: list[CheckJob]) -> list[CheckResult]:

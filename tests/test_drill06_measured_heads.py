@@ -9,15 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers_harness import entry_module
 
-from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.device import select_device
-from tutor.harness.loader import load_student_module
 from tutor.harness.problems import sliding_window_gqa as swa
 
 DRILL = get_drill("06")
-ENTRIES = {e.name: e for e in mistakes.load(DRILL)}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -26,10 +24,7 @@ def device():
 
 
 def _load(tmp_path: Path, name: str):
-    entry = ENTRIES[name]
-    path = tmp_path / f"{entry.stem}.py"
-    path.write_text(entry.text(DRILL), encoding="utf-8")
-    return load_student_module(path)
+    return entry_module("06", name, tmp_path)
 
 
 def test_keys_and_values_are_traced_to_their_heads_apart(tmp_path):

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers_harness import entry_module
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.device import select_device
-from tutor.harness.loader import load_student_module
 from tutor.harness.problems import sliding_window_gqa as swa
 
 DRILL = get_drill("06")
@@ -42,10 +42,7 @@ def device():
 
 
 def _module(tmp_path, name):
-    entry = ENTRIES[name]
-    path = tmp_path / f"{entry.stem}.py"
-    path.write_text(entry.text(DRILL), encoding="utf-8")
-    return load_student_module(path)
+    return entry_module("06", name, tmp_path)
 
 
 def _recording(module, calls):

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_harness import shipped_drill, shipped_solution
+from helpers_harness import entry_module, shipped_drill, shipped_solution
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.check import run_check
 from tutor.harness.device import select_device
 from tutor.harness.job import CheckJob
-from tutor.harness.loader import load_student_module
 from tutor.harness.problems import PROBLEMS, problem_for
 from tutor.harness.problems import sliding_window_gqa as swa
 from tutor.report import render
@@ -206,10 +205,7 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
 # -- the measurements, against independent computations ------------------------------------------
 
 def _load(tmp_path: Path, name: str):
-    entry = next(e for e in ENTRIES if e.name == name)
-    path = tmp_path / f"{entry.stem}.py"
-    path.write_text(entry.text(DRILL), encoding="utf-8")
-    return load_student_module(path)
+    return entry_module("06", name, tmp_path)
 
 
 @pytest.mark.slow

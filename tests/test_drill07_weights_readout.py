@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers_harness import entry_module
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.device import select_device
-from tutor.harness.loader import load_student_module
 from tutor.harness.problems import paged_decode as paged
 from tutor.harness.problems import paged_diagnose, paged_weights
 
@@ -30,10 +30,7 @@ def device():
 
 
 def _module(tmp_path, name):
-    entry = ENTRIES[name]
-    path = tmp_path / f"{entry.stem}.py"
-    path.write_text(entry.text(DRILL), encoding="utf-8")
-    return load_student_module(path)
+    return entry_module("07", name, tmp_path)
 
 
 def _checked(module, count_reads):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers_harness import shipped_drill, shipped_solution
+from helpers_harness import entry_module, shipped_drill, shipped_solution
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
@@ -185,10 +185,7 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
                                        ("softcap_outer_missing", "softcap-outer-missing"),
                                        ("modifier_twice", "modifier-twice"), ("modifier_missing", "modifier-missing")])
 def test_the_modifier_readout_measures_the_kernels_transform(tmp_path, name, code):
-    entry = next(e for e in ENTRIES if e.name == name)
-    path = tmp_path / f"{entry.stem}.py"
-    path.write_text(entry.text(DRILL), encoding="utf-8")
-    module = load_student_module(path)
+    module = entry_module("09", name, tmp_path)
     one = bs.Checked(bs.CPU_CASES[0], None, None, None, None)  # type: ignore[arg-type]
     said = bsr.modifier_readout(module, one, "cpu")
     assert list(said) == [code]
