@@ -4,10 +4,14 @@ read-out measures, and that a right backward reads as right."""
 
 from __future__ import annotations
 
+import pytest
 import torch
+from helpers_harness import REPO
 
+from tutor.catalog import get_drill
 from tutor.harness.problems import attention_backward as bwd
 from tutor.harness.problems import backward_ds_readout as dterm
+from tutor.loop.runner import CheckRunner
 
 SEQ, D = 150, 64
 SCALE = D**-0.5
@@ -104,3 +108,54 @@ def test_a_wrong_dp_term_leaves_the_d_term_probe_right():
     read = dterm.read_d_term(doubled_dp, v, do)
     assert read is not None
     assert dterm.describe_dq(read, ref.s, ref.lse, ref.allowed, k).right
+
+
+def _per_head(**change):
+    """The per-head probe's factors of each loop (dO scaled by n + 1 on program n)."""
+    q, k, v, do, ref = _case()
+    read = dterm.read_d_term(_model(ref, q, k, **change), v, do, per_head=True)
+    assert read is not None
+    scales = dterm.head_scale(do).reshape(-1).to(torch.float64)
+    rows = torch.tensor(read.rows)
+    dq = dterm.head_factors(read.dq[:, rows], dterm.dq_model(read, ref.s, ref.lse, ref.allowed, k), scales)
+    dk = dterm.head_factors(read.dk, dterm.dk_model(read, ref.p, q), scales)
+    return dq, dk
+
+
+def test_the_per_head_probe_reads_every_program_as_its_own_on_a_right_backward():
+    dq, dk = _per_head()
+    assert dq is not None and dk is not None
+    assert all(abs(a - 1) < 0.01 for a in dq + dk)
+    assert dterm.heads_words(dq, "dQ") == "" and dterm.heads_words(dk, "dK") == ""
+
+
+def test_a_d_read_from_head_0_is_named_by_the_per_head_probe_and_hidden_from_the_plain_one():
+    """Every program using head 0's D (a D load without its head offset): with D = 2 on every
+    head the plain probe cannot tell (it reads right); D scaled per head shows 1/2 on head 1."""
+    head0 = lambda o, do: ((do * o).sum(-1))[:, :1].expand(-1, o.shape[1], -1)  # noqa: E731
+    dq_plain, _ = _read(dq_d=head0)
+    assert dq_plain.right
+    dq, dk = _per_head(dq_d=head0)
+    assert dq is not None and abs(dq[0] - 1) < 0.01 and abs(dq[1] - 0.5) < 0.01
+    assert dk is not None and all(abs(a - 1) < 0.01 for a in dk)
+    assert "program 1: 0.5x, what program 0's D gives" in dterm.heads_words(dq, "dQ")
+
+
+@pytest.mark.slow
+def test_a_dq_loop_reading_head_0s_d_is_named_through_the_harness(tmp_path):
+    """The real harness on a kernel whose dQ loop loads D without its (batch, head) offset:
+    the plain probe (D = 2 on every head) would call the dQ loop's D right and blame dP;
+    the per-head probe says which program's D it used."""
+    drill = get_drill("04")
+    text = (REPO / "solutions" / drill.solution).read_text()
+    head, dq_kernel = text.split("def _bwd_dq(")  # the dQ loop's kernel only
+    right = "delta = tl.load(Delta + row_base + rows, mask=row_ok, other=0.0)"
+    assert dq_kernel.count(right) == 1
+    file = tmp_path / drill.file
+    wrong = "delta = tl.load(Delta + rows, mask=row_ok, other=0.0)"  # no row_base: head 0's D
+    file.write_text(head + "def _bwd_dq(" + dq_kernel.replace(right, wrong))
+    with CheckRunner(device="cpu", warm=False) as runner:  # a real worker, through the interpreter
+        result = runner.check(drill.id, file, seed=0, timing=False)
+    said = {d.code: d.message for d in result.diagnosis}
+    assert result.outcome == "failed" and "dq-wrong" in said, said
+    assert "what program 0's D gives" in said["dq-wrong"] and "dP = dO V^T term" not in said["dq-wrong"]

@@ -663,7 +663,7 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
     return None
 
 
-DProbe = Callable[["BackwardLaunch"], "dterm.DTermRead | None"]
+DProbe = Callable[["BackwardLaunch", bool], "dterm.DTermRead | None"]  # (launch, per_head)
 
 
 def _d_term_detail(launch: BackwardLaunch, d_probe: DProbe | None, loops: tuple[str, ...], block_m: int,
@@ -672,17 +672,34 @@ def _d_term_detail(launch: BackwardLaunch, d_probe: DProbe | None, loops: tuple[
     dP = 0) says of each loop in ``loops`` ("dq", "dk"); "" where it says nothing sure."""
     if d_probe is None:
         return ""
-    read = d_probe(launch)
+    read = d_probe(launch, False)
     if read is None:
         return ""
     ref, head_dim = launch.ref, launch.q.shape[-1]
-    said = []
+    shapes: dict[str, dterm.LoopShape] = {}
     if "dq" in loops:
         seq = launch.q.shape[-2]
         visited = _visited_pairs(launch.dq_visits, seq, block_m, block_n) if bool(launch.dq_visits.any()) else None
-        said.append(dterm.dq_words(dterm.describe_dq(read, ref.s, ref.lse, ref.allowed, launch.k, visited), head_dim))
+        shapes["dq"] = dterm.describe_dq(read, ref.s, ref.lse, ref.allowed, launch.k, visited)
     if "dk" in loops:
-        said.append(dterm.dk_words(dterm.describe_dk(read, ref.p, launch.q), head_dim))
+        shapes["dk"] = dterm.describe_dk(read, ref.p, launch.q)
+    # "right" with one D for every program: is each program's D its own?  A second launch
+    # with D made different per program (no D read from another head can hide there)
+    per_head = None
+    if any(s.right for s in shapes.values()) and launch.q.shape[0] * launch.q.shape[1] > 1:
+        per_head = d_probe(launch, True)
+    said = []
+    for g, shape in shapes.items():
+        if shape.right and per_head is not None:
+            model = (dterm.dq_model(per_head, ref.s, ref.lse, ref.allowed, launch.k) if g == "dq"
+                     else dterm.dk_model(per_head, ref.p, launch.q))
+            got = per_head.dq[:, torch.tensor(per_head.rows)] if g == "dq" else per_head.dk
+            alphas = dterm.head_factors(got, model, dterm.head_scale(launch.do).reshape(-1).to(torch.float64))
+            words = "" if alphas is None else dterm.heads_words(alphas, "dQ" if g == "dq" else "dK")
+            if words or alphas is None:  # not each program's own, or no one factor per program: not "right"
+                said.append(words)
+                continue
+        said.append(dterm.dq_words(shape, head_dim) if g == "dq" else dterm.dk_words(shape, head_dim))
     said = [s for s in said if s]
     if not said:
         return ""
@@ -1065,17 +1082,19 @@ def check_correctness(
         return words.replace("(one launch at this case's shape)",
                              f"(one launch on the {launch.case.name} case, seq={launch.q.shape[-2]}, {mode})")
 
-    def d_probe(launch: BackwardLaunch) -> dterm.DTermRead | None:
+    def d_probe(launch: BackwardLaunch, per_head: bool) -> dterm.DTermRead | None:
         """The D-term probe: one backward launch at the case's own shape, dtypes and ints,
-        V = 0 and a one-hot dO (dP = 0, D = 2 on the probe rows)."""
-        cost.step(f"reading out each loop's D term on the {launch.case.name} case")
+        V = 0 and a one-hot dO (dP = 0, D = 2 on the probe rows; ``per_head``: dO and D
+        scaled by n + 1 on program n)."""
+        cost.step(f"reading out each loop's D term on the {launch.case.name} case"
+                  + (", D different per head" if per_head else ""))
 
         def backward(v: torch.Tensor, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             grads = run_backward(module, launch.q, launch.k, v, o, launch.lse, do, launch.case.causal,
                                  block_m, block_n)[0]
             return grads["dq"], grads["dk"]
 
-        return dterm.read_d_term(backward, launch.v, launch.do)
+        return dterm.read_d_term(backward, launch.v, launch.do, per_head)
 
     def diagnose_launches() -> Diagnosed:
         findings, said = guard_report(module, launches, block_m, block_n)

@@ -59,11 +59,22 @@ def probe_inputs(v: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch
     return torch.zeros_like(v), o, one_hot, list(range(r0, seq))
 
 
+def head_scale(do: torch.Tensor) -> torch.Tensor:
+    """(batch, heads, 1, 1): 1, 2, 3, ... one per (batch, head) program, in dO's dtype."""
+    count = do.shape[0] * do.shape[1]
+    return torch.arange(1, count + 1, dtype=do.dtype, device=do.device).reshape(do.shape[0], do.shape[1], 1, 1)
+
+
 def read_d_term(backward: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
-                v: torch.Tensor, do: torch.Tensor) -> DTermRead | None:
+                v: torch.Tensor, do: torch.Tensor, per_head: bool = False) -> DTermRead | None:
     """One probe launch: ``backward(v, o, do)`` returns the student's (dQ, dK) for those
-    tensors (the caller's closure launches at the case's shape).  None when not finite."""
+    tensors (the caller's closure launches at the case's shape).  None when not finite.
+    ``per_head``: the one-hot dO of (batch, head) program n is scaled by n + 1
+    (:func:`head_scale`), so each program's true D -- and D term -- differs: a loop that
+    uses another program's D shows it (:func:`head_factors`)."""
     v0, o, one_hot, rows = probe_inputs(v, do)
+    if per_head:
+        one_hot = one_hot * head_scale(do)
     dq, dk = backward(v0, o, one_hot)
     dq64, dk64 = (t.to(torch.float64).reshape(-1, *t.shape[-2:]) for t in (dq, dk))
     if not bool(torch.isfinite(dq64).all() and torch.isfinite(dk64).all()):
@@ -102,6 +113,59 @@ def _p(s: torch.Tensor, rule: torch.Tensor, slope: float = 1.0) -> torch.Tensor:
     return torch.exp(a - top)
 
 
+def dq_model(read: DTermRead, s: torch.Tensor, lse: torch.Tensor, allowed: torch.Tensor,
+             k: torch.Tensor) -> torch.Tensor:
+    """The right dQ on the probe rows, (bh, R, d): −2 scale (P K) with the true P."""
+    seq, head_dim = s.shape[-1], k.shape[-1]
+    rows = torch.tensor(read.rows, device=s.device)
+    s_r = s.reshape(-1, seq, seq)[:, rows]
+    lse_r = lse.reshape(-1, seq)[:, rows]
+    ok = allowed[rows][None].expand_as(s_r)
+    p = torch.where(ok, torch.exp(s_r - lse_r[..., None]), torch.zeros((), dtype=s.dtype, device=s.device))
+    return -D_TRUE * head_dim**-0.5 * (p @ k.to(torch.float64).reshape(-1, seq, head_dim))
+
+
+def dk_model(read: DTermRead, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """The right dK, (bh, N, d): −2 scale Σ_{i∈R} P_ij Q_i with the true P."""
+    seq, head_dim = p.shape[-1], q.shape[-1]
+    rows = torch.tensor(read.rows, device=p.device)
+    p_r = p.reshape(-1, seq, seq)[:, rows]
+    q_r = q.to(torch.float64).reshape(-1, seq, head_dim)[:, rows]
+    return -D_TRUE * head_dim**-0.5 * (p_r.transpose(-1, -2) @ q_r)
+
+
+def head_factors(got: torch.Tensor, model: torch.Tensor, scales: torch.Tensor) -> list[float] | None:
+    """Per (batch, head) program n, the factor α_n of ``got`` ≈ α_n · (n + 1) · ``model``
+    (a per-head probe, :func:`read_d_term`); None where one factor per program does not
+    explain its gradient within FIT."""
+    got, model = got.reshape(got.shape[0], -1), model.reshape(model.shape[0], -1) * scales.reshape(-1, 1)
+    norm = (model * model).sum(-1)
+    if bool((norm == 0).any()):
+        return None
+    alpha = (got * model).sum(-1) / norm
+    size = torch.maximum(got.norm(dim=-1), model.norm(dim=-1) * alpha.abs()).clamp(min=1e-12)
+    if float(((got - alpha[:, None] * model).norm(dim=-1) / size).amax()) > FIT:
+        return None
+    return [float(a) for a in alpha]
+
+
+def heads_words(alphas: list[float], grad: str) -> str:
+    """What a per-head probe of one loop says, where a program's gradient is not its own
+    head's ("" where every program's is): each factor that is another program's scale
+    over its own names that program's D."""
+    wrong = [(n, a) for n, a in enumerate(alphas) if abs(a - 1) > FIT]
+    if not wrong:
+        return ""
+    named = []
+    for n, a in wrong:
+        source = next((j for j in range(len(alphas)) if abs(a - (j + 1) / (n + 1)) <= FIT * abs(a)), None)
+        named.append(f"program {n}: {a:.3g}x" + ("" if source is None else f", what program {source}'s D gives"))
+    listed = "; ".join(named[:4]) + ("; ..." if len(named) > 4 else "")
+    return (f"with dO scaled by n + 1 on (batch, head) program n (so D differs per program) its {grad} is not"
+            f" each program's own ({listed}): the D it uses is not the program's own -- check the (batch, head)"
+            " offset of the D (delta) load, and of the O and dO loads that compute D")
+
+
 def describe_dq(read: DTermRead, s: torch.Tensor, lse: torch.Tensor, allowed: torch.Tensor,
                 k: torch.Tensor, visited: torch.Tensor | None = None) -> LoopShape:
     """The dQ loop's D term against −2 scale (P K) on the probe rows.  ``s``: true scaled
@@ -111,12 +175,9 @@ def describe_dq(read: DTermRead, s: torch.Tensor, lse: torch.Tensor, allowed: to
     scale = head_dim**-0.5
     rows = torch.tensor(read.rows, device=s.device)
     s_r = s.reshape(-1, seq, seq)[:, rows]
-    lse_r = lse.reshape(-1, seq)[:, rows]
     k64 = k.to(torch.float64).reshape(-1, seq, head_dim)
     ok = allowed[rows][None].expand_as(s_r)
-    p = torch.where(ok, torch.exp(s_r - lse_r[..., None]), torch.zeros((), dtype=s.dtype, device=s.device))
-    model = -D_TRUE * scale * (p @ k64)
-    got = read.dq[:, rows]
+    model, got = dq_model(read, s, lse, allowed, k), read.dq[:, rows]
     size = float(model.norm(dim=-1).amax())
     shape = LoopShape(right=False, zero=False, factor=None, per_row=None, slope=None, mask=None)
     alpha, resid = _rows_fit(got, model)
@@ -164,12 +225,7 @@ def describe_dq(read: DTermRead, s: torch.Tensor, lse: torch.Tensor, allowed: to
 def describe_dk(read: DTermRead, p: torch.Tensor, q: torch.Tensor) -> LoopShape:
     """The dK/dV loop's D term: dK against −2 scale Σ_{i∈R} P_ij Q_i, one factor for all.
     ``p``: the true P (..., N, N) float64."""
-    seq, head_dim = p.shape[-1], q.shape[-1]
-    rows = torch.tensor(read.rows, device=p.device)
-    p_r = p.reshape(-1, seq, seq)[:, rows]
-    q_r = q.to(torch.float64).reshape(-1, seq, head_dim)[:, rows]
-    model = -D_TRUE * head_dim**-0.5 * (p_r.transpose(-1, -2) @ q_r)
-    got = read.dk
+    model, got = dk_model(read, p, q), read.dk
     shape = LoopShape(right=False, zero=False, factor=None, per_row=None, slope=None, mask=None)
     size = float(model.norm())
     if size == 0.0:
