@@ -284,7 +284,7 @@ def test_headline_visit_map_from_the_kernel(tmp_path: Path):
 def test_the_app_draws_the_headline_map_under_what_it_is_of():
     """The app's map draws the label (which sequence) above the key-block axis, wrapped no
     wider than the map or its legend, and the cells as for every drill."""
-    from tutor.app.widgets.visit_map import LABEL_WRAP, Cell, classify, render_map
+    from tutor.app.widgets.visit_map import Cell, classify, render_map
 
     case = va.Case("default", 2, 16, ((1, 9), (33, 33)))
     visits = torch.zeros(va.visit_shape(case, 32, 32), dtype=torch.int32)
@@ -293,7 +293,9 @@ def test_the_app_draws_the_headline_map_under_what_it_is_of():
     assert classify(m) == [[Cell.VISITED, Cell.EXTRA], [Cell.VISITED, Cell.VISITED]]
     lines = render_map(m).plain.splitlines()
     axis = next(n for n, line in enumerate(lines) if "key block" in line)
-    assert " ".join(lines[:axis]) == m.label and all(len(line) <= LABEL_WRAP for line in lines[:axis])
+    legend = next(line for line in lines if line.startswith("cells per head"))
+    widest = max(len(legend), max(len(line) for line in lines[axis + 2:axis + 4]))
+    assert " ".join(lines[:axis]) == m.label and all(len(line) <= widest for line in lines[:axis])
     assert lines[axis + 2:axis + 4] == ["0  ██ xx", "1  ██ ██"]
 
 
