@@ -5,7 +5,7 @@ with q of shape (batch, H, seq, head_dim) and k, v of shape (batch, H_KV, seq,
 head_dim), H a multiple of H_KV.  Row r of query head h sees keys
 ``r - window + 1 .. r`` of K/V head ``h // (H // H_KV)``.
 
-Correctness runs seven cases (:data:`CPU_CASES` / :data:`GPU_CASES`): a default
+Correctness runs eight cases (:data:`CPU_CASES` / :data:`GPU_CASES`): a default
 one (GQA, a window that is not a multiple of the block, a ragged last block),
 a ragged one with one K/V head for all query heads, one shorter than a block,
 one whose window is longer than the sequence (plain causal attention) and a
@@ -19,7 +19,10 @@ from (``read-past-end``).
 
 Two more cases (issue 21): block-edge (WINDOW = BLOCK_N + 1 on a length that is
 a multiple of both blocks, 8 query heads on 2: a lower bound one key off shows
-in the visit map) and one-key (WINDOW = 1, 4 query heads on 1).
+in the visit map) and one-key (WINDOW = 1, 4 query heads on 1).  And two-keys
+(WINDOW = 2 on 136 rows): row 128 starts a query block at every block size up to
+128 and its oldest key, 127, ends the block before, so a lower bound one key late
+misses a key there (a blind attempt passed every other case).
 
 The diagnosis is measured, never guessed, and every probe launch is at the
 shape, dtypes and window of a correctness case (the variant the verdict
@@ -116,6 +119,7 @@ CPU_CASES = (
     Case("hostile", 1, 2, 1, 150, 64, 80, q_scale=40.0),  # scores ~ +-100: exp overflows fp32 unless max is subtracted
     Case("block-edge", 1, 8, 2, 192, 64, 65),  # WINDOW = BLOCK_N + 1, a block-multiple length, 8 heads on 2
     Case("one-key", 1, 4, 1, 70, 64, 1),  # WINDOW = 1: each row sees itself only; 4 heads on 1
+    Case("two-keys", 1, 2, 1, 136, 64, 2),  # WINDOW = 2: row 128's older key ends the previous block
 )
 GPU_CASES = (
     Case("default", 2, 8, 2, 1000, 64, 300),
@@ -125,6 +129,7 @@ GPU_CASES = (
     Case("hostile", 1, 4, 2, 300, 64, 100, q_scale=40.0),
     Case("block-edge", 1, 8, 2, 256, 64, 65),
     Case("one-key", 1, 4, 1, 70, 64, 1),
+    Case("two-keys", 1, 2, 1, 136, 64, 2),
     # head_dim 128 (GPU only: the interpreter is slow): the tiles' register and shared-memory
     # budget doubles; a kernel tuned at 64 can go wrong only here
     Case("head-dim-128", 1, 4, 2, 300, 128, 100),
@@ -704,9 +709,14 @@ def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: s
             parts.append(f"query head {_head(qflat, case)} reads none of the K/V heads "
                          f"(past the last one), not {_head(should, case, kv=True)}")
     more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+    # measured: which sequences hold the wrong heads
+    later_only = ("" if case.batch == 1 or any(q < case.heads for q in wrong) else
+                  " Every query head of sequence 0 reads its own K/V head and only later sequences' do not: the"
+                  " head-in-sequence formula holds, so look at how far apart the sequences' K/V heads are (the"
+                  " batch offset: H_KV heads per sequence).")
     return (f" Measured by changing one K/V head at a time: {'; '.join(parts)}{more}"
             f" ({case.heads} query heads, {case.heads_kv} K/V head{'s' if case.heads_kv > 1 else ''}; {where[2:-1]})."
-            f"{head_map(depends, case, min(wrong) // case.heads)}")
+            f"{head_map(depends, case, min(wrong) // case.heads)}{later_only}")
 
 
 def split_heads(keys: list[set[int]], values: list[set[int]], case: Case, b: int = 0) -> str:
