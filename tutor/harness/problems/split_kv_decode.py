@@ -6,7 +6,7 @@ cache (batch, heads, max_len, head_dim) of which sequence b uses its first
 (stale keys and values, larger than the real ones), as a real cache does, so
 a kernel that reads past a length gives a visibly wrong answer.
 
-Correctness runs five cases on fresh random inputs into a poisoned output,
+Correctness runs six cases on fresh random inputs into a poisoned output,
 against a float64 reference: ``default`` (lengths from the whole cache down
 to fewer positions than a block, scores of standard deviation 2), ``ragged``
 (a cache of 161 or 1001 positions: every full sequence ends in a ragged
@@ -16,7 +16,8 @@ deviation 100: exp overflows fp32 unless the kernel subtracts a maximum) and
 ``orders`` (lengths of one position and of whole blocks; scores in four levels
 by quarter of each sequence, the top one 144 in the exp2 domain and each next
 one 173 lower, past fp32's exp2 range: the maximum in the first, the last and a
-middle slice).
+middle slice) and ``negative`` (every score near -130: a running maximum started
+at 0 instead of -inf leaves every weight 0).
 
 A failing kernel's diagnosis tests the two kernels apart
 (:mod:`split_kv_readout`): the launcher's kernel launches are recorded during
@@ -57,6 +58,7 @@ from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 GARBAGE_K_SCALE = 3.0  # stale keys past a length: larger than real ones, so they would win the softmax
+NEGATIVE_SCORE = 130.0  # the "negative" layout's scores: exp2(-130 * log2(e)) is 0 in fp32
 GARBAGE_V_SHIFT = 3.0  # stale values past a length: shifted, so reading them moves the output
 
 
@@ -72,6 +74,9 @@ class Case:
     # whole cache) and scores in four levels by quarter of each length, 120 apart (173 in the
     # exp2 domain: past fp32's range), the top one at +100 (2^144 overflows fp32): the maximum
     # in the first, (none: one position), last and a middle quarter of the sequence
+    # "negative": random lengths, every score of every sequence near -130 (-188 in the exp2
+    # domain: exp of it underflows fp32), so a running maximum that starts at 0, not -inf,
+    # leaves nothing (a blind attempt passed every other case)
     layout: str = "random"
 
     @property
@@ -92,6 +97,7 @@ CPU_PLAN = Plan(
         Case("short", 2, 1, 37, 64, 1.0),
         Case("hostile", 2, 1, 200, 64, 100.0),
         Case("orders", 4, 1, 128, 64, 1.0, "orders"),  # 16 slices of at most one block: ~0.2 s
+        Case("negative", 2, 1, 64, 64, 1.0, "negative"),
     ),
     timing=(2, 2, 250, 64),
 )
@@ -106,6 +112,7 @@ GPU_PLAN = Plan(
         # sequences still end inside a block (their lengths are drawn)
         Case("hostile", 4, 4, 1504, 128, 100.0),
         Case("orders", 4, 2, 1024, 128, 1.0, "orders"),
+        Case("negative", 2, 2, 1024, 128, 1.0, "negative"),  # the default's and orders' variant (1024 % 16 == 0)
     ),
     timing=(16, 32, 4096, 128),
 )
@@ -168,13 +175,16 @@ def random_inputs(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """q, k_cache, v_cache (fp16) and lengths (int32) for one case."""
     b, h, n, d = case.shape
-    lengths = ragged_lengths(b, n, generator) if case.layout == "random" else order_lengths(b, n)
+    lengths = order_lengths(b, n) if case.layout == "orders" else ragged_lengths(b, n, generator)
     # q.k / sqrt(d) has standard deviation score_std when q ~ N(0, score_std^2) and k ~ N(0, 1)
     q = torch.randn((b, h, d), generator=generator) * case.score_std
     k = torch.randn((b, h, n, d), generator=generator)
     v = torch.randn((b, h, n, d), generator=generator)
     if case.layout == "orders":
         q, k = ordered_scores(q, k, lengths)
+    if case.layout == "negative":  # q.k / sqrt(d) = -NEGATIVE_SCORE + noise of ~0.3
+        toward = q / (q * q).sum(-1, keepdim=True)  # (b, h, d): q . toward = 1
+        k = -NEGATIVE_SCORE * d**0.5 * toward[:, :, None, :] + 0.3 * k
     past = torch.arange(n)[None, :] >= lengths[:, None].long()  # (batch, max_len): stale cache
     k = torch.where(past[:, None, :, None], k * GARBAGE_K_SCALE, k)
     v = torch.where(past[:, None, :, None], v + GARBAGE_V_SHIFT, v)
