@@ -608,8 +608,10 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                         return "causal-mask-missing", (" (dV includes the keys after each row in the blocks the"
                                                        " loop visited; dQ and dK are right, so only the P that"
                                                        " dV accumulates is unmasked.)")
-                    return "causal-mask-missing", (" (dV includes the keys after each row in the blocks the loop"
-                                                   " visited.)")
+                    where = ("; dQ is right, so the dQ loop's P is masked: the dK/dV loop's is not" if not bad["dq"]
+                             else "")
+                    return "causal-mask-missing", (" (dV includes the keys after each row in the blocks the dK/dV"
+                                                   f" loop visited{where}.)")
         if not bad["dq"] and not bad["dk"]:
             c = _scale_ratio(launch.grads["dv"], ref.grads["dv"], tolerance)
             times = ""
