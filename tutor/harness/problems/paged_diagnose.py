@@ -167,8 +167,8 @@ def counted_facts(x: Launch) -> ReadFacts:
                     unread.setdefault((s, page, j), {}).setdefault(j * ps + int(o), []).append(name)
                 if held < ps and name == "K" and bool((any_read[page, :, held:] > 0).any()):
                     offs = sorted({int(o) for o in np.nonzero((any_read[page, :, held:] > 0).any(axis=0))[0]})
-                    facts.past.append(f"read sequence {s} (length {n}): offsets {index_runs([held + o for o in offs])}"
-                                      f" of its last page {page}, which holds {held}")
+                    facts.past.append(f"offsets {index_runs([held + o for o in offs])} of page {page}, the last page of"
+                                      f" sequence {s} (length {n}), which holds {held}, were loaded")
         for page, (s, j) in enumerate(p.owner):
             if j < 0 and bool((any_read[page] > 0).any()):
                 key = (f"page {page} (named by sequence {s}'s block table entry {pages_needed(c.lengths[s], ps)},"
