@@ -122,7 +122,8 @@ def dq_model(read: DTermRead, s: torch.Tensor, lse: torch.Tensor, allowed: torch
     lse_r = lse.reshape(-1, seq)[:, rows]
     ok = allowed[rows][None].expand_as(s_r)
     p = torch.where(ok, torch.exp(s_r - lse_r[..., None]), torch.zeros((), dtype=s.dtype, device=s.device))
-    return -D_TRUE * head_dim**-0.5 * (p @ k.to(torch.float64).reshape(-1, seq, head_dim))
+    model: torch.Tensor = -D_TRUE * head_dim**-0.5 * (p @ k.to(torch.float64).reshape(-1, seq, head_dim))
+    return model
 
 
 def dk_model(read: DTermRead, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -131,7 +132,8 @@ def dk_model(read: DTermRead, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     rows = torch.tensor(read.rows, device=p.device)
     p_r = p.reshape(-1, seq, seq)[:, rows]
     q_r = q.to(torch.float64).reshape(-1, seq, head_dim)[:, rows]
-    return -D_TRUE * head_dim**-0.5 * (p_r.transpose(-1, -2) @ q_r)
+    model: torch.Tensor = -D_TRUE * head_dim**-0.5 * (p_r.transpose(-1, -2) @ q_r)
+    return model
 
 
 def head_factors(got: torch.Tensor, model: torch.Tensor, scales: torch.Tensor) -> list[float] | None:
