@@ -543,7 +543,8 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
         found.words = (" The tutor could not read your split kernel's slice states: run alone on keys of zero and"
                        " values that name their (sequence, head), no layout of the tensors it shares with the merge"
                        " ([sequence*head, slice] or [slice, sequence*head]) gives each (sequence, head) its own"
-                       " values, so the two kernels were not tested apart.")
+                       " values: either it lays them out another way, or it reads another (sequence, head)'s keys and"
+                       " values (its K/V offsets or strides). The two kernels were not tested apart.")
         return found
     found.words = measured.words
     # the visits say which slot read each block; they are trusted where they agree with the
