@@ -722,13 +722,23 @@ def _case_findings(failing: list[Launch], per_case: list[list[str]], measured: l
     return found
 
 
+LARGE_SCORES = {  # the cases whose scores leave fp32's exp range, in words
+    "hostile": "hostile: scores of standard deviation 100",
+    "orders": "orders: a top score of 100, 144 in the exp2 domain",
+    "negative": "negative: every score near -130, whose exp is 0 in fp32",
+}
+
+
 def _large_scores(codes: Findings, failing: list[Launch]) -> None:
-    """NaN only in the cases of large scores: an exp overflowed fp32 (added to ``nan-in-output``)."""
+    """NaN only in the cases of large scores: an exp overflowed or underflowed fp32 (added
+    to ``nan-in-output``)."""
     nan_names = {_result(x).name for x in failing if _result(x).nonfinite}
-    if "nan-in-output" in codes and nan_names and nan_names <= {"hostile", "orders"}:
-        codes["nan-in-output"] += (" Only the cases of large scores have them (hostile: scores of standard deviation"
-                                   " 100; orders: a top score of 100, 144 in the exp2 domain): an exp overflowed"
-                                   " fp32 there. Subtract a maximum before every exp/exp2.")
+    if "nan-in-output" in codes and nan_names and nan_names <= LARGE_SCORES.keys():
+        named = "; ".join(words for name, words in LARGE_SCORES.items() if name in nan_names)
+        codes["nan-in-output"] += (f" Only the cases of large scores have them ({named}): an exp overflowed or"
+                                   " underflowed fp32 there. Every exp/exp2 needs the true running maximum"
+                                   " subtracted: started at -inf, never a 0 from an initial value or from a"
+                                   " state no slice wrote.")
 
 
 def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apart) -> None:
