@@ -577,6 +577,12 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
     q64 = _bh(launch.q.to(torch.float64))
     head_dim = launch.q.shape[-1]
 
+    # dK and dV each hold the other's right values: the two results are swapped
+    if bad["dk"] and bad["dv"] and _fits(launch.grads["dk"], ref.grads["dv"], tolerance) and _fits(
+            launch.grads["dv"], ref.grads["dk"], tolerance):
+        return "dv-wrong", (f" ({errs}. dK holds exactly what dV should and dV what dK should: the two results are"
+                            " swapped, in the stores or in the tensors they are stored into.)")
+
     # dK/dV summed over the wrong loop: each key block holds a single query block's share
     for g, a, x, scale in (("dv", ref.p, do64, 1.0), ("dk", ref.ds, q64, head_dim**-0.5)):
         if bad[g]:
