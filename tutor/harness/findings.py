@@ -106,13 +106,14 @@ def index_runs(items: list[int]) -> str:
 FINGERPRINT_RTOL = 1e-2
 
 
-def matches(out: torch.Tensor, expected: torch.Tensor, tolerance: float) -> bool:
+def matches(out: torch.Tensor, expected: torch.Tensor, tolerance: float, rtol: float = FINGERPRINT_RTOL) -> bool:
     """Does ``out`` equal ``expected`` wherever ``expected`` is defined?
 
     Rows that ``expected`` leaves NaN (a row that saw no key) are ignored, so a
     kernel that writes NaN *or* a guarded 0 there matches either way; ``out``
     may not be NaN anywhere ``expected`` is finite.  A variant that is NaN
-    everywhere matches an output that is non-finite everywhere.
+    everywhere matches an output that is non-finite everywhere.  ``rtol``: the slack
+    relative to ``expected`` (0: the case's own absolute check, :func:`passes_as_right`).
     """
     out = out.to(torch.float64)
     defined = torch.isfinite(expected)
@@ -121,7 +122,7 @@ def matches(out: torch.Tensor, expected: torch.Tensor, tolerance: float) -> bool
     if (~torch.isfinite(out) & defined).any():
         return False
     gap = (out - expected)[defined].abs()
-    return bool((gap <= tolerance + FINGERPRINT_RTOL * expected[defined].abs()).all())
+    return bool((gap <= tolerance + rtol * expected[defined].abs()).all())
 
 
 def passes_as_right(variant: torch.Tensor, right: torch.Tensor, tolerance: float) -> bool:
@@ -130,8 +131,7 @@ def passes_as_right(variant: torch.Tensor, right: torch.Tensor, tolerance: float
     defined?  A mistake's variant that would pass says nothing about a failing output, and
     one that would fail is named even where it lies within :func:`matches`'s relative slack
     of the right answer (a small error on a case of small values)."""
-    return matches(variant, right, tolerance) and bool(
-        ((variant.to(torch.float64) - right.to(torch.float64))[torch.isfinite(right)].abs() <= tolerance).all())
+    return matches(variant, right, tolerance, rtol=0.0)
 
 
 def visit_verdict(visits: VisitMap, bounded: bool = True) -> str:
