@@ -191,3 +191,33 @@ def test_the_modifier_readout_measures_the_kernels_transform(tmp_path, name, cod
     assert list(said) == [code]
     solution = load_student_module(shipped_solution("09"))
     assert bsr.modifier_readout(solution, one, "cpu") == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,factors", [
+    ("tanh_sign_flipped", "a = -1 and b = 1,"),
+    ("modifier_before_sm_scale", "a = sm_scale = 1/sqrt(32) and b = 1/sm_scale = sqrt(32),"),
+    ("capped_score_without_log2e", "a = ln 2 and b = 1,"),
+    ("sm_scale_again_after_cap", "a = sm_scale = 1/sqrt(32) and b = 1,"),
+    ("softcap_multiplies_inside", "with a = 1 and b = 2"),  # b = softcap² = 25, no named constant
+])
+def test_an_unnamed_modifier_is_measured_as_its_factors(tmp_path, name, factors):
+    """modifier-wrong says the factors outside (a) and inside (b) the tanh that the read-out
+    measured, named where they are a usual constant."""
+    module = entry_module("09", name, tmp_path)
+    one = bs.Checked(bs.CPU_CASES[0], None, None, None, None)  # type: ignore[arg-type]
+    said = bsr.modifier_readout(module, one, "cpu")
+    assert list(said) == ["modifier-wrong"]
+    assert factors in said["modifier-wrong"], said
+
+
+def test_the_factor_fit_finds_named_and_free_factors():
+    s = torch.linspace(-15, 15, 99, dtype=torch.float64)
+    cap, scale = 5.0, 32**-0.5
+    line = bsr.fitted_factors(s, scale * s, cap, 32)
+    assert "straight line, (sm_scale = 1/sqrt(32))·s" in line
+    twice = bsr.fitted_factors(s, cap * torch.tanh(s * scale / cap), cap, 32)
+    assert "a = 1 and b = sm_scale = 1/sqrt(32)," in twice
+    free = bsr.fitted_factors(s, 0.6 * cap * torch.tanh(2.3 * s / cap), cap, 32)
+    assert "a = 0.6 and b = 2.3," in free
+    assert bsr.fitted_factors(s, s**2 / 10, cap, 32) == ""  # no form fits: nothing said

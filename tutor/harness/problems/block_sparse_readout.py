@@ -232,8 +232,64 @@ def modifier_readout(module: ModuleType, one: Checked, device: str) -> Findings:
     else:
         found.say("modifier-wrong", f"{said}; it matches none of: "
                   + ", ".join(f"{words} (gap {errors[c]:.2f})" for c, (words, _) in TRANSFORMS.items() if c)
-                  + f"{at}.")
+                  + f"{at}.{fitted_factors(su, f, PROBE_SOFTCAP, dim)}")
     return found
+
+
+def named_factors(head_dim: int) -> dict[str, float]:
+    """The constants a factor in a kernel's score line usually is: 1, ln 2, log2(e), the
+    softmax scale 1/sqrt(head_dim), its inverse and their products."""
+    scale = head_dim**-0.5
+    return {"1": 1.0, "ln 2": LN2, "log2(e)": LOG2E, f"sm_scale = 1/sqrt({head_dim})": scale,
+            f"1/sm_scale = sqrt({head_dim})": 1 / scale, "sm_scale·log2(e)": scale * LOG2E,
+            "sm_scale·ln 2": scale * LN2, "log2(e)/sm_scale": LOG2E / scale, "sm_scale²": scale * scale}
+
+
+def scaled_cap_gap(s: torch.Tensor, f: torch.Tensor, cap: float, a: float, b: float) -> float:
+    """max |f - a·cap·tanh(b·s/cap)|."""
+    return float((a * cap * torch.tanh(b * s / cap) - f).abs().max())
+
+
+def fit_scaled_cap(s: torch.Tensor, f: torch.Tensor, cap: float) -> tuple[float, float, float]:
+    """The factors (a, b, gap) of the closest a·cap·tanh(b·s/cap) to the measured effective
+    scores ``f``: least squares for a at each b > 0, b on a log grid refined once; gap is
+    the largest |f - fit|."""
+    def at(bs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = cap * torch.tanh(bs[:, None] * s[None, :] / cap)  # (grid, points)
+        a = (t * f).sum(-1) / (t * t).sum(-1).clamp_min(1e-300)
+        return a, (a[:, None] * t - f).abs().amax(-1)
+
+    grid = torch.logspace(-3, 3, 1201, dtype=torch.float64)
+    _, gap = at(grid)
+    i = int(gap.argmin())
+    fine = torch.linspace(float(grid[max(i - 1, 0)]), float(grid[min(i + 1, len(grid) - 1)]), 401, dtype=torch.float64)
+    a, gap = at(fine)
+    j = int(gap.argmin())
+    return float(a[j]), float(fine[j]), float(gap[j])
+
+
+def fitted_factors(s: torch.Tensor, f: torch.Tensor, cap: float, head_dim: int) -> str:
+    """A sentence: the measured transform as a straight line k·s where one of
+    :func:`named_factors` (signed) fits to FIT; else as a·softcap·tanh(b·s/softcap), a and b
+    named where a pair of them fits, as numbers where only the free fit does; else nothing."""
+    names = named_factors(head_dim)
+    meaning = (" a multiplies the capped score after the tanh; b scales the score the tanh sees (b = 1 is "
+               "s = q·k·sm_scale).")
+    lines = [(float((sign * v * s - f).abs().max()), f"{'-' if sign < 0 else ''}{n}")
+             for n, v in names.items() for sign in (1.0, -1.0)]
+    gap, k_name = min(lines)
+    if gap <= FIT:
+        return (f" It is a straight line, ({k_name})·s, to {gap:.3f} over s = {float(s.min()):.0f}..{float(s.max()):.0f}: "
+                "no cap bends the scores.")
+    named = [(scaled_cap_gap(s, f, cap, sign * va, vb), f"{'-' if sign < 0 else ''}{na}", nb)
+             for na, va in names.items() for sign in (1.0, -1.0) for nb, vb in names.items()]
+    gap, a_name, b_name = min(named)
+    if gap <= FIT:
+        return f" It is a·softcap·tanh(b·s/softcap) with a = {a_name} and b = {b_name}, to {gap:.3f}:{meaning}"
+    a, b, gap = fit_scaled_cap(s, f, cap)
+    if gap <= FIT:
+        return f" It fits a·softcap·tanh(b·s/softcap) with a = {a:.3g} and b = {b:.3g}, to {gap:.3f}:{meaning}"
+    return ""
 
 
 def full_blocks_probe(module: ModuleType, checked: list[Checked]) -> Findings:
