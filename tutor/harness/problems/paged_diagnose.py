@@ -253,6 +253,9 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
     if "heads-mixed" in heads:
         codes.say("heads-mixed", heads["heads-mixed"])
     elif "wrong-output" in heads:
-        codes.say("wrong-output", heads["wrong-output"])
+        clean = [x for x in failing if not (_result(x).unwritten or _result(x).wrote_out_of_bounds
+                                            or _result(x).nonfinite)]
+        softmax = paged_weights.softmax_words(clean[0], relaunch) if clean and relaunch is not None else ""
+        codes.say("wrong-output", heads["wrong-output"] + softmax)
     codes.add(read_findings(launches, bool(failing), relaunch))
     return codes.worded(drill)

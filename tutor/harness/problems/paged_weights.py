@@ -32,7 +32,8 @@ import torch
 
 from tutor.harness.findings import index_runs
 from tutor.harness.guarded import POISON_BITS
-from tutor.harness.problems.paged_decode import Case, Launch, Paged, pages_needed
+from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.paged_decode import Case, Launch, Paged, gathered, pages_needed
 
 TOOK = 1e-6  # a weight above this took part: a row in the softmax weighs >= 1/(pool rows) >> 1e-6,
 # a row outside it exactly 0 (masked: exp(-inf)) or below fp32's range (exp(-360) in a position launch)
@@ -252,3 +253,37 @@ def unlisted_words(cw: CaseWeights) -> list[str]:
                 f" past its length {c.lengths[s]})" if s >= 0 else f"page {page} (in no block table)")
         said.append(f"{what} weighed in the attention of {readers}")
     return said
+
+
+def softmax_words(x: Launch, relaunch: Relaunch) -> str:
+    """The case's softmax read out on its own block table and lengths: q scaled down (every
+    weight far from fp16's underflow), V one-hot by logical position on every held pool row
+    (head_dim positions a launch), so head (b, h)'s output channel c is its weight on
+    position start + c.  Said: the slope of log(weight) against the true scores within each
+    page (nothing where the weights are no softmax of them), and what each head's weights
+    add up to."""
+    c, p = x.case, x.inputs
+    d, dev = c.head_dim, p.q.device
+    rows = rows_of(c, p)
+    pos = torch.from_numpy(rows.pos).to(dev)
+    seq = torch.from_numpy(rows.seq).to(dev)
+    lengths = p.lengths.to(dev).long()
+    held = (pos >= 0) & (seq >= 0) & (pos < lengths[seq.clamp(min=0)])
+    n = max(c.lengths)
+    q = (p.q.float() * 0.1).to(p.q.dtype)
+    w = torch.full((c.batch * c.heads, 1, n), float("nan"), dtype=torch.float64)
+    for start in range(0, n, d):
+        v = torch.zeros_like(p.v_pages)
+        coded = held & (pos >= start) & (pos < start + d)
+        v[coded.nonzero(as_tuple=True) + ((pos[coded] - start),)] = 1.0
+        width = min(d, n - start)
+        out = _read(relaunch(x, replace(p, q=q, v_pages=v)))
+        w[:, 0, start:start + width] = torch.from_numpy(out).reshape(c.batch * c.heads, d)[:, :width]
+    kg, _ = gathered(p, c)  # (batch, kv_heads, n, D)
+    kq = kg.repeat_interleave(c.group, dim=1).to(torch.float64).cpu()
+    s = torch.einsum("bhd,bhnd->bhn", q.to(torch.float64).cpu(), kq) * d**-0.5
+    allowed = torch.arange(n)[None, :] < lengths.cpu().repeat_interleave(c.heads)[:, None]
+    span = f"Within each page (read out through one-hot values on the {c.name} case)"
+    slope = reading.temperature_sentence(w, s.reshape(c.batch * c.heads, 1, n), allowed[:, None, :], d, c.page_size,
+                                         span)
+    return slope + reading.row_sums(w, "each head's weights on its sequence's held positions")

@@ -325,31 +325,12 @@ def weight_readout(
 
 
 def temperature(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_n: int) -> str:
-    """The slope of log(weight) against the true scaled scores, fitted on the keys each
-    row weighs (an intercept per row and key block), in words ("" when it cannot be
-    fitted): 1 for a right kernel, 1/sqrt(d) apart for a scale missing or doubled."""
+    """The slope of log(weight) against the true scaled scores, in words (see
+    :func:`reading.temperature_sentence`): 1 for a right kernel, 1/sqrt(d) apart for a
+    scale missing or doubled."""
     allowed = window_mask(case.seq, case.window, weights.device)[None]
     scores = reading.scores(q, k.repeat_interleave(case.group, dim=1))
-    rows_ok = torch.isfinite(weights).all(dim=-1)
-    slope, _ = reading._fit_temperature(weights.nan_to_num(0.0), scores, allowed, rows_ok, block_n)
-    if slope is None:
-        return ""
-    name = reading.name_temperature(slope, case.head_dim)
-    said = reading.TEMPERATURE_WORDS.get(name, "") if name else ""
-    if name == "right":
-        return (f" Within each K/V block, log(weight) follows the true scores with slope {slope:.3f} (softmax's is 1):"
-                f" {said}.")
-    return (f" Within each K/V block, log(weight) follows the true scores with slope {slope:.3f}, not 1 (softmax's)"
-            f"{': ' + said if said else ''}.")
-
-
-def row_sums(weights: torch.Tensor) -> str:
-    """What each row's read-out weights add up to, in words, when that is not 1 ("" when it is)."""
-    sums = weights.sum(dim=-1)[torch.isfinite(weights).all(dim=-1)]
-    if sums.numel() == 0 or float((sums - 1).abs().max()) < 0.02:
-        return ""
-    return (f" Read out through one-hot values, each row's weights add up to between {float(sums.min()):.3g} and "
-            f"{float(sums.max()):.3g}, not 1.")
+    return reading.temperature_sentence(weights, scores, allowed, case.head_dim, block_n)
 
 
 def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int) -> torch.Tensor:
@@ -943,7 +924,8 @@ class _WindowReadouts:
         if name not in self.found:
             inputs: list[torch.Tensor] = []
             weights, read_visits = weight_readout(self.module, one.case, self.device, self.generator, inputs)
-            self.slopes[name] = temperature(weights, inputs[0], inputs[1], one.case, self.block_n) + row_sums(weights)
+            self.slopes[name] = (temperature(weights, inputs[0], inputs[1], one.case, self.block_n)
+                                 + reading.row_sums(weights))
             support, _ = weight_readout(self.module, one.case, self.device, self.generator, zero_q=True)
             found = read_window(weights, read_visits, one.case, self.block_m, self.block_n, support)
             for f in found:

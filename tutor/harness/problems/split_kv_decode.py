@@ -55,6 +55,8 @@ from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import split_kv_layout as layout
 from tutor.harness.problems import split_kv_readout as apart
+from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.attention.readout import one_hot_values
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 GARBAGE_K_SCALE = 3.0  # stale keys past a length: larger than real ones, so they would win the softmax
@@ -637,7 +639,32 @@ def diagnose(
     elif "write-past-end" in codes:
         codes["write-past-end"] += shared.MAP_UNTRUSTED
     drop_explained_nan(codes, ("nan-in-output", "empty-slice-nan"))  # not the kernel's own arithmetic
+    clean = [x for x in failing if not (_result(x).unwritten or _result(x).wrote_out_of_bounds or _result(x).nonfinite)]
+    if "wrong-output" in codes and clean:
+        codes["wrong-output"] += weights_words(module, clean[0])
     return codes.worded(drill)
+
+
+def weights_words(module: ModuleType, launch: Launch) -> str:
+    """The case's softmax read out through one-hot values (head_dim cache positions a
+    launch, on the case's own shapes and lengths, q scaled down so that every weight stays
+    far from fp16's underflow): the slope of log(weight) against the true scores within
+    each K/V block, and what each (sequence, head)'s weights add up to, in words."""
+    b, h, n, d = launch.case.shape
+    q = (launch.q.float() * 0.1).half()
+    w = torch.full((b * h, 1, n), float("nan"), dtype=torch.float64, device=q.device)
+    for group in range(-(-n // d)):
+        out = launch_on(module, launch.case, q, launch.k, one_hot_values((b, h, n, d), group, q.device),
+                        launch.lengths).out
+        block = out.to(torch.float64).masked_fill(out.view(torch.int16) == shared.POISON_BITS, float("nan"))
+        width = min(d, n - group * d)
+        w[:, 0, group * d:group * d + width] = block.reshape(b * h, d)[:, :width]
+    s = (q.to(torch.float64).reshape(b * h, 1, d) @ launch.k.to(torch.float64).reshape(b * h, n, d).transpose(1, 2)
+         * d**-0.5)
+    allowed = (torch.arange(n, device=q.device)[None, :] < launch.lengths.repeat_interleave(h)[:, None])[:, None, :]
+    span = f"Within each K/V block (read out through one-hot values on the {_result(launch).name} case)"
+    return (reading.temperature_sentence(w, s, allowed, d, int(module.BLOCK_N), span)
+            + reading.row_sums(w, "each (sequence, head)'s weights"))
 
 
 def _split_right(tested: Apart, failing: list[Launch]) -> bool:

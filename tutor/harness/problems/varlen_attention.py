@@ -49,6 +49,7 @@ from tutor.harness import guarded as shared
 from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
+from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.readout import one_hot_values
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
@@ -308,10 +309,11 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
 
 # -- measurements -----------------------------------------------------------------------------
 
-def weights(module: ModuleType, case: Case, device: str, generator: torch.Generator) -> torch.Tensor:
+def weights(module: ModuleType, case: Case, device: str,
+            generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The kernel's weights over the whole packed key axis, (H, total_q, total_k) float64
     (unwritten as NaN), read out through one-hot values on fresh small q and k at the
-    case's own sequences (the variant the correctness launch compiled)."""
+    case's own sequences (the variant the correctness launch compiled); and that q and k."""
     q, k, _ = random_inputs(dataclasses.replace(case, q_scale=1.0), device, generator)
     q = (q.float() * 0.1).half()  # small scores: every key let in gets a weight far above fp16's underflow
     total_q, total_k = case.cu_q[-1], case.cu_k[-1]
@@ -325,7 +327,19 @@ def weights(module: ModuleType, case: Case, device: str, generator: torch.Genera
         block = out.to(torch.float64).masked_fill(poisoned, float("nan")).transpose(0, 1)  # (H, total_q, d)
         width = min(case.head_dim, total_k - group * case.head_dim)
         w[:, :, group * case.head_dim:group * case.head_dim + width] = block[:, :, :width]
-    return w
+    return w, q, k
+
+
+def temperature(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> str:
+    """The slope of log(weight) against the true scores over each row's own visible keys
+    (one intercept per row), in words; "" where the weights are no softmax of the scores."""
+    s = (q.to(torch.float64).transpose(0, 1) @ k.to(torch.float64).transpose(0, 1).transpose(-1, -2)
+         * case.head_dim**-0.5)  # (H, total_q, total_k)
+    allowed = torch.zeros(case.cu_q[-1], case.cu_k[-1], dtype=torch.bool, device=w.device)
+    for b, (nq, nk) in enumerate(case.seqs):
+        allowed[case.cu_q[b]:case.cu_q[b + 1], case.cu_k[b]:case.cu_k[b + 1]] = sees(nq, nk, w.device)
+    return reading.temperature_sentence(w, s.to(w.device), allowed[None], case.head_dim, case.cu_k[-1],
+                                        span=f"Over each row's visible keys (read out on the {case.name} case)")
 
 
 @dataclass
@@ -532,12 +546,15 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         if one.result.wrote_out_of_bounds:
             found.say("store-out-of-bounds", f" (the {one.case.name} case)")
     read_any = False
+    first_read = ""  # the first failing case's read-out: its softmax's slope and row sums, in words
     diagonal = Findings()
     for one in failing:
         if one.result.unwritten and one.result.unwritten == one.launch.out.numel():
             continue
-        w = weights(module, one.case, device, generator)
+        w, wq, wk = weights(module, one.case, device, generator)
         read = read_rows(w, one.case)
+        if not read_any:
+            first_read = temperature(w, wq, wk, one.case) + reading.row_sums(w)
         read_any = True
         found.add(other_sequence_findings(read, one.case))
         diagonal = diagonal or diagonal_findings(read, one.case)  # the first failing case that shows one
@@ -576,7 +593,7 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         found.say("wrong-output", f" The measured weights show no key a row should not see and none it misses. The "
                   f"largest error is at row {row - one.case.cu_q[b]} of {_seq_words(one.case, b)} "
                   f"({one.result.max_abs_err if one.result.max_abs_err is not None else 'non-finite'}, the "
-                  f"{one.case.name} case).")
+                  f"{one.case.name} case).{first_read}")
     found.add(visit_findings(checked, int(module.BLOCK_M), int(module.BLOCK_N)))
     return found.worded(drill)
 

@@ -153,6 +153,34 @@ def name_temperature(slope: float | None, head_dim: int) -> TemperatureName:
     return "other"
 
 
+def temperature_sentence(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, head_dim: int, block_n: int,
+                         span: str = "Within each K/V block") -> str:
+    """The slope of log(weight) against the true scaled scores ``s``, fitted on the keys
+    each row weighs (``allowed`` broadcast against ``w``; an intercept per row and group of
+    ``block_n`` keys), in words: "" where it cannot be fitted or the weights are no softmax
+    of the scores at any slope (rms residual above 0.1), so only a measured slope is said."""
+    rows_ok = torch.isfinite(w).all(dim=-1)
+    slope, rms = _fit_temperature(w.nan_to_num(0.0), s, allowed, rows_ok, block_n)
+    if slope is None or rms is None or rms > 0.1:
+        return ""
+    name = name_temperature(slope, head_dim)
+    said = TEMPERATURE_WORDS.get(name, "") if name else ""
+    if name == "right":
+        return f" {span}, log(weight) follows the true scores with slope {slope:.3f} (softmax's is 1): {said}."
+    return (f" {span}, log(weight) follows the true scores with slope {slope:.3f}, not 1 (softmax's)"
+            f"{': ' + said if said else ''}.")
+
+
+def row_sums(weights: torch.Tensor, what: str = "each row's weights") -> str:
+    """What each row's read-out weights (``what``) add up to, in words, when that is not 1
+    ("" when it is)."""
+    sums = weights.sum(dim=-1)[torch.isfinite(weights).all(dim=-1)]
+    if sums.numel() == 0 or float((sums - 1).abs().max()) < 0.02:
+        return ""
+    return (f" Read out through one-hot values, {what} add up to between {float(sums.min()):.3g} and "
+            f"{float(sums.max()):.3g}, not 1.")
+
+
 def _fit_temperature(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, rows_ok: torch.Tensor,
                      block_n: int) -> tuple[float | None, float | None]:
     """Fit log W = a·s + b per (row, key block) on the keys read; returns (a, rms residual).
