@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Literal
 
 from tutor.harness.device import interpreting
+from tutor.harness.interpreter_bounds import OutOfBounds
 from tutor.harness.result import CheckError, ErrorKind
 
 
@@ -194,6 +195,8 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None,
                    "the GPU compiler fills in, and the interpreter calls the empty placeholder, which returns None "
                    f"({message}). On a GPU they are fine; here use the triton.language function "
                    "(tl.exp2, tl.exp, tl.log2, tl.sqrt, tl.rsqrt, tl.maximum ...)")
+    elif isinstance(real, OutOfBounds):
+        message = f"out-of-bounds access: {real}"  # a runtime fault the interpreter caught, not a compile error
     elif frames and frames[-1].name in jit_names:
         kind = "compile"
         message = f"Triton rejected the kernel (on a GPU this is a compile error): {message}"
