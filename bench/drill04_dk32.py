@@ -7,7 +7,9 @@ Two correct student-like kernels (04_blocks_32_by_64, 04_dkdv_steps_32_query_row
 tutor's check on an H200 twice (the whole case, full mode, dK off by 0.07-0.1); here, with
 seed 0, plain tensors and no visit recording, each variant is right to 1.4e-4.  What differs
 from the check is left to find (the check's random inputs, its poisoned output buffers, the
-visit store inside the loop).
+visit store inside the loop): each variant now also runs through the check's own
+``run_backward`` (guard bands, poisoned outputs, visit maps) on the same inputs, beside the
+plain call (not yet run on a GPU).
 """
 
 from __future__ import annotations
@@ -55,11 +57,18 @@ def main() -> None:
             for causal in (False, True):
                 module = load(path, extra, folder)
                 o, lse = module.attention_forward(q, k, v, causal)
-                dq, dk, dv = module.attention_backward(q, k, v, o, lse, do, causal)
                 ref = backward.reference(q, k, v, do, causal)
-                err = {g: round(float((t.double() - ref.grads[g].reshape(t.shape)).abs().max()), 5)
-                       for g, t in (("dq", dq), ("dk", dk), ("dv", dv))}
-                print(f"{name:30s} {extra or 'default':14s} {'causal' if causal else 'full  '} {err}", flush=True)
+                # plain tensors, no visit maps; then the check's own launch (guard bands, poisoned
+                # outputs, visit maps recorded inside the loops): run 17 call 4 ran only the first
+                grads = dict(zip(("dq", "dk", "dv"), module.attention_backward(q, k, v, o, lse, do, causal),
+                                 strict=True))
+                banded, *_ = backward.run_backward(module, q, k, v, o, lse, do, causal, int(module.BLOCK_M),
+                                                   int(getattr(module, "BLOCK_N", module.BLOCK_M)))
+                for how, got in (("plain", grads), ("check", banded)):
+                    err = {g: round(float((t.double() - ref.grads[g].reshape(t.shape)).abs().max()), 5)
+                           for g, t in got.items()}
+                    print(f"{name:30s} {extra or 'default':14s} {'causal' if causal else 'full  '} {how:6s} {err}",
+                          flush=True)
 
 
 if __name__ == "__main__":

@@ -279,8 +279,8 @@ def fitted_factors(s: torch.Tensor, f: torch.Tensor, cap: float, head_dim: int) 
              for n, v in names.items() for sign in (1.0, -1.0)]
     gap, k_name = min(lines)
     if gap <= FIT:
-        return (f" It is a straight line, ({k_name})·s, to {gap:.3f} over s = {float(s.min()):.0f}..{float(s.max()):.0f}: "
-                "no cap bends the scores.")
+        return (f" It is a straight line, ({k_name})·s, to {gap:.3f} over s = {float(s.min()):.0f}.."
+                f"{float(s.max()):.0f}: no cap bends the scores.")
     named = [(scaled_cap_gap(s, f, cap, sign * va, vb), f"{'-' if sign < 0 else ''}{na}", nb)
              for na, va in names.items() for sign in (1.0, -1.0) for nb, vb in names.items()]
     gap, a_name, b_name = min(named)
