@@ -78,6 +78,27 @@ def test_noise_is_said_as_a_size_never_as_a_cause():
         assert cause not in shape.words
 
 
+def test_keys_added_twice_are_counted_per_key():
+    """A dQ loop stepping 32 keys with a 64-key tile adds keys 32..36 twice (a blind attempt)."""
+    q, k, v, do, allowed, s, p, dp, d = _inputs(False)
+    twice = torch.ones(SEQ, dtype=torch.float64)
+    twice[32:] = 2.0
+    shape = readout.describe_ds(_dq_for(p * (dp - d[..., None]) * twice, k), q, k, v, do, allowed)
+    assert "1 x on keys 0..31; 2 x on keys 32..36 (of 37)" in shape.words, shape.words
+
+
+@pytest.mark.parametrize("block", [SEQ, 16])
+def test_p_normalised_per_row_or_per_block_is_one_factor_per_row_or_block(block):
+    """P = exp(s - the block's own maximum) (a blind attempt: the tile maximum in place of lse)."""
+    q, k, v, do, allowed, s, p, dp, d = _inputs(False)
+    pad = -SEQ % block
+    tiles = torch.nn.functional.pad(s, (0, pad), value=float("-inf")).reshape(*s.shape[:-1], -1, block)
+    tile_max = tiles.amax(-1, keepdim=True).expand_as(tiles).reshape(*s.shape[:-1], -1)[..., :SEQ]
+    shape = readout.describe_ds(_dq_for(torch.exp(s - tile_max) * (dp - d[..., None]), k), q, k, v, do, allowed)
+    unit = "one factor per row" if block == SEQ else "one factor per (row, block of 16 keys)"
+    assert unit in shape.words, shape.words
+
+
 @pytest.mark.slow
 def test_a_dq_loop_with_d_on_the_wrong_axis_is_named_through_the_harness(tmp_path):
     drill = get_drill("04")

@@ -370,3 +370,21 @@ def test_the_split_and_merge_launches_are_told_apart_by_the_tensors_they_share()
     assert roles.split_pos == {0: 2, 1: 3, 2: 4}
     fused = apart.KernelCall("fused", (bh,), (q, k, out), {})
     assert apart.find_roles([fused], k, out, bh, d) is None
+
+
+@pytest.mark.slow
+def test_another_heads_query_or_cache_is_measured_and_named(tmp_path):
+    """Every wrong output equal to attention with head 0's query (or K/V) is said so, with
+    the pointer whose head offset to check; the solution's outputs are all right."""
+    drill = get_drill("05")
+    named = {"query_of_head_zero": "another head's query of its sequence and its own K/V",
+             "kv_of_head_zero": "another head's K/V of its sequence and its own query"}
+    files = []
+    for entry in (e for e in mistakes.load(drill) if e.name in named):
+        files.append((entry.name, tmp_path / f"{entry.stem}.py"))
+        files[-1][1].write_text(entry.text(drill), encoding="utf-8")
+    results = check_jobs([job(path, "05", seed=3) for _, path in files])
+    for (name, _), result in zip(files, results, strict=True):
+        words = {d.code: d.message for d in result.diagnosis}
+        assert named[name] in words.get("wrong-output", ""), (name, words)
+        assert "head 0's" in words["wrong-output"]

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
+from tutor.harness.findings import index_runs
+
 MEASURABLE = 1e-3  # P below this is not compared (fp16 dV quantises it)
 FIT_SLACK = 0.02  # |log ratio| residual allowed: ~4 fp16 roundings of P, and then some
 
@@ -265,6 +267,48 @@ def describe_ds(dq: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
                 return DsShape(False, f"{said} is P' * (dP - D) with D right and a P' that grows as"
                                       f" exp({slope:.3g} s) in the scores s, where P grows as exp(s):"
                                       " the dQ loop rebuilds P with another scale or base than the forward's.")
+    factored = _factor_words(got, ds, close)
+    if factored:
+        return DsShape(False, said + factored)
     worst = float((got - ds).abs().max())
     return DsShape(False, f"{said} differs from P * (dP - D) by up to {worst:.3g} (its largest term is"
                           f" {float(ds.abs().max()):.3g}), in no way the tutor can single out.")
+
+
+def _factor_words(got: torch.Tensor, ds: torch.Tensor, close: Callable[[torch.Tensor, torch.Tensor], bool]) -> str:
+    """Where the read-out dS is P * (dP - D) times one factor per key (every row alike), or
+    times one factor per (row, block of keys), that, in words; else "".  ``got`` and ``ds``
+    are (heads, rows, keys)."""
+    seq = got.shape[-1]
+    weight = (ds * ds).sum(dim=(0, 1))
+    per_key = torch.where(weight > 0, (got * ds).sum(dim=(0, 1)) / weight.clamp(min=1e-300), torch.ones_like(weight))
+    if close(got, ds * per_key):
+        used = weight > 1e-6 * float(weight.max())
+        times = {j: round(float(per_key[j])) for j in range(seq) if used[j]}
+        whole = all(abs(float(per_key[j]) - n) <= 0.02 for j, n in times.items())
+        values = sorted(set(times.values()))
+        if whole and len(values) <= 3 and values != [1]:
+            groups = "; ".join(f"{n:g} x on keys {index_runs([j for j, m in times.items() if m == n])}"
+                               for n in values)
+            return (f" is P * (dP - D) times a whole number per key, the same on every row: {groups} (of"
+                    f" {seq}): as if the dQ loop added those keys' dS * K that many times (steps shorter than its"
+                    " tile, or ranges that overlap).")
+        return (f" is P * (dP - D) times one factor per key, the same on every row, from"
+                f" {float(per_key[used].min()):.3g} to {float(per_key[used].max()):.3g}.")
+    for block in [seq] + [b for b in (128, 64, 32, 16) if b < seq]:  # the fewest factors that fit first
+        pad = -seq % block
+        g = torch.nn.functional.pad(got, (0, pad)).reshape(*got.shape[:-1], -1, block)
+        r = torch.nn.functional.pad(ds, (0, pad)).reshape(*ds.shape[:-1], -1, block)
+        w = (r * r).sum(-1)
+        c = torch.where(w > 0, (g * r).sum(-1) / w.clamp(min=1e-300), torch.ones_like(w))
+        if close(got, (r * c[..., None]).reshape(*ds.shape[:-1], -1)[..., :seq]):
+            sure = w > 1e-6 * float(w.max())
+            span = f"{float(c[sure].min()):.3g} to {float(c[sure].max()):.3g}"
+            if block == seq:
+                return (f" is P * (dP - D) times one factor per row, from {span}: P (or dS) is scaled per row, as"
+                        " when P is normalised by something else than the row's lse (its maximum alone, say).")
+            return (f" is P * (dP - D) times one factor per (row, block of {block} keys), from {span}: P (or dS)"
+                    " is scaled per block, as when each block's P is normalised on its own (by its own maximum"
+                    " or sum) rather than by the row's lse.")
+    return ""
+

@@ -641,8 +641,39 @@ def diagnose(
     drop_explained_nan(codes, ("nan-in-output", "empty-slice-nan"))  # not the kernel's own arithmetic
     clean = [x for x in failing if not (_result(x).unwritten or _result(x).wrote_out_of_bounds or _result(x).nonfinite)]
     if "wrong-output" in codes and clean:
-        codes["wrong-output"] += weights_words(module, clean[0])
+        codes["wrong-output"] += other_head_words(clean[0], tolerance) + weights_words(module, clean[0])
     return codes.worded(drill)
+
+
+def other_head_words(launch: Launch, tolerance: float) -> str:
+    """Where every wrong (sequence, head) output equals, in float64 within the tolerance,
+    attention with another head's query (its own K/V) or with its own query against another
+    head's K/V, in its own sequence: that, in words; else ""."""
+    b, h, n, d = launch.case.shape
+    if h < 2:
+        return ""
+    out = launch.out.double().cpu()
+    wrong = ((out - launch.expected).abs().nan_to_num(nan=float("inf")).amax(dim=-1) > tolerance).nonzero().tolist()
+    if not wrong:
+        return ""
+    q, k, v = launch.q, launch.k, launch.v
+    explained: dict[str, dict[tuple[int, int], int]] = {"query": {}, "K/V": {}}
+    for other in range(h):
+        pick = torch.full((h,), other, dtype=torch.long, device=q.device)
+        for what, alt in (("query", attend(q[:, pick], k, v, launch.lengths)),
+                          ("K/V", attend(q, k[:, pick], v[:, pick], launch.lengths))):
+            for bi, hi in wrong:
+                if other != hi and float((out[bi, hi] - alt[bi, hi]).abs().max()) <= tolerance:
+                    explained[what].setdefault((bi, hi), other)
+    for what, found in explained.items():
+        if len(found) == len(wrong):
+            shown = "; ".join(f"sequence {bi} head {hi}: head {found[(bi, hi)]}'s" for bi, hi in wrong[:4])
+            more = f"; and {len(wrong) - 4} more" if len(wrong) > 4 else ""
+            own = "its own K/V" if what == "query" else "its own query"
+            return (f" Each of the {len(wrong)} wrong (sequence, head) outputs equals, within the tolerance, attention "
+                    f"with another head's {what} of its sequence and {own} ({shown}{more}): check the head offset of "
+                    f"the {'q pointer' if what == 'query' else 'K/V cache pointers'}.")
+    return ""
 
 
 def weights_words(module: ModuleType, launch: Launch) -> str:
