@@ -699,12 +699,9 @@ def _d_term_detail(launch: BackwardLaunch, d_probe: DProbe | None, loops: tuple[
     said = []
     for g, shape in shapes.items():
         if shape.right and per_head is not None:
-            model = (dterm.dq_model(per_head, ref.s, ref.lse, ref.allowed, launch.k) if g == "dq"
-                     else dterm.dk_model(per_head, ref.p, launch.q))
-            got = per_head.dq[:, torch.tensor(per_head.rows)] if g == "dq" else per_head.dk
-            alphas = dterm.head_factors(got, model, dterm.head_scale(launch.do).reshape(-1).to(torch.float64))
-            words = "" if alphas is None else dterm.heads_words(alphas, "dQ" if g == "dq" else "dK")
-            if words or alphas is None:  # not each program's own, or no one factor per program: not "right"
+            words = dterm.per_program_words(per_head, g, ref.s, ref.lse, ref.allowed, ref.p, launch.q, launch.k,
+                                            launch.do)
+            if words is not None:  # not each program's own, or no one factor per program: not "right"
                 said.append(words)
                 continue
         said.append(dterm.dq_words(shape, head_dim) if g == "dq" else dterm.dk_words(shape, head_dim))

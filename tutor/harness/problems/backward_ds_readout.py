@@ -168,6 +168,20 @@ def heads_words(alphas: list[float], grad: str) -> str:
             " offset of the D (delta) load, and of the O and dO loads that compute D")
 
 
+def per_program_words(read: DTermRead, grad: str, s: torch.Tensor, lse: torch.Tensor, allowed: torch.Tensor,
+                      p: torch.Tensor, q: torch.Tensor, k: torch.Tensor, do: torch.Tensor) -> str | None:
+    """Where the plain probe reads one loop ``grad`` ("dq" or "dk") right, what the per-program
+    probe ``read`` (D different per program) says of it: None where each program's D is its
+    own (the plain words stand), the words where it is not, "" where no one factor per
+    program explains its gradient (nothing is said of that loop)."""
+    model = dq_model(read, s, lse, allowed, k) if grad == "dq" else dk_model(read, p, q)
+    got = read.dq[:, torch.tensor(read.rows)] if grad == "dq" else read.dk
+    alphas = head_factors(got, model, head_scale(do).reshape(-1).to(torch.float64))
+    if alphas is None:
+        return ""
+    return heads_words(alphas, "dQ" if grad == "dq" else "dK") or None
+
+
 def describe_dq(read: DTermRead, s: torch.Tensor, lse: torch.Tensor, allowed: torch.Tensor,
                 k: torch.Tensor, visited: torch.Tensor | None = None) -> LoopShape:
     """The dQ loop's D term against −2 scale (P K) on the probe rows.  ``s``: true scaled
