@@ -158,10 +158,12 @@ def temperature_sentence(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor
     """The slope of log(weight) against the true scaled scores ``s``, fitted on the keys
     each row weighs (``allowed`` broadcast against ``w``; an intercept per row and group of
     ``block_n`` keys), in words: "" where it cannot be fitted or the weights are no softmax
-    of the scores at any slope (rms residual above 0.1), so only a measured slope is said."""
+    of the scores at any slope (rms residual above 0.1, or the line explaining less than 90 %
+    of log(weight)'s spread: a read-out on small scores varies little, so a small residual
+    alone does not show a fit), so only a measured slope is said."""
     rows_ok = torch.isfinite(w).all(dim=-1)
-    slope, rms = _fit_temperature(w.nan_to_num(0.0), s, allowed, rows_ok, block_n)
-    if slope is None or rms is None or rms > 0.1:
+    slope, rms, explained = _fit_temperature_explained(w.nan_to_num(0.0), s, allowed, rows_ok, block_n)
+    if slope is None or rms is None or rms > 0.1 or explained is None or explained < 0.9:
         return ""
     name = name_temperature(slope, head_dim)
     said = TEMPERATURE_WORDS.get(name, "") if name else ""
@@ -183,7 +185,15 @@ def row_sums(weights: torch.Tensor, what: str = "each row's weights") -> str:
 
 def _fit_temperature(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, rows_ok: torch.Tensor,
                      block_n: int) -> tuple[float | None, float | None]:
-    """Fit log W = a·s + b per (row, key block) on the keys read; returns (a, rms residual).
+    """(slope, rms residual) of :func:`_fit_temperature_explained`."""
+    slope, rms, _ = _fit_temperature_explained(w, s, allowed, rows_ok, block_n)
+    return slope, rms
+
+
+def _fit_temperature_explained(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, rows_ok: torch.Tensor,
+                               block_n: int) -> tuple[float | None, float | None, float | None]:
+    """Fit log W = a·s + b per (row, key block) on the keys read; returns (a, rms residual,
+    the share of log W's spread about its block means that the line explains).
 
     The intercept is free per block, so a block-wide scale error does not bend
     the slope."""
@@ -191,7 +201,7 @@ def _fit_temperature(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, ro
     rowmax = w.clamp(min=0).amax(dim=-1, keepdim=True)
     use = allowed & rows_ok[..., None] & (w > 1e-3 * rowmax) & (w > 1e-5)
     if int(use.sum()) < 8:
-        return None, None
+        return None, None, None
     logw = torch.where(use, w.clamp(min=1e-300).log(), torch.zeros_like(w))
     sx = torch.where(use, s, torch.zeros_like(s))
     blocks = -(-seq // block_n)
@@ -209,11 +219,13 @@ def _fit_temperature(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, ro
     dy = (lx - mean_y) * u * has
     sxx = float((dx * dx).sum())
     if sxx < 1e-9:
-        return None, None
+        return None, None, None
     slope = float((dx * dy).sum()) / sxx
     resid = (dy - slope * dx) * u * has
     count = float((u * has).sum())
-    return slope, math.sqrt(float((resid * resid).sum()) / max(count, 1.0))
+    spread = float((dy * dy).sum())
+    explained = 1.0 - float((resid * resid).sum()) / spread if spread > 0 else None
+    return slope, math.sqrt(float((resid * resid).sum()) / max(count, 1.0)), explained
 
 
 # -- the read-out --------------------------------------------------------------------------
