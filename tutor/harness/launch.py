@@ -61,6 +61,24 @@ def random_inputs(
     return q, k, v
 
 
+HEAVY_LAST_SCORE = 8.0  # the last row's score on its own key: e^8 against ~128 keys near 0 is ~93 % of its weight
+
+
+def heavy_last_key(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``k`` with its last key along the last query row of the first query head of each K/V
+    head's group, so that row scores it HEAVY_LAST_SCORE (q.k / sqrt(d)) and gives it most
+    of its weight; every other row scores it about N(0, 1), as any key.  A kernel that
+    skips the last row's own key (a loop bound one key short where the last block holds
+    one key: seq = 129) is then off by about a whole value row, not by one key's share of
+    the average (found by a blind attempt that passed at 0.007)."""
+    group = q.shape[1] // k.shape[1]
+    last_q = q[:, ::group, -1].to(torch.float32)  # (batch, kv heads, head_dim)
+    heavy = HEAVY_LAST_SCORE * q.shape[-1] ** 0.5 * last_q / (last_q * last_q).sum(-1, keepdim=True)
+    k = k.clone()
+    k[:, :, -1] = heavy.to(k.dtype)
+    return k
+
+
 def random_tensors(shape: tuple[int, ...], device: str, generator: torch.Generator, count: int) -> list[torch.Tensor]:
     """``count`` fresh standard-normal fp16 tensors, drawn in order (drill 04 adds dO to q, k, v)."""
     return [torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16)

@@ -1058,6 +1058,8 @@ def check_correctness(
     cases = cases_for(interpreter, shape, block_m, block_n)
     for case in cases:
         q, k, v = random_inputs(case, device, generator)
+        if case.name == "ragged":  # a last block of one row: its own key carries most of its weight
+            k = launching.heavy_last_key(q, k)
         cost.step(f"the {case.name} case, shape {cost.shape_words((case.batch, case.heads, case.seq, case.head_dim))},"
                   f" {case.heads_kv} K/V heads, window {case.window}")
         launched = run(module, q, k, v, case.window)

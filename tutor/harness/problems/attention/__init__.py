@@ -77,6 +77,8 @@ def check_correctness(
     runs: list[tuple[bool | None, launching.Launch]] = []
     for name, case_shape in (plan.cases()[:1] if shape_only else [*plan.cases(), ("whole", plan.whole)]):
         q, k, v = launching.random_inputs(case_shape, device, generator)
+        if name == "ragged":  # a last block of one row: its own key carries most of its weight
+            k = launching.heavy_last_key(q, k)
         for causal in launch_modes(drill):
             cost.step(f"the {name} case, shape {cost.shape_words(case_shape)}{mode_words(drill, causal)}")
             run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
