@@ -201,13 +201,15 @@ def _margin(n: int) -> int:
 
 
 def run(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bm: BlockMask,
-        softcap: float) -> SparseLaunch:
-    """One launch, q, k, v between NaN margins, a poisoned output, a zeroed visit map."""
+        softcap: float, fills: dict[str, str] | None = None) -> SparseLaunch:
+    """One launch, q, k, v between NaN margins (``fills`` maps "Q", "K", "V" to another
+    fill, see :func:`guard.input_band`), a poisoned output, a zeroed visit map."""
+    fills = fills or {}
     batch, heads, seq, _ = q.shape
     device = str(q.device)
     guarded = shared.Guarded()
     margin = _margin(max(q.numel(), guarding.margin_elements(tuple(q.shape), 2 * int(module.BLOCK_M))))
-    views = [guarded.input(name, t, margin) for name, t in zip("QKV", (q, k, v), strict=True)]
+    views = [guarded.input(name, t, margin, fills.get(name, "nan")) for name, t in zip("QKV", (q, k, v), strict=True)]
     out = guarded.output("output", tuple(q.shape), device, margin)
     n_m, n_n = launching.visit_grid(seq, module.BLOCK_M, module.BLOCK_N)
     visits = guarded.visits("visit map", (batch * heads, n_m, n_n), device, _margin(batch * heads * n_m * n_n + 1024))

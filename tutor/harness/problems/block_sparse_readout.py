@@ -18,7 +18,7 @@ from types import ModuleType
 import torch
 
 from tutor.harness import guarded as shared
-from tutor.harness.findings import Findings, index_runs
+from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.block_sparse import BlockMask, Checked, build_block_mask, run, softcapped, where
 from tutor.harness.result import GuardFinding, VisitMap
@@ -78,10 +78,26 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
     if not any(code in found for code in ("listed-blocks-missed", "full-keys-missed", "partial-keys-missed",
                                               "unlisted-weighed", "no-visits-recorded")):
         found.add(full_blocks_probe(module, checked))
-    guards, guard_said = shared.guard_report(banded, None, outputs=("output", "visit map", "Q", "K", "V"))
+    guards, guard_said = shared.guard_report(banded, nan_probe(module, checked),
+                                             outputs=("output", "visit map", "Q", "K", "V"))
     guard_findings += guards
     found.add(guard_said)
+    drop_explained_nan(found)  # NaN read from past a tensor's end: not the rescale's -inf - (-inf)
     return found
+
+
+def nan_probe(module: ModuleType, checked: list[Checked]) -> shared.NanProbe | None:
+    """The first case whose output holds NaN, re-run with other margin fills, so the guard
+    report can say which input margin the NaN came from (a load past a tensor's end)."""
+    one = next((c for c in checked if c.result.nonfinite), None)
+    if one is None:
+        return None
+    src = one
+
+    def again(fills: dict[str, str]) -> torch.Tensor:
+        return run(module, src.launch.q, src.launch.k, src.launch.v, src.bm, src.case.softcap, fills).out
+
+    return shared.NanProbe(src.result, again, f"the {src.case.name} case runs")
 
 
 def visit_steps(checked: list[Checked], maps: list[VisitMap]) -> Findings:
