@@ -71,7 +71,8 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
         one = written[0]
         found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured "
                   "weights put no weight on a masked key, miss "
-                  "no visible one, and the modifier read-out matches softcap·tanh(s/softcap).")
+                  "no visible one, and the modifier read-out (on two-key rows: partial blocks only) matches "
+                  "softcap·tanh(s/softcap).")
     found.add(visit_steps(checked, maps))
     # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
     # visible key: elsewhere a moved output has other causes (said above)

@@ -957,7 +957,8 @@ def _window_verdict(readouts: _WindowReadouts, unread: list[Checked], wrong: boo
         worst = "" if one.result.worst_row is None else f" The largest error is at row {one.result.worst_row}"
         if len(readouts.found) - len(readouts.mute) <= len(unread):
             detail = (f" The measured weights show no key a row should not see and none it misses: look at "
-                      f"what happens to the values or the scale.{readouts.slopes.get(one.result.name, '')}{worst}"
+                      "how they are weighed (the scale, the q and k each head loads) and what happens to the "
+                      f"values.{readouts.slopes.get(one.result.name, '')}{worst}"
                       f"{_where(one)}.")
         else:
             odd = [name for name, said in readouts.found.items() if said]

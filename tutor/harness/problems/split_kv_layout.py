@@ -187,5 +187,6 @@ def _words(nonempty: torch.Tensor, unwritten: torch.Tensor, counts: torch.Tensor
         if off:
             words += (" Run alone on keys of zero (every score equal, so each slice's l_s counts the positions it"
                       " holds), your split kernel's slices of " + "; ".join(off[:6]) + ("; ..." if len(off) > 6 else "")
-                      + ".")
+                      + ": its loop covers other positions than 0..length-1, or its loads reach outside this"
+                        " (sequence, head)'s keys (the K/V base offset and strides).")
     return words
