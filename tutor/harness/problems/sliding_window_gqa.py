@@ -385,7 +385,8 @@ def read_window(
         h, r, c = map(int, negative.nonzero()[0])
         return [WindowFinding("wrong-output", f" Read out through one-hot values (key c's value is a unit vector),"
                               f" row {r} gets {float(weights[h, r, c]):.2f} from key {c}: a negative weight, so the "
-                              f"output is not a weighted average of the rows of V.")]
+                              f"output is not a weighted average of the rows of V: check what the V load reads "
+                              f"(its pointer, head offset and strides).")]
 
     future = seen & (cols > rows)
     if future.any():
