@@ -94,6 +94,13 @@ def synchronize(t: torch.Tensor) -> None:
         torch.cuda.synchronize()
 
 
+# u: fp16's unit roundoff, and how many fp16 roundings a kernel may make that the float64
+# reference does not, where a case's allowance grows with its terms (the hostile cases of
+# drills 04 and 06: see their allowance functions)
+FP16_U = 2.0**-11
+ROUNDINGS = 4
+
+
 @dataclass
 class Measured:
     """One poisoned output against its float64 reference."""
@@ -112,6 +119,14 @@ def measure_output(out: torch.Tensor, expected: torch.Tensor) -> Measured:
     error = (out64 - expected).abs().nan_to_num(nan=float("inf"))
     max_err = None if unwritten or nonfinite else float(error.max())
     return Measured(unwritten, nonfinite, error, max_err)
+
+
+def measure_within(out: torch.Tensor, expected: torch.Tensor, allowed: torch.Tensor, tolerance: float) -> Measured:
+    """:func:`measure_output` with each element held to its own allowance (a hostile case's),
+    its error reported in the tolerance's units: within ``tolerance`` iff within ``allowed``."""
+    one = measure_output(out, expected)
+    error = one.error * (tolerance / allowed.to(one.error.device))
+    return Measured(one.unwritten, one.nonfinite, error, None if one.max_err is None else float(error.max()))
 
 
 def case_result(name: str, causal: bool, shape: list[int], measured: Measured, tolerance: float,

@@ -264,8 +264,8 @@ FP32_EXP_LIMIT = math.log(torch.finfo(torch.float32).max)  # 88.72: exp of more 
 # summed from, the fp16 store of the gradient itself, and dP's fp16 operands; each moves a
 # term by at most u relative (fp32 accumulation and the fp32 lse, ~1e-5 relative at
 # scores of 150, are far below it).
-FP16_U = 2.0**-11
-ROUNDINGS = 4
+FP16_U = shared.FP16_U
+ROUNDINGS = shared.ROUNDINGS
 
 
 def hostile_case(device: str, generator: torch.Generator) -> tuple[torch.Tensor, ...]:

@@ -77,7 +77,7 @@ from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.cases import block_visit_map, evaluate
-from tutor.harness.problems.attention.reference import masked_attention
+from tutor.harness.problems.attention.reference import masked_attention, score_rounding_allowance
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 
@@ -224,6 +224,18 @@ def window_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: 
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     return masked_attention(q, k, v, lambda r, c: (c <= r) & (c > r - window))
+
+
+def hostile_allowance(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, expected: torch.Tensor, window: int,
+                      tolerance: float) -> torch.Tensor:
+    """Each output element's allowed error on the hostile case (scores of ~+-100):
+    :func:`reference.score_rounding_allowance` over each row's window."""
+    group = q.shape[1] // k.shape[1]
+    seq = q.shape[-2]
+    rows, cols = torch.arange(seq, device=q.device)[:, None], torch.arange(seq, device=q.device)[None, :]
+    return score_rounding_allowance(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), expected,
+                                    (cols <= rows) & (cols > rows - window), tolerance, shared.ROUNDINGS,
+                                    shared.FP16_U)
 
 
 # -- the visit map -----------------------------------------------------------------------------
@@ -1067,6 +1079,12 @@ def check_correctness(
         launched = run(module, q, k, v, case.window)
         expected = window_reference(q, k, v, case.window)
         result = evaluate(case.name, True, launched, expected, drill.tolerance)
+        if case.q_scale > 1:  # the hostile case: each element held to its own allowance, in the tolerance's units
+            allowed = hostile_allowance(q, k, v, expected, case.window, drill.tolerance)
+            within = shared.measure_within(launched.out, expected, allowed, drill.tolerance)
+            result = shared.case_result(case.name, True, list(launched.out.shape), within, drill.tolerance,
+                                        launched.wrote_out_of_bounds,
+                                        (int(within.error.argmax()) // launched.out.shape[-1]) % launched.out.shape[-2])
         checked.append(Checked(case=case, result=result, launch=launched, expected=expected))
         if case.name == "default":
             assert launched.visits is not None  # run() always records them

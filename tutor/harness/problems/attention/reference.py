@@ -169,3 +169,33 @@ def online_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_n: 
         "acc-not-rescaled": stream(rescale_acc=False),
         "no-final-division": stream(final_division=False),
     }
+
+
+def score_rounding_allowance(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, expected: torch.Tensor,
+                             allowed: torch.Tensor, tolerance: float, roundings: int, unit: float,
+                             modifier: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    """Each output element's allowed error where scores are large (the hostile cases): the
+    tolerance plus what ``roundings`` roundings of ``unit`` (fp16's) on the scores' terms can
+    move it.  q (..., N, D), k and v (..., M, D) head for head, ``allowed`` (N, M) bool.
+
+    A kernel's score s_ij = scale * sum_d q_id k_jd may carry a rounding of each term (q
+    pre-scaled in fp16, as the Triton tutorial once did, is right): |ds_ij| <= u * a_ij with
+    a_ij = scale * sum_d |q_id k_jd|.  To first order out_i moves by
+    sum_j P_ij (ds_ij - sum_k P_ik ds_ik) (v_j - out_i), so each element's error is at most
+    u * sum_j P_ij (a_ij + sum_k P_ik a_ik) |v_jd - out_id| per rounding.  At standard-normal
+    scores this is far below the tolerance; at +-100 two nearly tied top keys share their
+    weight differently after one rounding (a blind attempt's pre-scaled q was off by 0.031),
+    and the allowance grows with exactly that and no more: a missing running maximum (inf,
+    NaN) or a wrong mask (errors of ~1) still fails.  ``modifier``: a score transform whose
+    slope is at most 1 (a soft-cap), applied before the softmax; the bound stands through it."""
+    q64, k64, v64 = (t.to(torch.float64) for t in (q, k, v))
+    scale = q.shape[-1] ** -0.5
+    s = q64 @ k64.transpose(-1, -2) * scale
+    s = (s if modifier is None else modifier(s)).masked_fill(~allowed, float("-inf"))
+    p = torch.softmax(s, dim=-1).nan_to_num(nan=0.0)
+    a = (q64.abs() @ k64.abs().transpose(-1, -2)) * scale * allowed
+    moved = a + (p * a).sum(-1, keepdim=True)  # (..., N, M)
+    spread = (v64[..., None, :, :] - expected.to(q64.device, torch.float64)[..., :, None, :]).abs()  # (..., N, M, D)
+    allowance: torch.Tensor = tolerance + roundings * unit * ((p * moved)[..., None] * spread).sum(-2)
+    return allowance
+
