@@ -69,3 +69,16 @@ def test_a_libdevice_call_is_said_to_be_the_interpreters_limit_not_a_compile_err
         assert error.source_line == "        p = libdevice.exp2(qk - m_new[:, None])"
     else:
         assert result.solved, (result.error, result.codes)
+
+
+def test_a_block_pointer_on_a_triton_without_them_says_what_to_use_instead(tmp_path):
+    """Triton 3.9 (the CPU interpreter's) removed tl.make_block_ptr: the error says so and
+    names what to write instead, not just Triton's NotImplementedError."""
+    from tutor.harness import errors
+
+    file = tmp_path / "01_k.py"
+    file.write_text("x = 1\n", encoding="utf-8")
+    said = errors.from_exception(NotImplementedError("Block pointers have been removed in favor of the tensor "
+                                                     "descriptor API"), str(file), None, "runtime")
+    assert said.kind == "compile"
+    assert "tl.make_tensor_descriptor" in said.message and "pointer offsets and masks" in said.message

@@ -195,6 +195,13 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None,
                    "the GPU compiler fills in, and the interpreter calls the empty placeholder, which returns None "
                    f"({message}). On a GPU they are fine; here use the triton.language function "
                    "(tl.exp2, tl.exp, tl.log2, tl.sqrt, tl.rsqrt, tl.maximum ...)")
+    elif "Block pointers have been removed" in message:
+        import triton
+
+        kind = "compile"
+        message = (f"the installed Triton ({triton.__version__}) has no block pointers (tl.make_block_ptr was removed "
+                   "in favour of tensor descriptors, tl.make_tensor_descriptor): write the loads with pointer "
+                   f"offsets and masks, or with a tensor descriptor ({message})")
     elif isinstance(real, OutOfBounds):
         message = f"out-of-bounds access: {real}"  # a runtime fault the interpreter caught, not a compile error
     elif frames and frames[-1].name in jit_names:
