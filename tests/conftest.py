@@ -12,6 +12,17 @@ os.environ.setdefault("FLASHTUTOR_TEST", "1")
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kernels_run_where_a_worker_would_run_them():
+    """Pick the device once per test process, as a check's worker does before it imports
+    triton: without a GPU, Triton's interpreter with the tutor's patches.  Tests that
+    launch a kernel in-process would otherwise depend on an earlier test in the same
+    process having picked it (they failed alone, or under another xdist distribution)."""
+    from tutor.harness.device import select_device
+
+    select_device("auto")
+
+
 def student_state(root: Path) -> dict[str, str]:
     """sha256 of every file under ``root``'s drills/ and .flashtutor/: the student's work and record."""
     state = {}
