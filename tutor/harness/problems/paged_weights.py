@@ -271,14 +271,14 @@ def softmax_words(x: Launch, relaunch: Relaunch) -> str:
     held = (pos >= 0) & (seq >= 0) & (pos < lengths[seq.clamp(min=0)])
     n = max(c.lengths)
     q = (p.q.float() * 0.1).to(p.q.dtype)
-    w = torch.full((c.batch * c.heads, 1, n), float("nan"), dtype=torch.float64)
-    for start in range(0, n, d):
+
+    def read(group: int) -> torch.Tensor:
         v = torch.zeros_like(p.v_pages)
-        coded = held & (pos >= start) & (pos < start + d)
-        v[coded.nonzero(as_tuple=True) + ((pos[coded] - start),)] = 1.0
-        width = min(d, n - start)
-        out = _read(relaunch(x, replace(p, q=q, v_pages=v)))
-        w[:, 0, start:start + width] = torch.from_numpy(out).reshape(c.batch * c.heads, d)[:, :width]
+        coded = held & (pos >= group * d) & (pos < (group + 1) * d)
+        v[coded.nonzero(as_tuple=True) + ((pos[coded] - group * d),)] = 1.0
+        return relaunch(x, replace(p, q=q, v_pages=v))
+
+    w, _ = reading.weights_read_out(read, n, d, (c.batch * c.heads, 1), "cpu")
     kg, _ = gathered(p, c)  # (batch, kv_heads, n, D)
     kq = kg.repeat_interleave(c.group, dim=1).to(torch.float64).cpu()
     s = torch.einsum("bhd,bhnd->bhn", q.to(torch.float64).cpu(), kq) * d**-0.5

@@ -639,7 +639,7 @@ def diagnose(
     elif "write-past-end" in codes:
         codes["write-past-end"] += shared.MAP_UNTRUSTED
     drop_explained_nan(codes, ("nan-in-output", "empty-slice-nan"))  # not the kernel's own arithmetic
-    clean = [x for x in failing if not (_result(x).unwritten or _result(x).wrote_out_of_bounds or _result(x).nonfinite)]
+    clean = [x for x in failing if _result(x).written_and_finite]
     if "wrong-output" in codes and clean:
         codes["wrong-output"] += other_head_words(clean[0], tolerance) + weights_words(module, clean[0])
     return codes.worded(drill)
@@ -683,13 +683,9 @@ def weights_words(module: ModuleType, launch: Launch) -> str:
     each K/V block, and what each (sequence, head)'s weights add up to, in words."""
     b, h, n, d = launch.case.shape
     q = (launch.q.float() * 0.1).half()
-    w = torch.full((b * h, 1, n), float("nan"), dtype=torch.float64, device=q.device)
-    for group in range(-(-n // d)):
-        out = launch_on(module, launch.case, q, launch.k, one_hot_values((b, h, n, d), group, q.device),
-                        launch.lengths).out
-        block = out.to(torch.float64).masked_fill(out.view(torch.int16) == shared.POISON_BITS, float("nan"))
-        width = min(d, n - group * d)
-        w[:, 0, group * d:group * d + width] = block.reshape(b * h, d)[:, :width]
+    w, _ = reading.weights_read_out(
+        lambda group: launch_on(module, launch.case, q, launch.k, one_hot_values((b, h, n, d), group, q.device),
+                                launch.lengths).out, n, d, (b * h, 1), q.device)
     s = (q.to(torch.float64).reshape(b * h, 1, d) @ launch.k.to(torch.float64).reshape(b * h, n, d).transpose(1, 2)
          * d**-0.5)
     allowed = (torch.arange(n, device=q.device)[None, :] < launch.lengths.repeat_interleave(h)[:, None])[:, None, :]
@@ -719,7 +715,7 @@ def _case_codes(failing: list[Launch], module: ModuleType, tested: Apart,
         sl = slicing(launch, module)
         measured.append(sl)
         case = _result(launch)
-        if case.unwritten or case.wrote_out_of_bounds:
+        if not case.fully_written:
             per_case.append([])
         elif case.nonfinite:
             code = nan_structure(launch, sl)
@@ -772,7 +768,7 @@ def _case_findings(failing: list[Launch], per_case: list[list[str]], measured: l
             bad = (~torch.isfinite(launch.out.double().cpu())).any(dim=-1).any(dim=-1).nonzero().flatten().tolist()
             found.say("nan-in-output", f" {case.nonfinite} elements, in sequence{'s' if len(bad) > 1 else ''} "
                                        f"{_seqs(bad, lengths, sl)}{where}.")
-        elif case.unwritten or case.wrote_out_of_bounds:
+        elif not case.fully_written:
             pass  # said above; the rest of the output is not worth guessing at
         else:
             said = describe_wrong(launch, sl, tolerance, block_n, visits_trusted)
@@ -805,7 +801,7 @@ def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apa
     split_right = _split_right(tested, failing)
     probe = tested.merge
     apart_words = ""
-    if any(_result(x).unwritten or _result(x).wrote_out_of_bounds for x in failing):
+    if any(not _result(x).fully_written for x in failing):
         probe, tested = None, Apart()  # an output not (all) written: the rest is not worth guessing at
     if probe is not None and not probe.exact:
         conv = tested.convention

@@ -340,15 +340,13 @@ def weights(module: ModuleType, case: Case, device: str,
     q = (q.float() * 0.1).half()  # small scores: every key let in gets a weight far above fp16's underflow
     total_q, total_k = case.cu_q[-1], case.cu_k[-1]
 
-    w = torch.empty((case.heads, total_q, total_k), dtype=torch.float64, device=device)
-    for group in range(-(-total_k // case.head_dim)):
+
+    def read(group: int) -> torch.Tensor:
         # packed key j = group*d + c carries the unit vector e_c, every other key 0
         v = one_hot_values((1, case.heads, total_k, case.head_dim), group, device)[0].transpose(0, 1).contiguous()
-        out = run(module, case, q, k, v).out
-        poisoned = out.view(torch.int16) == shared.POISON_BITS
-        block = out.to(torch.float64).masked_fill(poisoned, float("nan")).transpose(0, 1)  # (H, total_q, d)
-        width = min(case.head_dim, total_k - group * case.head_dim)
-        w[:, :, group * case.head_dim:group * case.head_dim + width] = block[:, :, :width]
+        return run(module, case, q, k, v).out.transpose(0, 1)  # (H, total_q, d)
+
+    w, _ = reading.weights_read_out(read, total_k, case.head_dim, (case.heads, total_q), device)
     return w, q, k
 
 

@@ -70,13 +70,25 @@ def weights_through(launch: Callable[[torch.Tensor], torch.Tensor], v_shape: tup
     one, head_dim keys a launch (V made on ``device``).  Returns (rows, seq, seq) float64 (unwritten
     elements as NaN) and the launches it took."""
     seq, dim = v_shape[2], v_shape[3]
-    w = torch.empty((rows, seq, seq), dtype=torch.float64, device=device)  # measured where the kernel ran
-    groups = -(-seq // dim)
+    return weights_read_out(lambda group: launch(one_hot_values(v_shape, group, device)), seq, dim,
+                            (rows, seq), device)
+
+
+def weights_read_out(read: Callable[[int], torch.Tensor], keys: int, dim: int, rows: tuple[int, int],
+                     device: torch.device | str) -> tuple[torch.Tensor, int]:
+    """Weights read out through one-hot values, a group of ``dim`` keys a launch:
+    ``read(group)`` runs the kernel with key ``group*dim + c`` carrying the unit vector
+    e_c and every other key 0, and returns its output arranged as (``rows``, dim) — rows
+    being (attention rows, queries each), e.g. (batch*heads, seq) — so that output channel
+    c of a row is its weight on that key.  Returns (*rows, keys) float64 on ``device``
+    (unwritten elements, still the poison pattern, as NaN) and the launches it took."""
+    w = torch.empty((*rows, keys), dtype=torch.float64, device=device)  # measured where the kernel ran
+    groups = -(-keys // dim)
     for group in range(groups):
-        out = launch(one_hot_values(v_shape, group, device)).detach()
+        out = read(group).detach().reshape(*rows, dim)
         poisoned = out.view(torch.int16) == launching.POISON_BITS
-        block = out.to(torch.float64).masked_fill(poisoned, float("nan")).reshape(rows, out.shape[-2], dim)
-        width = min(dim, seq - group * dim)
+        block = out.to(torch.float64).masked_fill(poisoned, float("nan")).to(device)
+        width = min(dim, keys - group * dim)
         w[:, :, group * dim : group * dim + width] = block[:, :, :width]
     return w, groups
 
