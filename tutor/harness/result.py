@@ -124,6 +124,16 @@ class CaseResult:
     wrote_out_of_bounds: bool = False
     worst_row: int | None = None  # sequence position of the largest error
 
+    @property
+    def fully_written(self) -> bool:
+        """Every output element was written, and nothing outside the output was."""
+        return not (self.unwritten or self.wrote_out_of_bounds)
+
+    @property
+    def written_and_finite(self) -> bool:
+        """Fully written and every element a number: an output whose values a read-out can compare."""
+        return self.fully_written and not self.nonfinite
+
 
 @dataclass
 class GuardFinding:

@@ -226,11 +226,9 @@ def launch_case(
     measured: dict[str, shared.Measured] = {}
     for g in GRADS:
         out = grads[g]
-        measured[g] = one = shared.measure_output(out, ref.grads[g])
-        if allowed is not None:  # in the tolerance's units: <= tolerance iff within every allowance
-            error = one.error * (tolerance / allowed[g])
-            one = measured[g] = shared.Measured(one.unwritten, one.nonfinite, error,
-                                                None if one.max_err is None else float(error.max()))
+        # with allowances, in the tolerance's units: <= tolerance iff within every allowance
+        measured[g] = one = (shared.measure_output(out, ref.grads[g]) if allowed is None
+                             else shared.measure_within(out, ref.grads[g], allowed[g], tolerance))
         unwritten[g], nonfinite[g], per_err[g] = one.unwritten, one.nonfinite, one.max_err
         oob[g] = bool(guarded.band(GRAD_BANDS[g]).changed())
         top = float(one.error.max())
@@ -951,7 +949,7 @@ def _hostile_findings(launch: BackwardLaunch, tolerance: float, where: str) -> l
     """The large-score case's own finding, or None where it is diagnosed like any case
     (a changed forward, unwritten or out-of-bounds gradients)."""
     case = launch.case
-    if not launch.forward_ok or case.unwritten or case.wrote_out_of_bounds:
+    if not launch.forward_ok or not case.fully_written:
         return None
     if case.nonfinite:
         return [("large-scores-overflow", nonfinite_detail(launch) + where + ".")]

@@ -53,7 +53,7 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
             found.say("unwritten-output", f" {one.result.unwritten} elements were never written{where(one)}.")
         if one.result.wrote_out_of_bounds:
             found.say("store-out-of-bounds", where(one) + ".")
-        if not (one.result.unwritten or one.result.wrote_out_of_bounds):
+        if one.result.fully_written:
             written.append(one)
     for one in written:
         found.add(nan_rows(one))

@@ -78,7 +78,7 @@ def head_findings(failing: list[Launch], tolerance: float) -> Findings:
     every_case_mixed = True
     for x in failing:
         r = _result(x)
-        if r.unwritten or r.wrote_out_of_bounds or r.nonfinite:
+        if not r.written_and_finite:
             every_case_mixed = False
             continue
         c, out = x.case, x.out.double().cpu()
@@ -237,7 +237,7 @@ def read_findings(launches: list[Launch], failing: bool, relaunch: paged_weights
         r = _result(x)
         # an output row that another head's store reached (or none did) is not that head's
         # attention: the read-out of a case with stores measured wrong would name the wrong head
-        if not r.passed and not (r.unwritten or r.wrote_out_of_bounds):
+        if not r.passed and r.fully_written:
             # a case's position launches only while they can add a finding still unsaid
             unread, past = not any(f.unread for f in facts), not any(f.past for f in facts)
             facts.append(weighed_facts(paged_weights.read_case(x, relaunch, unread, past)))
@@ -253,8 +253,7 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
     if "heads-mixed" in heads:
         codes.say("heads-mixed", heads["heads-mixed"])
     elif "wrong-output" in heads:
-        clean = [x for x in failing if not (_result(x).unwritten or _result(x).wrote_out_of_bounds
-                                            or _result(x).nonfinite)]
+        clean = [x for x in failing if _result(x).written_and_finite]
         softmax = paged_weights.softmax_words(clean[0], relaunch) if clean and relaunch is not None else ""
         codes.say("wrong-output", heads["wrong-output"] + softmax)
     codes.add(read_findings(launches, bool(failing), relaunch))

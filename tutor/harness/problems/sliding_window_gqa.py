@@ -815,7 +815,7 @@ def _outputs_written(failing: list[Checked]) -> tuple[Findings, list[Checked]]:
             found.say("unwritten-output", f" {res.unwritten} elements were never written{where}.")
         if res.wrote_out_of_bounds:
             found.say("store-out-of-bounds", where + ".")
-        if not (res.unwritten or res.wrote_out_of_bounds):
+        if res.fully_written:
             written.append(one)
     return found, written
 

@@ -342,7 +342,7 @@ def diagnose(
                 say("nan-first-block", where + ".", ro)
             else:
                 say("nan-in-output", f" {case.nonfinite} elements; {_describe_rows(launch, block_m)}{where}.", ro)
-        elif case.unwritten or case.wrote_out_of_bounds:
+        elif not case.fully_written:
             pass  # said above; the rest of the output is not worth guessing at
         elif both_modes and not case.causal and case.name in passed_causal:
             # right when causal, wrong when not: the change reached the full path
