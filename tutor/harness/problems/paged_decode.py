@@ -82,6 +82,9 @@ CPU_CASES = (
     # long enough that each slice spans several tiles (the running maximum grows inside a slice)
     Case("hostile", 4, 1, 8, 16, (300, 29), 100.0),
     Case("orders", 4, 2, 8, 16, (256, 256, 192), 1.0, "orders"),
+    # pages larger than a tile, and slices (384 table positions / 4 = 96) that start inside a
+    # page: a position's offset is pos % PAGE_SIZE, not the tile's own column or the slice's
+    Case("large-pages", 4, 2, 128, 16, (250, 130), 1.0),
 )
 GPU_CASES = (
     Case("default", 32, 8, 16, 128, (2000, 1, 1024, 777, 1537, 64), 2.0),
@@ -89,6 +92,7 @@ GPU_CASES = (
     Case("short", 32, 4, 32, 128, (1500, 5)),
     Case("hostile", 16, 4, 16, 128, (1504, 29), 100.0),
     Case("orders", 16, 2, 16, 128, (1024, 1024, 768), 1.0, "orders"),
+    Case("large-pages", 16, 4, 256, 128, (1500, 300), 1.0),
 )
 CPU_TIMING = (2, 8, 2, 16, 64, 32)  # batch, heads, kv_heads, page_size, length, head_dim
 GPU_TIMING = (16, 32, 8, 16, 4096, 128)
