@@ -116,6 +116,9 @@ def scores(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
 # p = exp(score - reference) is cast to fp16 before the second dot: above
 # ln(65504) ~ 11.1 it is Inf there, and exp2 overflows fp32 above 2**128 (~88.7 natural)
 FP16_OVERFLOW_SCORE = 11.09
+# p = exp(score - m) cast to fp16 is 0 below its smallest subnormal (2**-24): a row whose m
+# sits this far above every key it may see gets nothing from them
+FP16_UNDERFLOW_GAP = 16.7
 
 
 def hostile_findings(
@@ -126,9 +129,16 @@ def hostile_findings(
     causal: bool,
     block_n: int,
     tolerance: float,
+    unmasked_right: bool = False,
 ) -> list[tuple[str, str]]:
     """(code, measured detail) for a hostile launch that failed while every
-    standard-normal case passed.
+    standard-normal case passed.  ``unmasked_right``: the same inputs without the
+    causal mask (the full launch) came out right.
+
+    A causal launch whose wrong rows are all rows where keys the mask removes score far
+    above every key the row may see (so exp of the visible keys against a maximum taken
+    over all of them underflows), while the unmasked launch is right, takes its maximum
+    before the mask (``max-before-mask``).
 
     The code follows from which rows went wrong, measured against the true
     scores: an Inf/NaN row whose largest score sits in its *first* K/V block and
@@ -160,6 +170,14 @@ def hostile_findings(
     mode = " causal" if causal else ""
     detail = f" Measured on the hostile{mode} case (seq={seq}): " + "; ".join(parts) + "."
     overflow = bad & nonfinite
+    if causal and unmasked_right:
+        gap = scores(q, k, False).reshape(-1, seq, seq).amax(dim=-1) - top  # masked keys above visible ones
+        if bool((gap[bad] > FP16_UNDERFLOW_GAP).all()):
+            return [("max-before-mask",
+                     f" Measured on the hostile case (seq={seq}): the full launch, the same inputs without the mask,"
+                     f" is right; in the causal launch all {int(bad.sum())} wrong rows are rows whose masked (future)"
+                     f" keys score {float(gap[bad].min()):.0f}..{float(gap[bad].max()):.0f} above the highest key they"
+                     f" may see, and {int((bad & nonfinite).sum())} of them come out Inf/NaN.")]
     if (overflow & early).any():
         return [("no-running-max", detail)]
     if overflow.any() and (bad & ~(overflow & late)).sum() == 0 and (early & ~bad).any():
@@ -201,11 +219,12 @@ def hostile_diagnosis(drill: Drill, runs: list[HostileRun], standard_passed: boo
     """The hostile launches' stores into a guard band (to ``findings``) and, only when
     the standard cases all passed (otherwise their diagnosis stands), why they failed."""
     codes: dict[str, str] = {}
+    unmasked_right = any(not run.causal and run.case.passed for run in runs)
     for run in runs:
         case = run.case
         findings += [GuardFinding(t, side, "write", case.name, case.causal, case.shape, n) for t, side, n in run.writes]
         if standard_passed and not case.passed:
             for code, detail in hostile_findings(run.out, run.expected, run.q, run.k, bool(run.causal),
-                                                         block_n, drill.tolerance):
-                codes.setdefault(code, detail)
+                                                 block_n, drill.tolerance, unmasked_right):
+                codes.setdefault(code if code in drill.diagnoses else "hostile-wrong", detail)
     return worded(drill, codes)
