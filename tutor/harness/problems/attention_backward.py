@@ -528,8 +528,9 @@ def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n
         if shape.extra_pairs:
             kinds = ", ".join(f"{n} on {k}" for k, n in shape.extra_kinds.items())
             parts.append(f"gives weight to {shape.extra_pairs} pairs the row may not see ({kinds})")
+        skipped = " and which query blocks its loop visits (P is 0 on a block it skips)" if shape.missing_pairs else ""
         return "dv-wrong", (f"{how} the dK/dV loop's P {' and '.join(parts)}, and is right on every other pair:"
-                            " look at its mask.)")
+                            f" look at its mask{skipped}.)")
     if shape.slope is not None and abs(shape.slope - 1) > 0.05:
         return "dv-wrong", (f"{how} the dK/dV loop's P grows as exp({shape.slope:.3g} s) in the scores s,"
                             " where exp(s - lse) grows as exp(s): its scale or base is off by that factor.)")
@@ -540,7 +541,12 @@ def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n
                 f" {lo:.3g}-{hi:.3g} times the true one, one factor per row: the lse it subtracts is not"
                 " the row's own")
         pairs = sorted(shape.lse_from.items())
-        if pairs and len(pairs) >= len(shape.wrong_rows) // 2:
+        heads = sorted(shape.lse_head_from.items())
+        if heads and len(heads) >= 9 * len(pairs):
+            said += ("; each of them subtracts, of the same row, another (batch, head)'s lse (e.g. "
+                     + ", ".join(f"head {h} row {r}: head {o}'s" for (h, r), o in heads[:3])
+                     + "): the lse pointer misses its (batch, head) offset")
+        elif pairs and len(pairs) >= len(shape.wrong_rows) // 2:
             shifts = {r - m for r, m in pairs}
             if len(shifts) == 1:
                 said += f"; each of them subtracts the lse of the row {shifts.pop()} rows before it"

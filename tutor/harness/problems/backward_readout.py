@@ -26,7 +26,7 @@ Everything is float64 on the tensors' device.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -81,6 +81,8 @@ class PShape:
     missing_pairs: int  # pairs a row must see whose weight is ~0 where it should not be
     missing_kinds: dict[str, int]  # of those: "the diagonal (key = row)", "keys before the row", "keys after"
     extra_kinds: dict[str, int]  # the same split of the pairs a row may not see that carry weight
+    # wrong (batch*head, row) -> another batch*head whose lse of that same row it subtracted
+    lse_head_from: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
 def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.Tensor,
@@ -129,6 +131,13 @@ def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.
         used = lse_r - r_mean
         given = lse_given.reshape(-1, seq).to(torch.float64)
         for h, i in off.nonzero().tolist():
+            row = read.rows[i]
+            heads_gap = (given[:, row] - used[h, i]).abs()
+            heads_gap[h] = float("inf")
+            other = int(heads_gap.argmin())
+            if float(heads_gap[other]) < 5e-3:  # another head's lse of the same row: a missing head offset
+                shape.lse_head_from[(h, row)] = other
+                continue
             gap = (given[h] - used[h, i]).abs()
             best = int(gap.argmin())
             if float(gap[best]) < 5e-3:
