@@ -187,6 +187,11 @@ def probe_reads(again: Callable[[dict[str, str]], torch.Tensor], nonfinite: int,
     return [(tensor, side, n) for tensor, side, n in found if (tensor, side) in read]
 
 
+# said beside a load's missing mask where no clean block-multiple launch rules out its offsets
+OFFSETS_TOO = ("Or its offsets leave the tensor wherever its block is: a stride, or an index that runs along the"
+               " wrong axis.")
+
+
 def read_details(reads: list[tuple[str, str, int]], case: str, causal: bool, shape: list[int], when: str,
                  findings: list[GuardFinding], said: dict[str, str], clean: list[int] | None = None,
                  where_after: dict[str, str] | None = None) -> None:
@@ -201,7 +206,8 @@ def read_details(reads: list[tuple[str, str, int]], case: str, causal: bool, sha
                 " margin finite, none of them do")
         text += f"; at seq = {clean[2]}, a multiple of the block sizes, nothing is read there." if clean else "."
         if side == "after" and where_after and tensor in where_after:
-            text += " " + where_after[tensor]
+            # the last block's mask is the measured cause only where a block-multiple length read nothing
+            text += " " + (where_after[tensor] if clean else f"{where_after[tensor]} {OFFSETS_TOO}")
         said["read-past-end"] = said.get("read-past-end", "") + text
 
 

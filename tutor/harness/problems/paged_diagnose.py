@@ -43,7 +43,14 @@ def _where(launch: Launch) -> str:
             f" pages of {c.page_size})")
 
 
-def output_findings(failing: list[Launch]) -> Findings:
+# codes of loads that read positions no sequence holds: poisoned memory, a NaN's other source
+STRAY_READS = ("reads-past-length", "reads-unlisted-page")
+
+
+def output_findings(failing: list[Launch], stray_reads: bool = False) -> Findings:
+    """Unwritten, out-of-bounds and non-finite outputs.  A NaN only in the cases of large
+    scores is put down to an overflowing exp only where no load read a position no
+    sequence holds (``stray_reads``: those hold poison, which reaches the output too)."""
     found = Findings()
     for x in failing:
         r = _result(x)
@@ -56,7 +63,11 @@ def output_findings(failing: list[Launch]) -> Findings:
         x = nan[0]
         bad = (~torch.isfinite(x.out.double().cpu())).any(dim=-1).nonzero().tolist()
         detail = (f" {_result(x).nonfinite} elements, in (sequence, head) {pairs_words(bad)}{_where(x)}.")
-        if {_result(y).name for y in nan} <= {"hostile", "orders"}:
+        if {_result(y).name for y in nan} <= {"hostile", "orders"} and stray_reads:
+            detail += (" Only the cases of large scores have them (hostile, orders), and the kernel's loads read"
+                       " positions no sequence holds (below), which hold the tutor's poison: that read, or an exp"
+                       " that overflowed fp32, can be their source.")
+        elif {_result(y).name for y in nan} <= {"hostile", "orders"}:
             detail += (" Only the cases of large scores have them (hostile: scores of standard deviation 100;"
                        " orders: a top score of 100): an exp overflowed fp32 there. Subtract a maximum before"
                        " every exp/exp2.")
@@ -248,7 +259,8 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
              relaunch: paged_weights.Relaunch | None = None) -> list[Diagnosis]:
     failing = [x for x in launches if not _result(x).passed]
     codes = Findings()
-    codes.add(output_findings(failing))
+    reads = read_findings(launches, bool(failing), relaunch)
+    codes.add(output_findings(failing, any(code in reads for code in STRAY_READS)))
     heads = head_findings(failing, tolerance)
     if "heads-mixed" in heads:
         codes.say("heads-mixed", heads["heads-mixed"])
@@ -256,5 +268,5 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
         clean = [x for x in failing if _result(x).written_and_finite]
         softmax = paged_weights.softmax_words(clean[0], relaunch) if clean and relaunch is not None else ""
         codes.say("wrong-output", heads["wrong-output"] + softmax)
-    codes.add(read_findings(launches, bool(failing), relaunch))
+    codes.add(reads)
     return codes.worded(drill)

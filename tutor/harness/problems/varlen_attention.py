@@ -612,7 +612,7 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         b = _seq_of(one.case, row)
         found.say("wrong-output", f" The measured weights show no key a row should not see and none it misses. The "
                   f"largest error is at row {row - one.case.cu_q[b]} of {_seq_words(one.case, b)} "
-                  f"({one.result.max_abs_err if one.result.max_abs_err is not None else 'non-finite'}, the "
+                  f"({'non-finite' if one.result.max_abs_err is None else f'{one.result.max_abs_err:.3g}'}, the "
                   f"{one.case.name} case).{first_read}")
     found.add(visit_findings(checked, int(module.BLOCK_M), int(module.BLOCK_N)))
     return found.worded(drill)
