@@ -266,7 +266,8 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
         codes.say("heads-mixed", heads["heads-mixed"])
     elif "wrong-output" in heads:
         clean = [x for x in failing if _result(x).written_and_finite]
-        softmax = paged_weights.softmax_words(clean[0], relaunch) if clean and relaunch is not None else ""
-        codes.say("wrong-output", heads["wrong-output"] + softmax)
+        softmax, hot = paged_weights.softmax_reading(clean[0], relaunch) if clean and relaunch is not None \
+            else ("", False)
+        codes.say("wrong-temperature" if hot else "wrong-output", heads["wrong-output"] + softmax)
     codes.add(reads)
     return codes.worded(drill)

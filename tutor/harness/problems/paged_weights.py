@@ -255,13 +255,13 @@ def unlisted_words(cw: CaseWeights) -> list[str]:
     return said
 
 
-def softmax_words(x: Launch, relaunch: Relaunch) -> str:
+def softmax_reading(x: Launch, relaunch: Relaunch) -> tuple[str, bool]:
     """The case's softmax read out on its own block table and lengths: q scaled down (every
     weight far from fp16's underflow), V one-hot by logical position on every held pool row
     (head_dim positions a launch), so head (b, h)'s output channel c is its weight on
     position start + c.  Said: the slope of log(weight) against the true scores within each
     page (nothing where the weights are no softmax of them), and what each head's weights
-    add up to."""
+    add up to; and whether the slope is a known wrong temperature."""
     c, p = x.case, x.inputs
     d, dev = c.head_dim, p.q.device
     rows = rows_of(c, p)
@@ -284,6 +284,6 @@ def softmax_words(x: Launch, relaunch: Relaunch) -> str:
     s = torch.einsum("bhd,bhnd->bhn", q.to(torch.float64).cpu(), kq) * d**-0.5
     allowed = torch.arange(n)[None, :] < lengths.cpu().repeat_interleave(c.heads)[:, None]
     span = f"Within each page (read out through one-hot values on the {c.name} case)"
-    slope = reading.temperature_sentence(w, s.reshape(c.batch * c.heads, 1, n), allowed[:, None, :], d, c.page_size,
-                                         span)
-    return slope + reading.row_sums(w, "each head's weights on its sequence's held positions")
+    slope, hot = reading.temperature_reading(w, s.reshape(c.batch * c.heads, 1, n), allowed[:, None, :], d,
+                                             c.page_size, span)
+    return slope + reading.row_sums(w, "each head's weights on its sequence's held positions"), hot

@@ -641,7 +641,13 @@ def diagnose(
     drop_explained_nan(codes, ("nan-in-output", "empty-slice-nan"))  # not the kernel's own arithmetic
     clean = [x for x in failing if _result(x).written_and_finite]
     if "wrong-output" in codes and clean:
-        codes["wrong-output"] += other_head_words(clean[0], tolerance) + weights_words(module, clean[0])
+        heads = other_head_words(clean[0], tolerance)
+        weighed, hot = weights_reading(module, clean[0])
+        # a known wrong temperature, measured, names the output's mistake (unless another head's data explains it)
+        code = "wrong-temperature" if hot and not heads and "wrong-temperature" in drill.diagnoses else "wrong-output"
+        said = list(codes.items())  # renamed in its place: the codes keep their order
+        codes.clear()
+        codes.update((code, v + heads + weighed) if k == "wrong-output" else (k, v) for k, v in said)
     return codes.worded(drill)
 
 
@@ -676,11 +682,12 @@ def other_head_words(launch: Launch, tolerance: float) -> str:
     return ""
 
 
-def weights_words(module: ModuleType, launch: Launch) -> str:
+def weights_reading(module: ModuleType, launch: Launch) -> tuple[str, bool]:
     """The case's softmax read out through one-hot values (head_dim cache positions a
     launch, on the case's own shapes and lengths, q scaled down so that every weight stays
     far from fp16's underflow): the slope of log(weight) against the true scores within
-    each K/V block, and what each (sequence, head)'s weights add up to, in words."""
+    each K/V block, and what each (sequence, head)'s weights add up to, in words; and whether
+    the slope is a known wrong temperature."""
     b, h, n, d = launch.case.shape
     q = (launch.q.float() * 0.1).half()
     w, _ = reading.weights_read_out(
@@ -690,8 +697,8 @@ def weights_words(module: ModuleType, launch: Launch) -> str:
          * d**-0.5)
     allowed = (torch.arange(n, device=q.device)[None, :] < launch.lengths.repeat_interleave(h)[:, None])[:, None, :]
     span = f"Within each K/V block (read out through one-hot values on the {_result(launch).name} case)"
-    return (reading.temperature_sentence(w, s, allowed, d, int(module.BLOCK_N), span)
-            + reading.row_sums(w, "each (sequence, head)'s weights"))
+    slope, hot = reading.temperature_reading(w, s, allowed, d, int(module.BLOCK_N), span)
+    return slope + reading.row_sums(w, "each (sequence, head)'s weights"), hot
 
 
 def _split_right(tested: Apart, failing: list[Launch]) -> bool:

@@ -350,16 +350,17 @@ def weights(module: ModuleType, case: Case, device: str,
     return w, q, k
 
 
-def temperature(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> str:
+def temperature(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> tuple[str, bool]:
     """The slope of log(weight) against the true scores over each row's own visible keys
-    (one intercept per row), in words; "" where the weights are no softmax of the scores."""
+    (one intercept per row), in words ("" where the weights are no softmax of the scores),
+    and whether it is a known wrong temperature."""
     s = (q.to(torch.float64).transpose(0, 1) @ k.to(torch.float64).transpose(0, 1).transpose(-1, -2)
          * case.head_dim**-0.5)  # (H, total_q, total_k)
     allowed = torch.zeros(case.cu_q[-1], case.cu_k[-1], dtype=torch.bool, device=w.device)
     for b, (nq, nk) in enumerate(case.seqs):
         allowed[case.cu_q[b]:case.cu_q[b + 1], case.cu_k[b]:case.cu_k[b + 1]] = sees(nq, nk, w.device)
-    return reading.temperature_sentence(w, s.to(w.device), allowed[None], case.head_dim, case.cu_k[-1],
-                                        span=f"Over each row's visible keys (read out on the {case.name} case)")
+    return reading.temperature_reading(w, s.to(w.device), allowed[None], case.head_dim, case.cu_k[-1],
+                                       span=f"Over each row's visible keys (read out on the {case.name} case)")
 
 
 @dataclass
@@ -567,6 +568,7 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
             found.say("store-out-of-bounds", f" (the {one.case.name} case)")
     read_any = False
     first_read = ""  # the first failing case's read-out: its softmax's slope and row sums, in words
+    hot = False  # ... and whether that slope is a known wrong temperature
     diagonal = Findings()
     for one in failing:
         if one.result.unwritten and one.result.unwritten == one.launch.out.numel():
@@ -574,7 +576,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         w, wq, wk = weights(module, one.case, device, generator)
         read = read_rows(w, one.case)
         if not read_any:
-            first_read = temperature(w, wq, wk, one.case) + reading.row_sums(w)
+            slope, hot = temperature(w, wq, wk, one.case)
+            first_read = slope + reading.row_sums(w)
         read_any = True
         found.add(other_sequence_findings(read, one.case))
         diagonal = diagonal or diagonal_findings(read, one.case)  # the first failing case that shows one
@@ -610,7 +613,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         one = failing[0]
         row = one.result.worst_row or 0
         b = _seq_of(one.case, row)
-        found.say("wrong-output", f" The measured weights show no key a row should not see and none it misses. The "
+        found.say("wrong-temperature" if hot else "wrong-output",
+                  f" The measured weights show no key a row should not see and none it misses. The "
                   f"largest error is at row {row - one.case.cu_q[b]} of {_seq_words(one.case, b)} "
                   f"({'non-finite' if one.result.max_abs_err is None else f'{one.result.max_abs_err:.3g}'}, the "
                   f"{one.case.name} case).{first_read}")

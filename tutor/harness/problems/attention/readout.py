@@ -167,22 +167,29 @@ def name_temperature(slope: float | None, head_dim: int) -> TemperatureName:
 
 def temperature_sentence(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, head_dim: int, block_n: int,
                          span: str = "Within each K/V block") -> str:
+    """The words of :func:`temperature_reading`."""
+    return temperature_reading(w, s, allowed, head_dim, block_n, span)[0]
+
+
+def temperature_reading(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, head_dim: int, block_n: int,
+                        span: str = "Within each K/V block") -> tuple[str, bool]:
     """The slope of log(weight) against the true scaled scores ``s``, fitted on the keys
     each row weighs (``allowed`` broadcast against ``w``; an intercept per row and group of
     ``block_n`` keys), in words: "" where it cannot be fitted or the weights are no softmax
     of the scores at any slope (rms residual above 0.1, or the line explaining less than 90 %
     of log(weight)'s spread: a read-out on small scores varies little, so a small residual
-    alone does not show a fit), so only a measured slope is said."""
+    alone does not show a fit), so only a measured slope is said.  And whether that slope is
+    one a known scale or base mistake gives (not 1): a wrong temperature, measured."""
     rows_ok = torch.isfinite(w).all(dim=-1)
     slope, rms, explained = _fit_temperature_explained(w.nan_to_num(0.0), s, allowed, rows_ok, block_n)
     if slope is None or rms is None or rms > 0.1 or explained is None or explained < 0.9:
-        return ""
+        return "", False
     name = name_temperature(slope, head_dim)
     said = TEMPERATURE_WORDS.get(name, "") if name else ""
     if name == "right":
-        return f" {span}, log(weight) follows the true scores with slope {slope:.3f} (softmax's is 1): {said}."
+        return f" {span}, log(weight) follows the true scores with slope {slope:.3f} (softmax's is 1): {said}.", False
     return (f" {span}, log(weight) follows the true scores with slope {slope:.3f}, not 1 (softmax's)"
-            f"{': ' + said if said else ''}.")
+            f"{': ' + said if said else ''}.", bool(name))
 
 
 def row_sums(weights: torch.Tensor, what: str = "each row's weights") -> str:
