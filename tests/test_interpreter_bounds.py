@@ -55,6 +55,7 @@ def test_a_store_past_every_tensor_is_an_error_at_its_line_not_a_dead_worker(tmp
     path.write_text(text.replace(line, "    tl.store(MidM + state, m_i)\n"), encoding="utf-8")
     result = check_one(path, "07")
     assert result.error is not None and result.error.kind == "runtime", result.error
-    assert "outside every tensor the kernel was given" in result.error.message
-    assert "MidM's storage" in result.error.message
+    # the padding rows of the first head group store over the next group's states before the
+    # last group's go past the tensor: the first of the two faults is the one said
+    assert "store race: programs (0, 0, 0) and (1, 0, 0) both store element 16 of MidM" in result.error.message
     assert result.error.source_line == "    tl.store(MidM + state, m_i)"

@@ -14,6 +14,7 @@ from typing import Literal
 
 from tutor.harness.device import interpreting
 from tutor.harness.interpreter_bounds import OutOfBounds
+from tutor.harness.interpreter_races import StoreRace
 from tutor.harness.result import CheckError, ErrorKind
 
 
@@ -204,6 +205,8 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None,
                    f"offsets and masks, or with a tensor descriptor ({message})")
     elif isinstance(real, OutOfBounds):
         message = f"out-of-bounds access: {real}"  # a runtime fault the interpreter caught, not a compile error
+    elif isinstance(real, StoreRace):
+        message = f"store race: {real}"  # caught on the interpreter; on a GPU a result that changes run to run
     elif frames and frames[-1].name in jit_names:
         kind = "compile"
         message = f"Triton rejected the kernel (on a GPU this is a compile error): {message}"

@@ -12,7 +12,9 @@ storages of its tensor arguments (a guard band's margins lie inside its storage,
 so a read of a margin is no error here: the guard bands measure those), and every
 load, store and atomic checks its masked-in addresses against them.  One outside
 them all raises :class:`OutOfBounds`, which names the access, the program and the
-nearest tensor; :mod:`tutor.harness.errors` reports it at the kernel's line.
+nearest tensor; :mod:`tutor.harness.errors` reports it at the kernel's line.  Every
+store is also handed to :mod:`tutor.harness.interpreter_races`, which finds two
+programs storing different values to one element.
 
 Masked-off lanes are not accesses and are not checked.  A launch given a tensor that
 is not on the CPU (the interpreter copies those) is not checked.  Off with
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from tutor.harness import interpreter_races
 
 DISABLE_ENV = "FLASHTUTOR_BOUNDS_CHECK"  # "0": loads and stores unchecked, as Triton ships them
 
@@ -162,9 +166,11 @@ def install() -> bool:
     @functools.wraps(launch)
     def checked_launch(self: Any, *args: Any, **kwargs: Any) -> Any:
         _launch.spans.append(spans_of(self.fn, args, kwargs))
+        interpreter_races.begin(_launch.spans[-1] is not None)
         try:
             return launch(self, *args, **kwargs)
         finally:
+            interpreter_races.end()
             _launch.spans.pop()
 
     load, store = builder.create_masked_load, builder.create_masked_store
@@ -177,7 +183,11 @@ def install() -> bool:
 
     @functools.wraps(store)
     def masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
-        check("store", ptrs.data, None if mask is None else mask.data, _element_size(ptrs))
+        size, keep = _element_size(ptrs), None if mask is None else mask.data
+        check("store", ptrs.data, keep, size)
+        spans = _launch.spans[-1] if _launch.spans else None
+        if spans is not None:
+            interpreter_races.stored(spans, ptrs.data, value.data, keep, size)
         return store(self, ptrs, value, mask, *rest)
 
     @functools.wraps(rmw)
