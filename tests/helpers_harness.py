@@ -57,6 +57,14 @@ def shipped_solution(drill_id: str) -> Path:
     return solution_path(get_drill(drill_id))
 
 
+def solution_with(drill_id: str, line: str, instead: str, path: Path) -> Path:
+    """The drill's solution with its one ``line`` replaced by ``instead``, written to ``path``."""
+    text = shipped_solution(drill_id).read_text(encoding="utf-8")
+    assert text.count(line) == 1, line
+    path.write_text(text.replace(line, instead), encoding="utf-8")
+    return path
+
+
 def job(file: Path, drill: str | None = None, **options) -> CheckJob:
     """A check of ``file``; verdict only (no timed launches) unless ``timing=True``."""
     options.setdefault("timing", False)

@@ -172,6 +172,10 @@ def test_the_diagnoses_quote_what_was_measured(checked):
     assert "block table entry" in unlisted and "past its length" in unlisted
     unread = message("offset_missing", "positions-unread")
     assert "never read: sequence" in unread and "block-table entry" in unread
+    # q read at another sequence's rows (b * KV_HEADS for b * HEADS): the query each wrong output used
+    other_q = message("q_row_by_kv_heads", "wrong-output")
+    assert "attention of another query row's q against its own K/V head (sequence 2 head 0: sequence 0 head 4's" \
+        in other_q
 
 
 def test_the_solutions_split_count_follows_the_batch(monkeypatch):

@@ -33,9 +33,9 @@ from types import ModuleType
 import torch
 
 from tutor.catalog import Drill, get_drill
-from tutor.harness import cost, forked_compile, timing
+from tutor.harness import cost, forked_compile, interpreter_races, timing
 from tutor.harness import launch as launching
-from tutor.harness.errors import bad_output_error, from_exception
+from tutor.harness.errors import bad_output_error, from_exception, store_race_error
 from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.problems import Diagnosed, Problem, TimedLaunches, problem_for
@@ -136,9 +136,11 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
             if problem.check_one_shape is None:
                 raise TypeError(f"the {drill.problem} problem cannot run one shape alone")
             check = problem.check_one_shape
+        interpreter_races.take()  # forget any race of an earlier check in this worker
         with tracing_reads(dev.interpreter):  # the interpreter counts loads into the guard bands' margins
             found = check(drill, state.module, dev.interpreter, launching.torch_device_name(dev), generator,
                           shape=job.shape)
+        race = interpreter_races.take()
         result.cases, result.shape = found.cases, found.shape
         result.visits = found.visits[0] if found.visits else None
         result.extra_visits = found.visits[1:]
@@ -151,7 +153,9 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
         errors = [c.max_abs_err for c in result.cases]
         result.max_abs_err = None if None in errors else max(e for e in errors if e is not None)
         result.passed = all(c.passed for c in result.cases)
-        if result.passed:  # nothing to read out: the findings come from these launches
+        if result.passed and race is not None:  # right only in the interpreter's one order of programs
+            result.error = store_race_error(race, job.file)
+        elif result.passed:  # nothing to read out: the findings come from these launches
             with tracing_reads(dev.interpreter):
                 _take_diagnosis(result, found.diagnose())
         else:

@@ -98,6 +98,17 @@ def bad_output_error(message: str, file: str, launcher: object) -> CheckError:
     return CheckError(kind="bad-output", message=message, file=file, line=line, source_line=_source_line(file, line))
 
 
+def store_race_error(race: StoreRace, file: str) -> CheckError:
+    """A kernel whose output came out right only through the interpreter's program order:
+    the race, at the line of the store that found it."""
+    target = Path(file).resolve()
+    frames = [f for f in race.frames if Path(f.filename).resolve() == target]
+    line = frames[-1].lineno if frames else None
+    return CheckError(kind="runtime", message=f"store race, output right only by the interpreter's order: {race}",
+                      file=file, line=line, source_line=_source_line(file, line),
+                      detail="".join(traceback.format_list(frames[-3:])) if frames else None)
+
+
 def _compile_error_line(exc: BaseException, module: ModuleType | None) -> int | None:
     """Map a Triton CompilationError to a line of the student's file.
 
@@ -205,8 +216,6 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None,
                    f"offsets and masks, or with a tensor descriptor ({message})")
     elif isinstance(real, OutOfBounds):
         message = f"out-of-bounds access: {real}"  # a runtime fault the interpreter caught, not a compile error
-    elif isinstance(real, StoreRace):
-        message = f"store race: {real}"  # caught on the interpreter; on a GPU a result that changes run to run
     elif frames and frames[-1].name in jit_names:
         kind = "compile"
         message = f"Triton rejected the kernel (on a GPU this is a compile error): {message}"

@@ -10,9 +10,14 @@ another program's rows passes whenever the rightful program happens to run last.
 While an interpreted launch runs (:mod:`tutor.harness.interpreter_bounds` calls
 :func:`begin` and :func:`end` around it, and :func:`stored` from every store), each
 element stored remembers the program that stored it last and the value's bits.  A
-store by another program of *different* bits raises :class:`StoreRace`, which names
-the tensor, the element and both programs; :mod:`tutor.harness.errors` reports it at
-the kernel's line.  Equal values are no race (the result is the same in any order);
+store by another program of *different* bits is a :class:`StoreRace`, which names the
+tensor, the element and both programs, and keeps the stack of the store.  It is kept,
+not raised, so the launch runs on and its output is checked as always: a kernel whose
+output is wrong anyway is diagnosed from what it computed, and one whose output came out
+right only through the interpreter's order is told of the race
+(:func:`tutor.harness.check.run_verdict`, which :func:`take` s the first one; reported at
+the store's line by :mod:`tutor.harness.errors`).  Equal values are no race (the result
+is the same in any order);
 atomics are not stores and are not checked; masked-off lanes are not stores.  The
 tutor's own visit maps (parameters named ``Visits...``) are bookkeeping whose
 overlaps the visit read-out measures, and are left out.
@@ -21,6 +26,7 @@ overlaps the visit read-out measures, and are left out.
 from __future__ import annotations
 
 import threading
+import traceback
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,7 +36,22 @@ if TYPE_CHECKING:
 
 
 class StoreRace(RuntimeError):
-    """Two programs of one launch stored different values to the same element."""
+    """Two programs of one launch stored different values to the same element; ``frames``:
+    the stack of the second store."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.frames = traceback.extract_stack()
+
+
+_first: list[StoreRace] = []  # the first race since :func:`take` (one process runs one check at a time)
+
+
+def take() -> StoreRace | None:
+    """The first race found since the last call, and forget it."""
+    found = _first[0] if _first else None
+    _first.clear()
+    return found
 
 
 class _Stores(threading.local):
@@ -71,7 +92,8 @@ def _decode(code: int) -> tuple[int, int, int]:
 def stored(spans: list[Span], ptrs: Any, value: Any, mask: Any, size: int) -> None:
     """Record a store's masked-in elements (``ptrs``: NumPy uint64 byte addresses, each
     ``size`` bytes; ``value``: the values, broadcastable to them) and raise
-    :class:`StoreRace` where another program of this launch stored different bits."""
+    a :class:`StoreRace` (the first, for :func:`take`) where another program of this launch
+    stored different bits."""
     if not _stores.stack or _stores.stack[-1] is None:
         return
     launch = _stores.stack[-1]
@@ -95,14 +117,14 @@ def stored(spans: list[Span], ptrs: Any, value: Any, mask: Any, size: int) -> No
         index = ((live[inside] - span.first) // size).astype(np.int64)
         new = bits[inside]
         clash = (owner[index] >= 0) & (owner[index] != program) & (last[index] != new)
-        if clash.any():
+        if clash.any() and not _first:
             at = int(np.argmax(clash))
             element = int(index[at])
-            raise StoreRace(
+            _first.append(StoreRace(
                 f"programs {_decode(int(owner[element]))} and {_decode(program)} both store element {element} of "
                 f"{span.name} ({int(clash.sum())} elements of this store clash so), with different values. On a GPU "
                 "the programs of a launch run in no fixed order, so which value lands there is a race: right on one "
                 "run, wrong on the next. The interpreter runs them one after another, which hides it. Check this "
-                "store's offsets and mask: each element is stored by one program (or added with an atomic).")
+                "store's offsets and mask: each element is stored by one program (or added with an atomic)."))
         owner[index] = program
         last[index] = new

@@ -123,10 +123,37 @@ def head_findings(failing: list[Launch], tolerance: float) -> Findings:
         if mixed and len(mixed) < len(wrong):
             detail += (f" {len(mixed)} of them equal attention against another K/V head, the rest match none:"
                        f" {mixed[0]}.")
+        if len(mixed) < len(wrong):
+            detail += _other_query_words(out, x, wrong, tolerance)
         found.say("wrong-output", detail)
     if mixed_words and every_case_mixed:
         found.say("heads-mixed", mixed_words[0])
     return found
+
+
+def _other_query_words(out: torch.Tensor, x: Launch, wrong: list[list[int]], tolerance: float) -> str:
+    """Where every wrong (sequence, head) output equals, within the tolerance, attention of
+    another query row's q (any sequence's, any head's) against its own K/V head over its own
+    sequence, in words: the query was read from the wrong place; "" otherwise."""
+    c = x.case
+    kg, vg = gathered(x.inputs, c)  # (batch, kv_heads, n, D)
+    queries = x.inputs.q.double().reshape(c.batch * c.heads, -1)
+    found: list[str] = []
+    for b, h in wrong:
+        n, own = int(x.inputs.lengths[b]), h // c.group
+        k, v = kg[b, own, :n].double(), vg[b, own, :n].double()
+        o = (torch.softmax(queries @ k.T * c.head_dim**-0.5, dim=-1) @ v).cpu()  # every q against (b, own)
+        gap = (o - out[b, h]).abs().amax(dim=-1)
+        gap[b * c.heads + h] = float("inf")
+        other = int(gap.argmin())
+        if float(gap[other]) > tolerance:
+            return ""
+        ob, oh = divmod(other, c.heads)
+        found.append(f"sequence {b} head {h}: {'' if ob == b else f'sequence {ob} '}head {oh}'s")
+    shown = "; ".join(found[:4]) + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
+    return (f" Each of them equals, within the tolerance, attention of another query row's q against its own K/V"
+            f" head ({shown}): the q load reads another (sequence, head)'s row; check its offset and the strides"
+            f" between sequences and heads.")
 
 
 # -- counted reads (interpreter) ------------------------------------------------------------------
