@@ -331,12 +331,20 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
 
 # -- measurements -----------------------------------------------------------------------------
 
+# how far the kernel's output on a random V may stray from the read-out weights times V (fp16
+# weights of about 1/n each, V of a few units) before the read-out describes nothing
+LINEAR_SLACK = 0.1
+
+
 def weights(module: ModuleType, case: Case, device: str,
-            generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
     """The kernel's weights over the whole packed key axis, (H, total_q, total_k) float64
     (unwritten as NaN), read out through one-hot values on fresh small q and k at the
-    case's own sequences (the variant the correctness launch compiled); and that q and k."""
-    q, k, _ = random_inputs(dataclasses.replace(case, q_scale=1.0), device, generator)
+    case's own sequences (the variant the correctness launch compiled); that q and k; and
+    how far the kernel's output on a random V strays from those weights times V (one launch
+    more): an attention kernel's output is its weights times V, so a large gap means the
+    read-out describes nothing (V read from the wrong tensor, say)."""
+    q, k, v_random = random_inputs(dataclasses.replace(case, q_scale=1.0), device, generator)
     q = (q.float() * 0.1).half()  # small scores: every key let in gets a weight far above fp16's underflow
     total_q, total_k = case.cu_q[-1], case.cu_k[-1]
 
@@ -347,7 +355,11 @@ def weights(module: ModuleType, case: Case, device: str,
         return run(module, case, q, k, v).out.transpose(0, 1)  # (H, total_q, d)
 
     w, _ = reading.weights_read_out(read, total_k, case.head_dim, (case.heads, total_q), device)
-    return w, q, k
+    out = run(module, case, q, k, v_random).out.to(torch.float64).transpose(0, 1)  # (H, total_q, d)
+    predicted = w.nan_to_num(0.0) @ v_random.to(torch.float64).transpose(0, 1).to(w.device)
+    measured = torch.isfinite(w).all(dim=-1)  # rows the read-out measured (an unwritten row reads NaN)
+    gap = (out.to(w.device) - predicted).abs().nan_to_num(nan=float("inf")).amax(dim=-1)[measured]
+    return w, q, k, float(gap.max()) if gap.numel() else 0.0
 
 
 def temperature(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> tuple[str, bool]:
@@ -569,11 +581,21 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
     read_any = False
     first_read = ""  # the first failing case's read-out: its softmax's slope and row sums, in words
     hot = False  # ... and whether that slope is a known wrong temperature
+    untrusted = False  # ... or that the output is no weighted sum of V's rows, so the read-out says nothing
     diagonal = Findings()
     for one in failing:
         if one.result.unwritten and one.result.unwritten == one.launch.out.numel():
             continue
-        w, wq, wk = weights(module, one.case, device, generator)
+        w, wq, wk, gap = weights(module, one.case, device, generator)
+        if gap > LINEAR_SLACK:  # the read-out says nothing of this kernel: no claim is made from it
+            if not read_any:
+                untrusted = True
+                first_read = (f" Read out through one-hot values, your output is no weighted sum of the rows of V:"
+                              f" on a random V it differs from the read-out weights times V by up to {gap:.3g}"
+                              f" (the {one.case.name} case), so the tutor says nothing of which keys each row"
+                              f" weighs. Check what the V load reads: its pointer, offsets and strides.")
+            read_any = True
+            continue
         read = read_rows(w, one.case)
         if not read_any:
             slope, hot = temperature(w, wq, wk, one.case)
@@ -613,8 +635,9 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         one = failing[0]
         row = one.result.worst_row or 0
         b = _seq_of(one.case, row)
+        seen = "" if untrusted else " The measured weights show no key a row should not see and none it misses."
         found.say("wrong-temperature" if hot else "wrong-output",
-                  f" The measured weights show no key a row should not see and none it misses. The "
+                  f"{seen} The "
                   f"largest error is at row {row - one.case.cu_q[b]} of {_seq_words(one.case, b)} "
                   f"({'non-finite' if one.result.max_abs_err is None else f'{one.result.max_abs_err:.3g}'}, the "
                   f"{one.case.name} case).{first_read}")
