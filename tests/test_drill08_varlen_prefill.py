@@ -232,7 +232,7 @@ def test_every_mistake_gets_its_verdict(tmp_path: Path):
     assert not wrong, wrong
     # V read through K: no claim of which keys a row weighs, from a read-out that describes nothing
     v_from_k = next(d.message for d in results[written["08_v_loaded_from_k"]].diagnosis)
-    assert "your output is no weighted sum of the rows of V" in v_from_k and "show no key" not in v_from_k
+    assert "your output is no weighted sum of its own head's rows of V" in v_from_k and "show no key" not in v_from_k
 
 
 def test_the_causal_only_timing_is_measured_and_shown():

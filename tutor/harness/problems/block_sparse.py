@@ -275,7 +275,7 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
         from tutor.harness.problems.block_sparse_readout import diagnose
 
         findings: list[GuardFinding] = []
-        said = diagnose(module, checked, maps, device, generator, findings)
+        said = diagnose(module, checked, maps, device, generator, findings, drill.tolerance)
         drop_explained_nan(said)
         diagnosis: list[Diagnosis] = said.worded(drill)
         return Diagnosed(diagnosis=diagnosis, guard_findings=findings)

@@ -20,7 +20,7 @@ import torch
 from tutor.harness import guarded as shared
 from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.problems.attention import readout as reading
-from tutor.harness.problems.block_sparse import BlockMask, Checked, build_block_mask, run, softcapped, where
+from tutor.harness.problems.block_sparse import BlockMask, Checked, build_block_mask, reference, run, softcapped, where
 from tutor.harness.result import GuardFinding, VisitMap
 
 MISSING_P = 1e-3  # a visible key the reference weighs this much and the kernel exactly 0 was never read
@@ -43,7 +43,7 @@ TRANSFORMS: dict[str, tuple[str, Callable[[torch.Tensor, float], torch.Tensor]]]
 
 
 def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], device: str,
-             generator: torch.Generator, guard_findings: list[GuardFinding]) -> Findings:
+             generator: torch.Generator, guard_findings: list[GuardFinding], tolerance: float) -> Findings:
     banded = [shared.Banded.of(one.launch.bands, one.result, where(one)) for one in checked]
     found = Findings()
     failing = [c for c in checked if not c.result.passed]
@@ -59,7 +59,7 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
         found.add(nan_rows(one))
     explained = False
     for one in written[:2]:
-        said = mask_readout(module, one, device, generator)
+        said = mask_readout(module, one, device, generator, tolerance)
         explained |= bool(said)
         found.add(said)
     # the modifier is read on two-key rows: only where the kernel's mask is measured right
@@ -69,10 +69,13 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
         found.add(said)
     if written and not explained and "empty-row-nan" not in found and "nan-in-output" not in found:
         one = written[0]
+        allowed, cap = one.bm.allowed(), one.case.softcap
+        heads = reading.other_head_words(one.launch.out, one.launch.q, one.launch.k, one.launch.v,
+                                         lambda q, k, v: reference(q, k, v, allowed, cap), tolerance)
         found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured "
                   "weights put no weight on a masked key, miss "
                   "no visible one, and the modifier read-out (on two-key rows: partial blocks only) matches "
-                  "softcap·tanh(s/softcap).")
+                  f"softcap·tanh(s/softcap).{heads}")
     found.add(visit_steps(checked, maps))
     # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
     # visible key: elsewhere a moved output has other causes (said above)
@@ -156,7 +159,8 @@ def nan_rows(one: Checked) -> Findings:
     return found
 
 
-def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch.Generator) -> Findings:
+def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch.Generator,
+                 tolerance: float) -> Findings:
     """The kernel's weights against the element mask, read through one-hot values with q = 0:
     every score is 0, and so is any modifier's of it (tanh(0) = 0), so a kernel that gets the
     modifier wrong still weighs each visible key 1/count and each hidden one 0."""
@@ -166,6 +170,17 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
     k = torch.randn(shape, generator=generator).to(device, torch.float16)
     w, _ = reading.weights_through(lambda v: run(module, q, k, v, bm, case.softcap).out, shape,
                                    case.batch * case.heads, device)
+    found = Findings()
+    rows = (case.batch * case.heads, case.seq, case.head_dim)
+    v = torch.randn(shape, generator=generator).to(device, torch.float16)
+    gap = reading.read_out_gap(run(module, q, k, v, bm, case.softcap).out.reshape(rows), w, v.reshape(rows))
+    if gap > reading.LINEAR_SLACK:  # one launch more: the read-out describes nothing, so no mask claim
+        allowed, cap = bm.allowed(), case.softcap
+        heads = reading.other_head_words(one.launch.out, one.launch.q, one.launch.k, one.launch.v,
+                                         lambda q, k, v: reference(q, k, v, allowed, cap), tolerance)
+        found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}."
+                  + reading.not_weighted_sum_words(gap, where(one)) + heads)
+        return found
     allowed = bm.allowed().to(w.device)
     kinds = bm.kinds().to(w.device)
     seq = case.seq
@@ -173,7 +188,6 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
     kind = kinds[idx // bm.block_m][:, idx // bm.block_n]
     s = softcapped(reading.scores(q, k), case.softcap).masked_fill(~allowed, float("-inf"))
     p = torch.softmax(s, dim=-1).nan_to_num(nan=0.0)
-    found = Findings()
     given = w.nan_to_num(nan=0.0) > 0  # a NaN row is said by nan_rows
     for code, kind_id, words in (("partial-unmasked", 1, "masked keys of partial blocks"),
                                  ("unlisted-weighed", 0, "keys of blocks in neither list")):

@@ -331,11 +331,6 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
 
 # -- measurements -----------------------------------------------------------------------------
 
-# how far the kernel's output on a random V may stray from the read-out weights times V (fp16
-# weights of about 1/n each, V of a few units) before the read-out describes nothing
-LINEAR_SLACK = 0.1
-
-
 def weights(module: ModuleType, case: Case, device: str,
             generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
     """The kernel's weights over the whole packed key axis, (H, total_q, total_k) float64
@@ -355,11 +350,8 @@ def weights(module: ModuleType, case: Case, device: str,
         return run(module, case, q, k, v).out.transpose(0, 1)  # (H, total_q, d)
 
     w, _ = reading.weights_read_out(read, total_k, case.head_dim, (case.heads, total_q), device)
-    out = run(module, case, q, k, v_random).out.to(torch.float64).transpose(0, 1)  # (H, total_q, d)
-    predicted = w.nan_to_num(0.0) @ v_random.to(torch.float64).transpose(0, 1).to(w.device)
-    measured = torch.isfinite(w).all(dim=-1)  # rows the read-out measured (an unwritten row reads NaN)
-    gap = (out.to(w.device) - predicted).abs().nan_to_num(nan=float("inf")).amax(dim=-1)[measured]
-    return w, q, k, float(gap.max()) if gap.numel() else 0.0
+    out = run(module, case, q, k, v_random).out.transpose(0, 1)  # (H, total_q, d)
+    return w, q, k, reading.read_out_gap(out, w, v_random.transpose(0, 1))
 
 
 def temperature(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> tuple[str, bool]:
@@ -587,13 +579,10 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         if one.result.unwritten and one.result.unwritten == one.launch.out.numel():
             continue
         w, wq, wk, gap = weights(module, one.case, device, generator)
-        if gap > LINEAR_SLACK:  # the read-out says nothing of this kernel: no claim is made from it
+        if gap > reading.LINEAR_SLACK:  # the read-out says nothing of this kernel: no claim is made from it
             if not read_any:
                 untrusted = True
-                first_read = (f" Read out through one-hot values, your output is no weighted sum of the rows of V:"
-                              f" on a random V it differs from the read-out weights times V by up to {gap:.3g}"
-                              f" (the {one.case.name} case), so the tutor says nothing of which keys each row"
-                              f" weighs. Check what the V load reads: its pointer, offsets and strides.")
+                first_read = reading.not_weighted_sum_words(gap, f" (the {one.case.name} case)")
             read_any = True
             continue
         read = read_rows(w, one.case)
@@ -636,11 +625,13 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         row = one.result.worst_row or 0
         b = _seq_of(one.case, row)
         seen = "" if untrusted else " The measured weights show no key a row should not see and none it misses."
-        found.say("wrong-temperature" if hot else "wrong-output",
+        heads = reading.other_head_words(one.launch.out, one.launch.q, one.launch.k, one.launch.v,
+                                         functools.partial(reference, one.case), drill.tolerance)
+        found.say("wrong-temperature" if hot and not heads else "wrong-output",
                   f"{seen} The "
                   f"largest error is at row {row - one.case.cu_q[b]} of {_seq_words(one.case, b)} "
                   f"({'non-finite' if one.result.max_abs_err is None else f'{one.result.max_abs_err:.3g}'}, the "
-                  f"{one.case.name} case).{first_read}")
+                  f"{one.case.name} case).{first_read}{heads}")
     found.add(visit_findings(checked, int(module.BLOCK_M), int(module.BLOCK_N)))
     return found.worded(drill)
 

@@ -93,6 +93,67 @@ def weights_read_out(read: Callable[[int], torch.Tensor], keys: int, dim: int, r
     return w, groups
 
 
+# how far a kernel's output on a random V may stray from the read-out weights times V (fp16
+# weights of about 1/n each, V of a few units) before the read-out describes nothing
+LINEAR_SLACK = 0.1
+
+
+def read_out_gap(out: torch.Tensor, w: torch.Tensor, v: torch.Tensor) -> float:
+    """How far the kernel's output ``out`` on values ``v`` strays from the read-out weights
+    ``w`` times ``v``: an attention kernel's output is its weights times V, so a gap above
+    :data:`LINEAR_SLACK` means the one-hot read-out describes nothing (V read from the wrong
+    tensor, or its channels mixed).  ``out`` (rows, queries, d), ``w`` (rows, queries, keys),
+    ``v`` (rows of V, keys, d); only rows the read-out measured (finite) count."""
+    predicted = w.nan_to_num(0.0) @ v.to(torch.float64).to(w.device)
+    measured = torch.isfinite(w).all(dim=-1)
+    gap = (out.to(torch.float64).to(w.device) - predicted).abs().nan_to_num(nan=float("inf")).amax(dim=-1)[measured]
+    return float(gap.max()) if gap.numel() else 0.0
+
+
+def not_weighted_sum_words(gap: float, where: str) -> str:
+    """What :func:`read_out_gap` measured when the read-out describes nothing, in words."""
+    return (f" Read out through one-hot values, your output is no weighted sum of its own head's rows of V: on a"
+            f" random V it differs from the read-out weights times V by up to {gap:.3g}{where}, so the tutor says"
+            f" nothing of which keys each row weighs. Check what the V load reads: its pointer (the tensor, the head"
+            f" offset), offsets and strides.")
+
+
+def other_head_words(out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+                     tolerance: float) -> str:
+    """Where the whole output of every wrong head equals, within ``tolerance``, attention with
+    another head's query, K/V, K or V (the rest its own), in words; "" otherwise.  The head is axis 1 of ``q``, ``k``, ``v`` and ``out`` (one K/V head a query
+    head); ``attend(q, k, v)`` is the drill's float64 reference on them."""
+    heads = q.shape[1]
+    got = out.to(torch.float64)
+    expected = attend(q, k, v).to(got.device)
+
+    def gap(h: int, alt: torch.Tensor) -> float:
+        return float((got.select(1, h) - alt.to(got.device).select(1, h)).abs().nan_to_num(nan=float("inf")).max())
+
+    wrong = [h for h in range(heads) if gap(h, expected) > tolerance]
+    if not wrong:
+        return ""
+    swaps: dict[str, tuple[str, str, Callable[[torch.Tensor], torch.Tensor]]] = {  # what -> (own, pointer, attend)
+        "query": ("K/V", "q pointer", lambda pick: attend(q[:, pick], k, v)),
+        "K/V": ("query", "K and V pointers", lambda pick: attend(q, k[:, pick], v[:, pick])),
+        "K": ("query and V", "K pointer", lambda pick: attend(q, k[:, pick], v)),
+        "V": ("query and K", "V pointer", lambda pick: attend(q, k, v[:, pick])),
+    }
+    for what, (own, pointer, swapped) in swaps.items():
+        found: dict[int, int] = {}
+        for other in range(heads):
+            alt = swapped(torch.full((heads,), other, dtype=torch.long, device=q.device))
+            for h in wrong:
+                if other != h and h not in found and gap(h, alt) <= tolerance:
+                    found[h] = other
+        if len(found) == len(wrong):
+            shown = "; ".join(f"head {h}: head {o}'s" for h, o in sorted(found.items()))
+            return (f" The whole output of each wrong head equals, within the tolerance, attention with another head's"
+                    f" {what} and its own {own} ({shown}): check the head offset of the {pointer}.")
+    return ""
+
+
 def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """The true scaled scores q·k / sqrt(d), float64, (batch*heads, seq, seq), on q's device."""
     batch, heads, seq, dim = q.shape
