@@ -698,7 +698,7 @@ def weights_reading(module: ModuleType, launch: Launch) -> tuple[str, bool]:
     allowed = (torch.arange(n, device=q.device)[None, :] < launch.lengths.repeat_interleave(h)[:, None])[:, None, :]
     span = f"Within each K/V block (read out through one-hot values on the {_result(launch).name} case)"
     slope, hot = reading.temperature_reading(w, s, allowed, d, int(module.BLOCK_N), span)
-    return slope + reading.row_sums(w, "each (sequence, head)'s weights"), hot
+    return slope + reading.row_sums(w, f"each (sequence, head)'s weights on the {_result(launch).name} case"), hot
 
 
 def _split_right(tested: Apart, failing: list[Launch]) -> bool:
