@@ -28,12 +28,12 @@ def test_each_swapped_input_is_named_with_its_heads():
         ("K and its own query and V", attend(q, k[:, pick], v), "K pointer"),
         ("V and its own query and K", attend(q, k, v[:, pick]), "V pointer"),
     ):
-        said = readout.other_head_words(out, q, k, v, attend, 0.02)
+        said = readout.other_head_words(out, attend(q, k, v), q, k, v, attend, 0.02)
         assert f"another head's {what} (head 1: head 0's)" in said and pointer in said, (what, said)
 
 
 def test_a_right_output_or_one_no_swap_explains_says_nothing():
     q, k, v = _inputs()
-    assert readout.other_head_words(attend(q, k, v), q, k, v, attend, 0.02) == ""
+    assert readout.other_head_words(attend(q, k, v), attend(q, k, v), q, k, v, attend, 0.02) == ""
     wrong = attend(q, k, v) * 1.5  # every head off, and no other head's input explains it
-    assert readout.other_head_words(wrong, q, k, v, attend, 0.02) == ""
+    assert readout.other_head_words(wrong, attend(q, k, v), q, k, v, attend, 0.02) == ""

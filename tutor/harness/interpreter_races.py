@@ -1,5 +1,5 @@
 """On Triton's interpreter, two programs of one launch that store different values
-to the same element: an error at the second store's line.
+to the same element: a race, kept for the check to report.
 
 On a GPU the programs of a launch run in no fixed order, so when two of them store
 to one element, which value lands is a race: the output is right on some runs and
@@ -91,8 +91,8 @@ def _decode(code: int) -> tuple[int, int, int]:
 
 def stored(spans: list[Span], ptrs: Any, value: Any, mask: Any, size: int) -> None:
     """Record a store's masked-in elements (``ptrs``: NumPy uint64 byte addresses, each
-    ``size`` bytes; ``value``: the values, broadcastable to them) and raise
-    a :class:`StoreRace` (the first, for :func:`take`) where another program of this launch
+    ``size`` bytes; ``value``: the values, broadcastable to them) and keep a
+    :class:`StoreRace` (the first, for :func:`take`) where another program of this launch
     stored different bits."""
     if not _stores.stack or _stores.stack[-1] is None:
         return

@@ -69,13 +69,10 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
         found.add(said)
     if written and not explained and "empty-row-nan" not in found and "nan-in-output" not in found:
         one = written[0]
-        allowed, cap = one.bm.allowed(), one.case.softcap
-        heads = reading.other_head_words(one.launch.out, one.launch.q, one.launch.k, one.launch.v,
-                                         lambda q, k, v: reference(q, k, v, allowed, cap), tolerance)
         found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured "
                   "weights put no weight on a masked key, miss "
                   "no visible one, and the modifier read-out (on two-key rows: partial blocks only) matches "
-                  f"softcap·tanh(s/softcap).{heads}")
+                  f"softcap·tanh(s/softcap).{other_head_words(one, tolerance)}")
     found.add(visit_steps(checked, maps))
     # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
     # visible key: elsewhere a moved output has other causes (said above)
@@ -159,6 +156,13 @@ def nan_rows(one: Checked) -> Findings:
     return found
 
 
+def other_head_words(one: Checked, tolerance: float) -> str:
+    """:func:`readout.other_head_words` on a checked case, against its own reference."""
+    allowed, cap = one.bm.allowed(), one.case.softcap
+    return reading.other_head_words(one.launch.out, one.expected, one.launch.q, one.launch.k, one.launch.v,
+                                    lambda q, k, v: reference(q, k, v, allowed, cap), tolerance)
+
+
 def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch.Generator,
                  tolerance: float) -> Findings:
     """The kernel's weights against the element mask, read through one-hot values with q = 0:
@@ -175,11 +179,8 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
     v = torch.randn(shape, generator=generator).to(device, torch.float16)
     gap = reading.read_out_gap(run(module, q, k, v, bm, case.softcap).out.reshape(rows), w, v.reshape(rows))
     if gap > reading.LINEAR_SLACK:  # one launch more: the read-out describes nothing, so no mask claim
-        allowed, cap = bm.allowed(), case.softcap
-        heads = reading.other_head_words(one.launch.out, one.launch.q, one.launch.k, one.launch.v,
-                                         lambda q, k, v: reference(q, k, v, allowed, cap), tolerance)
         found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}."
-                  + reading.not_weighted_sum_words(gap, where(one)) + heads)
+                  + reading.not_weighted_sum_words(gap, where(one)) + other_head_words(one, tolerance))
         return found
     allowed = bm.allowed().to(w.device)
     kinds = bm.kinds().to(w.device)

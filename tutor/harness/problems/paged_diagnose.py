@@ -63,11 +63,12 @@ def output_findings(failing: list[Launch], stray_reads: bool = False) -> Finding
         x = nan[0]
         bad = (~torch.isfinite(x.out.double().cpu())).any(dim=-1).nonzero().tolist()
         detail = (f" {_result(x).nonfinite} elements, in (sequence, head) {pairs_words(bad)}{_where(x)}.")
-        if {_result(y).name for y in nan} <= {"hostile", "orders"} and stray_reads:
+        large_only = {_result(y).name for y in nan} <= {"hostile", "orders"}
+        if large_only and stray_reads:
             detail += (" Only the cases of large scores have them (hostile, orders), and the kernel's loads read"
                        " positions no sequence holds (below), which hold the tutor's poison: that read, or an exp"
                        " that overflowed fp32, can be their source.")
-        elif {_result(y).name for y in nan} <= {"hostile", "orders"}:
+        elif large_only:
             detail += (" Only the cases of large scores have them (hostile: scores of standard deviation 100;"
                        " orders: a top score of 100): an exp overflowed fp32 there. Subtract a maximum before"
                        " every exp/exp2.")

@@ -343,7 +343,6 @@ def weights(module: ModuleType, case: Case, device: str,
     q = (q.float() * 0.1).half()  # small scores: every key let in gets a weight far above fp16's underflow
     total_q, total_k = case.cu_q[-1], case.cu_k[-1]
 
-
     def read(group: int) -> torch.Tensor:
         # packed key j = group*d + c carries the unit vector e_c, every other key 0
         v = one_hot_values((1, case.heads, total_k, case.head_dim), group, device)[0].transpose(0, 1).contiguous()
@@ -625,7 +624,7 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         row = one.result.worst_row or 0
         b = _seq_of(one.case, row)
         seen = "" if untrusted else " The measured weights show no key a row should not see and none it misses."
-        heads = reading.other_head_words(one.launch.out, one.launch.q, one.launch.k, one.launch.v,
+        heads = reading.other_head_words(one.launch.out, one.expected, one.launch.q, one.launch.k, one.launch.v,
                                          functools.partial(reference, one.case), drill.tolerance)
         found.say("wrong-temperature" if hot and not heads else "wrong-output",
                   f"{seen} The "

@@ -118,35 +118,42 @@ def not_weighted_sum_words(gap: float, where: str) -> str:
             f" offset), offsets and strides.")
 
 
-def other_head_words(out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+def other_head_words(out: torch.Tensor, expected: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
                      tolerance: float) -> str:
     """Where the whole output of every wrong head equals, within ``tolerance``, attention with
-    another head's query, K/V, K or V (the rest its own), in words; "" otherwise.  The head is axis 1 of ``q``, ``k``, ``v`` and ``out`` (one K/V head a query
-    head); ``attend(q, k, v)`` is the drill's float64 reference on them."""
+    another head's query, K/V, K or V (the rest its own), in words; "" otherwise.  The head
+    is axis 1 of ``q``, ``k``, ``v``, ``out`` and ``expected`` (the reference's output; one K/V
+    head a query head); ``attend(q, k, v)`` is the drill's float64 reference, run here on one
+    head at a time: a (wrong head, other head) pair costs a head's attention, and a way of
+    swapping stops at the first wrong head no other head explains."""
     heads = q.shape[1]
     got = out.to(torch.float64)
-    expected = attend(q, k, v).to(got.device)
 
     def gap(h: int, alt: torch.Tensor) -> float:
-        return float((got.select(1, h) - alt.to(got.device).select(1, h)).abs().nan_to_num(nan=float("inf")).max())
+        return float((got.select(1, h) - alt.to(got.device)).abs().nan_to_num(nan=float("inf")).max())
 
-    wrong = [h for h in range(heads) if gap(h, expected) > tolerance]
+    wrong = [h for h in range(heads) if gap(h, expected.select(1, h)) > tolerance]
     if not wrong:
         return ""
-    swaps: dict[str, tuple[str, str, Callable[[torch.Tensor], torch.Tensor]]] = {  # what -> (own, pointer, attend)
-        "query": ("K/V", "q pointer", lambda pick: attend(q[:, pick], k, v)),
-        "K/V": ("query", "K and V pointers", lambda pick: attend(q, k[:, pick], v[:, pick])),
-        "K": ("query and V", "K pointer", lambda pick: attend(q, k[:, pick], v)),
-        "V": ("query and K", "V pointer", lambda pick: attend(q, k, v[:, pick])),
+    swaps = {  # what is another head's -> (what stays its own, the pointer to check, which of q, k, v move)
+        "query": ("K/V", "q pointer", (True, False, False)),
+        "K/V": ("query", "K and V pointers", (False, True, True)),
+        "K": ("query and V", "K pointer", (False, True, False)),
+        "V": ("query and K", "V pointer", (False, False, True)),
     }
-    for what, (own, pointer, swapped) in swaps.items():
+    def alt(h: int, o: int, moved: tuple[bool, bool, bool]) -> torch.Tensor:
+        """Head h's attention with head o's tensors where ``moved`` says, its own elsewhere."""
+        pick = [[o if m else h] for m in moved]
+        return attend(q[:, pick[0]], k[:, pick[1]], v[:, pick[2]]).select(1, 0)
+
+    for what, (own, pointer, moved) in swaps.items():
         found: dict[int, int] = {}
-        for other in range(heads):
-            alt = swapped(torch.full((heads,), other, dtype=torch.long, device=q.device))
-            for h in wrong:
-                if other != h and h not in found and gap(h, alt) <= tolerance:
-                    found[h] = other
+        for h in wrong:
+            match = next((o for o in range(heads) if o != h and gap(h, alt(h, o, moved)) <= tolerance), None)
+            if match is None:
+                break
+            found[h] = match
         if len(found) == len(wrong):
             shown = "; ".join(f"head {h}: head {o}'s" for h, o in sorted(found.items()))
             return (f" The whole output of each wrong head equals, within the tolerance, attention with another head's"
