@@ -118,13 +118,22 @@ def _words(kind: str, live: Any, size: int, spans: list[Span], where: str) -> st
             "line.")
 
 
+def masked_in(ptrs: Any, mask: Any) -> Any:
+    """The addresses of ``ptrs`` (NumPy) that ``mask`` (None: all) lets through, flat."""
+    return ptrs.ravel() if mask is None else ptrs[np.broadcast_to(mask, ptrs.shape)]
+
+
 def check(kind: str, ptrs: Any, mask: Any, size: int) -> None:
     """Raise :class:`OutOfBounds` if a masked-in address of ``ptrs`` (a NumPy uint64 array
     of byte addresses, each ``size`` bytes wide) lies outside the running launch's spans."""
+    check_addresses(kind, masked_in(ptrs, mask), size)
+
+
+def check_addresses(kind: str, live: Any, size: int) -> None:
+    """:func:`check` on addresses already masked in."""
     if not _launch.spans or _launch.spans[-1] is None:
         return
     spans = _launch.spans[-1]
-    live = ptrs.ravel() if mask is None else ptrs[np.broadcast_to(mask, ptrs.shape)]
     if live.size == 0:
         return
     low, high = int(live.min()), int(live.max()) + size
@@ -166,7 +175,7 @@ def install() -> bool:
     @functools.wraps(launch)
     def checked_launch(self: Any, *args: Any, **kwargs: Any) -> Any:
         _launch.spans.append(spans_of(self.fn, args, kwargs))
-        interpreter_races.begin(_launch.spans[-1] is not None)
+        interpreter_races.begin()
         try:
             return launch(self, *args, **kwargs)
         finally:
@@ -183,11 +192,13 @@ def install() -> bool:
 
     @functools.wraps(store)
     def masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
-        size, keep = _element_size(ptrs), None if mask is None else mask.data
-        check("store", ptrs.data, keep, size)
+        size = _element_size(ptrs)
+        live = masked_in(ptrs.data, None if mask is None else mask.data)  # once, for both checks
+        check_addresses("store", live, size)
         spans = _launch.spans[-1] if _launch.spans else None
-        if spans is not None:
-            interpreter_races.stored(spans, ptrs.data, value.data, keep, size)
+        if spans is not None and live.size:
+            values = masked_in(np.broadcast_to(value.data, ptrs.data.shape), None if mask is None else mask.data)
+            interpreter_races.stored(spans, live, values, size)
         return store(self, ptrs, value, mask, *rest)
 
     @functools.wraps(rmw)

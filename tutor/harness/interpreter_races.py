@@ -57,15 +57,15 @@ def take() -> StoreRace | None:
 class _Stores(threading.local):
     def __init__(self) -> None:
         # a stack, one entry per running launch: (tensor name, store size) -> (last program, last bits)
-        self.stack: list[dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] | None] = []
+        self.stack: list[dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]] = []
 
 
 _stores = _Stores()
 
 
-def begin(checked: bool) -> None:
-    """A launch starts (``checked``: its tensors' spans are known)."""
-    _stores.stack.append({} if checked else None)
+def begin() -> None:
+    """A launch starts."""
+    _stores.stack.append({})
 
 
 def end() -> None:
@@ -89,19 +89,15 @@ def _decode(code: int) -> tuple[int, int, int]:
     return code & mask, (code >> 21) & mask, code >> 42
 
 
-def stored(spans: list[Span], ptrs: Any, value: Any, mask: Any, size: int) -> None:
-    """Record a store's masked-in elements (``ptrs``: NumPy uint64 byte addresses, each
-    ``size`` bytes; ``value``: the values, broadcastable to them) and keep a
+def stored(spans: list[Span], live: Any, values: Any, size: int) -> None:
+    """Record a store's masked-in elements (``live``: NumPy uint64 byte addresses, each
+    ``size`` bytes, launch ``spans`` known; ``values``: theirs, one each) and keep a
     :class:`StoreRace` (the first, for :func:`take`) where another program of this launch
     stored different bits."""
-    if not _stores.stack or _stores.stack[-1] is None:
+    if not _stores.stack:
         return
     launch = _stores.stack[-1]
-    keep = np.ones(ptrs.shape, dtype=bool) if mask is None else np.broadcast_to(mask, ptrs.shape)
-    live = ptrs[keep]
-    if live.size == 0:
-        return
-    values = np.ascontiguousarray(np.broadcast_to(value, ptrs.shape)[keep])
+    values = np.ascontiguousarray(values)
     bits = values.view(f"u{values.itemsize}").astype(np.uint64) if values.itemsize in (1, 2, 4, 8) \
         else values.astype(np.float64).view(np.uint64)
     program = _encode(_program())
