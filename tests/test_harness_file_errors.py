@@ -82,3 +82,18 @@ def test_a_block_pointer_on_a_triton_without_them_says_what_to_use_instead(tmp_p
                                                      "descriptor API"), str(file), None, "runtime")
     assert said.kind == "compile"
     assert "tl.make_tensor_descriptor" in said.message and "pointer offsets and masks" in said.message
+
+
+def test_a_gpu_fault_in_a_readout_launch_is_named_as_the_kernels_stray_address() -> None:
+    """A read-out launch that faults on a GPU (drill 07's contiguous-per-sequence kernel did, run 21)
+    says the kernel's addresses left its memory, keeps the verdict and names no mistake; any
+    other error is passed on as it was raised."""
+    from tutor.harness.errors import readout_failure_reason
+    from tutor.harness.result import CheckError
+
+    fault = CheckError(kind="runtime", message="AcceleratorError: CUDA error: an illegal memory access was encountered",
+                       file=None, line=None)
+    reason = readout_failure_reason(fault)
+    assert "outside the memory it was given" in reason and "The verdict stands" in reason
+    other = CheckError(kind="runtime", message="ValueError: bad", file=None, line=None)
+    assert readout_failure_reason(other) == "a read-out launch raised: ValueError: bad"

@@ -35,7 +35,7 @@ import torch
 from tutor.catalog import Drill, get_drill
 from tutor.harness import cost, forked_compile, interpreter_races, timing
 from tutor.harness import launch as launching
-from tutor.harness.errors import bad_output_error, from_exception, store_race_error
+from tutor.harness.errors import bad_output_error, from_exception, readout_failure_reason, store_race_error
 from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.problems import Diagnosed, Problem, TimedLaunches, problem_for
@@ -200,8 +200,7 @@ def run_diagnosis(job: CheckJob, dev: Device, result: CheckResult, state: Verdic
         result.diagnosis_phase = DiagnosisPhase("done")
     except Exception as exc:  # noqa: BLE001 - the verdict is already out; say why no diagnosis
         error = from_exception(exc, job.file, state.module, during="runtime")
-        where = f" ({error.location()})" if error.location() else ""
-        result.diagnosis_phase = DiagnosisPhase("failed", f"a read-out launch raised: {error.message}{where}")
+        result.diagnosis_phase = DiagnosisPhase("failed", readout_failure_reason(error))
     state.diagnose = None
     result.diagnosis_phase.duration_s = time.perf_counter() - started
     result.costs["diagnosis"] = meter.cost()

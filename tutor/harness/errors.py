@@ -229,3 +229,22 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None,
         source_line=_source_line(file, line),
         detail=trace,
     )
+
+
+ILLEGAL_ADDRESS = ("illegal memory access", "illegal address", "misaligned address")
+
+
+def readout_failure_reason(error: CheckError) -> str:
+    """Why the diagnosis phase stopped, when one of its launches of the student's kernel raised.
+
+    A GPU stops a kernel with an illegal address only where the kernel itself reads or writes
+    outside mapped memory, so that is said plainly: the correctness launches of the same kernel
+    finished, so their stray accesses (if the same) landed in memory that happened to be mapped."""
+    where = f" ({error.location()})" if error.location() else ""
+    if any(words in error.message for words in ILLEGAL_ADDRESS):
+        return ("a diagnosis launch of your kernel stopped with an illegal memory access: the kernel read or "
+                "wrote an address outside the memory it was given (a GPU stops a kernel for nothing else). Its "
+                "correctness launches finished, so the same stray offsets can land in memory that happens to be "
+                "mapped there: look at the offsets of your loads and stores, and at their masks. The verdict "
+                f"stands; no mistake is named{where}. ({error.message})")
+    return f"a read-out launch raised: {error.message}{where}"
