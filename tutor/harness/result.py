@@ -276,6 +276,12 @@ class ReadOut:
     # per key block: student / reference weight (median row)
     block_ratio: list[float | None] = field(default_factory=list)
     row_factor: float | None = None  # "one-factor": every block scaled by this (median row)
+    # rows whose blocks are not on one scale (of those measured in 2+ blocks), and the worst one's
+    # per-block ratios: the median row can be right where a few rows are not
+    rows_inconsistent: int = 0
+    rows_measured: int = 0
+    worst_row: int | None = None
+    worst_row_ratio: list[float | None] = field(default_factory=list)
     moves_with: dict[str, bool] = field(default_factory=dict)  # head 0's output moves when its q/k/v change
     crosstalk: list[str] = field(default_factory=list)  # head 0's inputs that move other heads' outputs
     head: int = 0  # the head drawn below

@@ -537,6 +537,13 @@ def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n
     wrong = readout_spans(shape.wrong_rows)
     if shape.per_row and shape.wrong_rows:
         lo, hi = shape.factors
+        whole = round(lo)
+        if whole >= 2 and abs(lo - whole) < 0.02 * whole and abs(hi - whole) < 0.02 * whole:
+            said = (f"{how} on rows {wrong} the dK/dV loop's P has the right shape along each row but is"
+                    f" {whole} times the true one on every one of them: a whole number, as when the loop adds"
+                    f" those rows' share {whole} times (a step smaller than the rows it loads, or two loops"
+                    f" over the same rows), or the lse it subtracts is off by exactly ln {whole}")
+            return "p-rows-wrong", said + ".)"
         said = (f"{how} on rows {wrong} the dK/dV loop's P has the right shape along each row but is"
                 f" {lo:.3g}-{hi:.3g} times the true one, one factor per row: the lse it subtracts is not"
                 " the row's own")
@@ -560,8 +567,10 @@ def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n
         return "p-rows-wrong", said + ".)"
     if shape.per_block:
         return "p-rows-wrong", (f"{how} on rows {wrong} the dK/dV loop's P is off by a factor that is constant"
-                                " within each key block but changes from one key block to the next: the lse"
-                                " it subtracts depends on the key block, not on the row alone.)")
+                                " within each key block but changes from one key block to the next: what it"
+                                " divides by depends on the key block, not on the row alone - an lse loaded"
+                                " by key, or each tile's P normalised on its own (a maximum or sum over the"
+                                " tile) where the row's lse belongs.)")
     return None
 
 
@@ -597,6 +606,15 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                                            " query block its loop visited.)")
 
     if bad["dv"]:
+        # dQ and dK right: the P of both loops is right (dK's dS is built from it), so only the dV
+        # accumulation is left; said before any P candidate, which a dV scaled by a constant can
+        # match by chance where every row's lse is nearly the same (a long non-causal row: run 21)
+        c = _scale_ratio(launch.grads["dv"], ref.grads["dv"], tolerance)
+        if not bad["dq"] and not bad["dk"] and c is not None:
+            times = f" dV is {c:.3g} times the right one"
+            times += f" (sm_scale = 1/sqrt({head_dim}): dV takes no scale)." if abs(
+                c - head_dim**-0.5) < 0.02 * head_dim**-0.5 else "."
+            return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.{times})"
         # dV = Pᵀ dO: only a different P explains it
         for name, p in _candidate_p(launch, block_m, block_n).items():
             if _fits(launch.grads["dv"], p.transpose(-1, -2) @ launch.do.to(torch.float64), tolerance):
@@ -610,7 +628,7 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
             if missed:
                 # the loop skipped pairs a row must see: a bound that cuts too early
                 return "dv-wrong", (f" (the dK/dV loop skipped {missed} (row, key) pairs that a causal row must see:"
-                                    " its bound cuts into the blocks it needs.)")
+                                    " its bound cuts into the blocks it needs, or it steps past some.)")
             if bool((visited & ~ref.allowed).any()):
                 p = torch.where(visited, torch.exp(ref.s - ref.lse[..., None]), torch.zeros((), dtype=torch.float64))
                 if _fits(launch.grads["dv"], p.transpose(-1, -2) @ launch.do.to(torch.float64), tolerance):
@@ -623,13 +641,7 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                     return "causal-mask-missing", (" (dV includes the keys after each row in the blocks the dK/dV"
                                                    f" loop visited{where}.)")
         if not bad["dq"] and not bad["dk"]:
-            c = _scale_ratio(launch.grads["dv"], ref.grads["dv"], tolerance)
-            times = ""
-            if c is not None:
-                times = f" dV is {c:.3g} times the right one"
-                times += f" (sm_scale = 1/sqrt({head_dim}): dV takes no scale)." if abs(
-                    c - head_dim**-0.5) < 0.02 * head_dim**-0.5 else "."
-            return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.{times})"
+            return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.)"
         if probe is not None:
             found = p_readout_detail(launch, probe, block_m, block_n)
             if found is not None:
@@ -838,9 +850,11 @@ def nonfinite_detail(launch: BackwardLaunch) -> str:
             parts.append(f"{g[0]}{g[1].upper()}: {launch.nonfinite[g]} elements, {what} {spans(rows)} of {seq}")
     kv, q_ = bool(bad["dk"].any() or bad["dv"].any()), bool(bad["dq"].any())
     if kv and not q_:
-        loop = "only the dK/dV loop's gradients hold them (dQ is finite), so the cause is in `_bwd_dkdv`"
+        loop = ("only the dK/dV loop's gradients hold them (dQ is finite), so the cause is in what computes dK"
+                " and dV (`_bwd_dkdv`)")
     elif q_ and not kv:
-        loop = "only dQ holds them (dK and dV are finite), so the cause is in `_bwd_dq`"
+        loop = ("only dQ holds them (dK and dV are finite), so the cause is in what computes dQ (`_bwd_dq`, or"
+                " wherever your dQ is accumulated)")
     elif bool(bad["dv"].any()):
         loop = "both loops' gradients hold them, dV too: dV = P^T dO, so the dK/dV loop's P is NaN/Inf there"
     else:

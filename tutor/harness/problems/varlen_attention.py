@@ -462,9 +462,15 @@ def diagonal_findings(read: RowRead, case: Case) -> Findings:
                       f"{empty}{where}.")
         elif len(set(packed.values())) > 1 and (fits({b: packed[b] + c0 for b in offset})
                                                 or fits({b: packed[b] + c1 - offset[b] for b in offset})):
+            with_offset = not fits({b: packed[b] + c0 for b in offset})
             starts = "; ".join(f"sequence {b}: {_shift_words(single[b])}, cu_seqlens_q[{b}] - cu_seqlens_k[{b}] = "
-                               f"{packed[b]}" for b in sorted(single))
-            found.say("diagonal-from-packed-index", f" Measured: {starts}{where}.")
+                               f"{packed[b]}" + (f", Nk - Nq = {offset[b]}" if with_offset else "")
+                               for b in sorted(single))
+            c = c1 if with_offset else c0
+            law = ("cu_seqlens_q[b] - cu_seqlens_k[b] - (Nk - Nq)" if with_offset
+                   else "cu_seqlens_q[b] - cu_seqlens_k[b]") + (f" {'+' if c > 0 else '-'} {abs(c)}" if c else "")
+            found.say("diagonal-from-packed-index", f" Measured: {starts}; in every sequence the shift is {law}"
+                      f"{where}.")
         else:
             found.say("diagonal-shifted", f" The shift differs between sequences: {shown}{where}.")
         return found
@@ -547,9 +553,11 @@ def visit_findings(checked: list[Checked], block_m: int, block_n: int) -> Findin
     return found
 
 
-OVERRUN_CAVEAT = (" A store also landed outside the output: a kernel that stores rows past a sequence's end"
-                  " writes them into the next sequence's rows, whose read-out then shows that sequence's keys and"
-                  " misses its own. Look at the rows each program stores first.")
+OVERRUN_CAVEAT = (" A store also landed outside the output, so a program stores rows that are not its own: past"
+                  " its sequence's end, or from a start that is not the sequence's first query row"
+                  " (cu_seqlens_q[b]). Such rows land in another sequence's place, whose read-out then shows this"
+                  " sequence's keys and misses its own: the loads may be right. Look at the rows each program"
+                  " stores first: where the output store starts, and its mask.")
 
 
 def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: str, generator: torch.Generator,

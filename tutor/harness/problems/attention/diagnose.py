@@ -146,7 +146,7 @@ def placeholders(ro: ReadOut) -> dict[str, str]:
         if ro.shape:
             values["pad"] = str(-ro.shape[2] % ro.block_n)
     if ro.block_ratio:
-        values["ratios"] = ", ".join("-" if r is None else f"{r:.2f}" for r in ro.block_ratio)
+        values["ratios"] = block_ratio_words(ro)
     if ro.nan_rows:
         values["nan_rows"] = ("rows " if len(ro.nan_rows) > 1 else "row ") + index_runs(ro.nan_rows)
         values["nan_cause"] = (
@@ -181,8 +181,7 @@ def facts(ro: ReadOut) -> str:
     elif ro.temperature is not None and ro.temperature_name not in ("", "right"):
         said.append(f"the softmax is {ro.temperature:.3g} times as sharp as it should be")
     if ro.block_pattern not in ("", "consistent", "one-factor") and ro.block_ratio:
-        said.append("per K/V block the weights are " + ", ".join(
-            "-" if r is None else f"{r:.2f}" for r in ro.block_ratio) + " times the reference's")
+        said.append("per K/V block the weights are " + block_ratio_words(ro) + " times the reference's")
     if ro.moves_with and not all(ro.moves_with.values()):
         said.append("the output does not change when " + " or ".join(
             n.upper() for n, moved in ro.moves_with.items() if not moved) + " changes")
@@ -266,6 +265,20 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
     if ro.nan_rows and not codes and "nan-in-output" in drill.diagnoses:
         codes.append("nan-in-output")  # other codes explain their NaN rows (a row that saw no key)
     return codes
+
+
+def _ratios(ratios: list[float | None]) -> str:
+    return ", ".join("-" if r is None else f"{r:.2f}" for r in ratios)
+
+
+def block_ratio_words(ro: ReadOut) -> str:
+    """Per key block, the student's weight over the reference's: the median row's, and where
+    only some rows' blocks disagree (the median row then reads ~1 everywhere), the worst row's."""
+    words = _ratios(ro.block_ratio)
+    if ro.worst_row is not None and ro.rows_inconsistent and ro.worst_row_ratio:
+        words += (f" (the median row); in {ro.rows_inconsistent} of the {ro.rows_measured} rows measured in two or more"
+                  f" blocks the blocks disagree, most in row {ro.worst_row}: {_ratios(ro.worst_row_ratio)}")
+    return words
 
 
 def _holds_diagonal(i: int, j: int, ro: ReadOut) -> bool:

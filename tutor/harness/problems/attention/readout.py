@@ -516,6 +516,13 @@ def _blocks(result: ReadOut, w: torch.Tensor, s: torch.Tensor, p: torch.Tensor, 
     spread = torch.where(use, (log_ratio - row_mean[..., None]).abs(), torch.zeros_like(log_ratio)).amax(-1)
     rows_used = counts >= 1
     result.row_factor = round(float(row_mean[rows_used].median().exp()), 4)
+    if bool(multi.any()):
+        result.rows_measured = int(multi.sum())
+        result.rows_inconsistent = int((multi & (spread >= CONSISTENT)).sum())
+        head, row = divmod(int(torch.where(multi, spread, -1.0).flatten().argmax()), seq)
+        result.worst_row = row
+        result.worst_row_ratio = [round(float(log_ratio[head, row, j].exp()), 4) if bool(use[head, row, j]) else None
+                                  for j in range(blocks)]
     if not bool(multi.any()) or float(spread[multi].max()) < CONSISTENT:
         result.block_pattern = "consistent" if abs(result.row_factor - 1) < 0.01 and float(
             (row_mean[rows_used].abs()).max()) < 0.02 else "one-factor"
