@@ -56,7 +56,7 @@ def test_a_layout_reads_back_what_it_wrote():
     assert apart.scalar_layouts(1)[0] == apart.ROW_MAJOR["scalar"]
 
 
-def _probe(module: ModuleType) -> tuple[decode.Launch, apart.Roles, layout.Measured | None]:
+def _probe(module: ModuleType) -> tuple[decode.Launch, apart.Roles, layout.Measured | layout.Unread]:
     x = decode.run(module, SMALL, WHERE, torch.Generator().manual_seed(2))
     b, h, _, d = SMALL.shape
     assert x.k_view is not None and x.v_view is not None
@@ -71,7 +71,7 @@ def _probe(module: ModuleType) -> tuple[decode.Launch, apart.Roles, layout.Measu
 def test_the_split_alone_tells_its_layout_and_its_slices(tmp_path, name, vector, scalar):
     module = _module(tmp_path, name)
     x, roles, measured = _probe(module)
-    assert measured is not None
+    assert isinstance(measured, layout.Measured)
     assert measured.layouts[roles.vector].order == vector
     assert all(measured.layouts[pos].order == scalar for pos in roles.tensors)
     lengths = x.lengths.cpu().repeat_interleave(SMALL.heads)
@@ -93,7 +93,7 @@ def test_the_split_alone_tells_its_layout_and_its_slices(tmp_path, name, vector,
 def test_slices_that_are_not_whole_blocks_are_measured_not_taken_from_the_visits(tmp_path):
     module = _module(tmp_path, "split_size_not_block_multiple")
     x, roles, measured = _probe(module)
-    assert measured is not None and measured.owner is not None
+    assert isinstance(measured, layout.Measured) and measured.owner is not None
     owner = decode._visits_owner(x, int(module.BLOCK_N), roles.slots)
     lengths = x.lengths.cpu().repeat_interleave(SMALL.heads)
     counts = decode._counts(owner, x.lengths, SMALL.heads, roles.slots) if owner is not None else None
@@ -107,7 +107,7 @@ def test_slices_that_are_not_whole_blocks_are_measured_not_taken_from_the_visits
 def test_a_slot_the_split_never_writes_is_seen(tmp_path):
     module = _module(tmp_path, "split_grid_one_short")
     _, roles, measured = _probe(module)
-    assert measured is not None and bool(measured.unwritten[:, roles.slots - 1].all())
+    assert isinstance(measured, layout.Measured) and bool(measured.unwritten[:, roles.slots - 1].all())
     assert not bool(measured.unwritten[:, : roles.slots - 1].any())
     assert f"never wrote the state of slot {roles.slots - 1} of any" in measured.words
     assert "hold 96 positions where its length is 100" in measured.words  # 3 slices of 32, not 4

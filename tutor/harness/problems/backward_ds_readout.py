@@ -262,18 +262,20 @@ D_FORMS = {6.5: "rowsum(O * O)", 0.5: "rowsum(dO * dO) or rowsum(dO)", 2.5: "row
 
 def factor_words(c: float, head_dim: int, loop: str) -> str:
     """A factor c on a loop's D-term read-out (dP = 0, D = 2, so the right dS is -2 P) and what it
-    equals, where it equals a known one; else the loop's D term or scale, the only things left."""
+    equals, where it equals a known one."""
     scale = head_dim**-0.5
-    known = {scale: f"sm_scale = 1/sqrt({head_dim}): a scale applied once more",
-             1 / scale: f"sqrt({head_dim}): sm_scale left out",
-             -1.0: "-1: dS's sign flipped, the whole of it or its D term",
-             -0.5: (f"-1/2 = -1/D: here dS = -D P, so {loop} accumulates P where dS belongs,"
-                    " or its D term is off by that factor")}
-    known.update({value: f"what D = {form} gives here, where rowsum(dO * O) = 2" for value, form in D_FORMS.items()})
-    for value, words in known.items():
+    whole_ds = {-1.0: f"-1: {loop}'s D term has its sign flipped, or the whole of its dS has",
+                -0.5: (f"-1/2 = -1/D: here dS = -D P, so {loop} accumulates P where dS belongs, or its D term"
+                       " is off by that factor")}
+    for value, words in whole_ds.items():
         if abs(c - value) <= 0.02 * abs(value):
             return f"{c:.3g} times the right one ({words})"
-    return f"{c:.3g} times the right one: {loop}'s D term, or the scale it is multiplied by, is off by that factor"
+    known = {scale: f"sm_scale = 1/sqrt({head_dim}): a scale applied once more",
+             1 / scale: f"sqrt({head_dim}): sm_scale left out"}
+    known.update({value: f"what D = {form} gives here, where rowsum(dO * O) = 2" for value, form in D_FORMS.items()})
+    meaning = next((f" ({words})" for value, words in known.items() if abs(c - value) <= 0.02 * abs(value)), "")
+    return (f"{c:.3g} times the right one{meaning}: {loop}'s D term, or the scale it is multiplied by, is off by"
+            " that factor")
 
 
 PROBE = "with V = 0 (so dP = 0) and a one-hot dO on rows {rows}, where D = 2"
@@ -288,7 +290,7 @@ def dq_words(shape: LoopShape, head_dim: int) -> str:
         return ("its dQ is 0 where it should be -2 sm_scale (P K): in the dQ loop the D term does not reach dQ"
                 " (D left out of dS, or dS multiplied by a tensor that is 0 here, such as V, instead of K)")
     if shape.factor is not None:
-        return f"its dQ, on every row, is {factor_words(shape.factor, head_dim, 'the dQ loop')}"
+        return f"its dQ is {factor_words(shape.factor, head_dim, 'the dQ loop')}"
     if shape.per_row is not None:
         lo, hi = shape.per_row
         return (f"its dQ has the right direction on every row but is {lo:.3g}-{hi:.3g} times the right one, one"

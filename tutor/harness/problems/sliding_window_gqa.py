@@ -875,7 +875,12 @@ def _head_mapping(drill: Drill, module: ModuleType, written: list[Checked],
     found = Findings()
     one, case = written[0], written[0].case
     depends = kv_heads_read(module, one, generator)
-    wrong = wrong_kv_heads(depends, case)
+    # a head whose output is NaN/Inf everywhere moves with nothing (NaN stays NaN whatever a K/V
+    # head holds). Where some heads are and others read their K/V heads, those read past the last
+    # K/V head (the guard band's NaN); where every head is, nothing was measured: the NaN comes
+    # from the kernel's arithmetic, and no head is said to read none
+    dead = (~torch.isfinite(one.launch.out.to(torch.float32))).flatten(2).all(dim=-1).flatten()
+    wrong = {q: read for q, read in wrong_kv_heads(depends, case).items() if read[0] or not bool(dead.all())}
     if wrong:
         # keys and values apart: a kernel can take K from one head and V from another
         keys, values = (kv_heads_read(module, one, generator, side) for side in "KV")
@@ -931,12 +936,29 @@ class _WindowReadouts:
         self.mute: set[str] = set()  # cases whose read-out has no row it can speak for, or only right ones
         self.partly: set[str] = set()  # of those, the cases with rows right and rows NaN
         self.slopes: dict[str, str] = {}  # the softmax temperature each read-out measured, in words
+        self.untrusted: set[str] = set()  # cases whose output is no weighted sum of V: the read-out says nothing
+
+    def _gap(self, weights: torch.Tensor, inputs: list[torch.Tensor], case: Case) -> float:
+        """One launch more, on a random V with the read-out's q and k: how far the output strays
+        from the read-out weights times V (:func:`reading.read_out_gap`)."""
+        q, k = inputs
+        v = torch.randn((case.batch, case.heads_kv, case.seq, case.head_dim), generator=self.generator)
+        v = v.to(q.device, torch.float16)
+        out = run(self.module, q, k, v, case.window).out.flatten(0, 1)
+        return reading.read_out_gap(out, weights, v.repeat_interleave(case.group, dim=1).flatten(0, 1))
 
     def read(self, one: Checked) -> list[WindowFinding]:
         name = one.result.name
         if name not in self.found:
             inputs: list[torch.Tensor] = []
             weights, read_visits = weight_readout(self.module, one.case, self.device, self.generator, inputs)
+            gap = self._gap(weights, inputs, one.case)
+            if gap > reading.LINEAR_SLACK:  # the read-out says nothing of this kernel: no claim is made from it
+                self.untrusted.add(name)
+                self.mute.add(name)
+                self.slopes[name] = reading.not_weighted_sum_words(gap, _where(one))
+                self.found[name] = []
+                return []
             self.slopes[name] = (temperature(weights, inputs[0], inputs[1], one.case, self.block_n)
                                  + reading.row_sums(weights))
             support, _ = weight_readout(self.module, one.case, self.device, self.generator, zero_q=True)
@@ -968,7 +990,9 @@ def _window_verdict(readouts: _WindowReadouts, unread: list[Checked], wrong: boo
     if unread and not wrong:
         one = unread[0]
         worst = "" if one.result.worst_row is None else f" The largest error is at row {one.result.worst_row}"
-        if len(readouts.found) - len(readouts.mute) <= len(unread):
+        if one.result.name in readouts.untrusted:
+            detail = f"{readouts.slopes[one.result.name]}{worst}{_where(one)}."
+        elif len(readouts.found) - len(readouts.mute) <= len(unread):
             detail = (f" The measured weights show no key a row should not see and none it misses: look at "
                       "how they are weighed (the scale, the q and k each head loads) and what happens to the "
                       f"values.{readouts.slopes.get(one.result.name, '')}{worst}"

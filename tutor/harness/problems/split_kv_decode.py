@@ -541,12 +541,20 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
     assert x0.k_view is not None and x0.v_view is not None
     cost.step(f"your split kernel alone on keys of zero, shape {cost.shape_words(x0.case.shape)}")
     measured = layout.probe(module, roles0, x0.k_view, x0.v_view, x0.lengths, x0.case.heads)
-    if measured is None:
+    if isinstance(measured, layout.Unread):
+        if measured.nonfinite:
+            found.words = (" The tutor could not read your split kernel's slice states: run alone on keys of zero and"
+                           " values that name their (sequence, head), it wrote NaN or Inf into them, so no layout"
+                           " reads them. With every score equal, a state turns NaN or Inf in its own arithmetic (a"
+                           " maximum never updated from -inf, an exponent against the old maximum or with its sign"
+                           " flipped, a division by a sum of 0). The two kernels were not tested apart.")
+            return found
         found.words = (" The tutor could not read your split kernel's slice states: run alone on keys of zero and"
                        " values that name their (sequence, head), no layout of the tensors it shares with the merge"
                        " ([sequence*head, slice] or [slice, sequence*head]) gives each (sequence, head) its own"
-                       " values: either it lays them out another way, or it reads another (sequence, head)'s keys and"
-                       " values (its K/V offsets or strides). The two kernels were not tested apart.")
+                       " values: it lays them out another way, reads another (sequence, head)'s keys or values (its"
+                       " K/V offsets or strides), or its states are no weighted sums of the values at all (V read"
+                       " from another tensor). The two kernels were not tested apart.")
         return found
     found.words = measured.words
     # the visits say which slot read each block; they are trusted where they agree with the

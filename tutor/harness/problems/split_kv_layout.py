@@ -78,14 +78,21 @@ def _scalar_fits(canon: torch.Tensor, nonempty: torch.Tensor) -> bool:
                for f in range(canon.shape[0]))
 
 
+@dataclass
+class Unread:
+    """A probe no layout reads: ``nonfinite`` when the split wrote NaN or Inf into its states."""
+
+    nonfinite: bool = False
+
+
 def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
-          heads: int) -> Measured | None:
-    """Run the recorded split alone on the tutor's inputs; None where no layout reads it."""
+          heads: int) -> Measured | Unread:
+    """Run the recorded split alone on the tutor's inputs; :class:`Unread` where no layout reads it."""
     split = roles.split
     v_pos = next((i for i, a in enumerate(split.args)
                   if isinstance(a, torch.Tensor) and apart._ptr(a) == apart._ptr(v)), None)
     if v_pos is None or roles.head_dim < 3:
-        return None
+        return Unread()
     b, h, n, d = v.shape
     states = {roles.split_pos[p] for p in [*roles.tensors, roles.vector]}
     args = list(split.args)
@@ -111,6 +118,8 @@ def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tens
         torch.cuda.synchronize()
 
     vec_flat = args[roles.split_pos[roles.vector]].detach().double().cpu().reshape(-1)
+    written = vec_flat[vec_flat != MARKER]
+    unread = Unread(nonfinite=bool(written.numel()) and not bool(torch.isfinite(written).all()))
     found = None
     for layout in apart.VECTOR_LAYOUTS:
         vec = layout.canonical(vec_flat, roles.sizes(roles.vector))
@@ -119,7 +128,7 @@ def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tens
             found = (layout, vec, nonempty)
             break
     if found is None:
-        return None
+        return unread
     vlayout, vec, nonempty = found
     layouts = {roles.vector: vlayout}
     unwritten = (vec == MARKER).all(-1)
@@ -138,7 +147,7 @@ def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tens
                     counts = counts if counts is not None else _count_of(canon[f], nonempty)
                 break
         else:
-            return None
+            return unread
     if counts is not None:
         counts = torch.where(nonempty, counts, torch.zeros_like(counts))
     owner = _contiguous_owner(vec, nonempty, counts, lengths, heads, n)

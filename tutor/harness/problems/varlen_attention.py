@@ -597,8 +597,14 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
             slope, hot = temperature(w, wq, wk, one.case)
             first_read = slope + reading.row_sums(w)
         read_any = True
-        found.add(other_sequence_findings(read, one.case))
+        across = other_sequence_findings(read, one.case)
+        found.add(across)
         diagonal = diagonal or diagonal_findings(read, one.case)  # the first failing case that shows one
+        if across or diagonal:
+            # one case's read-out that names something is the diagnosis: reading the other failing
+            # cases (a launch per head_dim packed keys each: 47 launches, 3.7 s after the verdict on
+            # the GPU's cases in run 21) would only say it again at other lengths
+            break
     found.add(diagonal)
     if "store-out-of-bounds" in found:  # the read-out reads rows that another sequence's stores may have reached
         for code in ("reads-other-sequence", "keys-missed", *SHIFTS):

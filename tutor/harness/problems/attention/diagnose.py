@@ -125,7 +125,7 @@ def placeholders(ro: ReadOut) -> dict[str, str]:
     if ro.shape:
         values["seq"] = str(ro.shape[2])
     if ro.forbidden_row is not None:
-        values.update(row=str(ro.forbidden_row), next_key=str(ro.forbidden_row + 1), mass=f"{ro.forbidden_mass:.2f}",
+        values.update(row=str(ro.forbidden_row), next_key=str(ro.forbidden_row + 1), mass=_mass_words(ro.forbidden_mass),
                       rows=str(ro.forbidden_rows), where=WHERE_FORBIDDEN.get(ro.forbidden_where, ro.forbidden_where))
     if ro.missing_row is not None:
         values.update(missing_row=str(ro.missing_row), missing_mass=f"{ro.missing_mass:.2f}",
@@ -170,7 +170,7 @@ def facts(ro: ReadOut) -> str:
     if ro.nan_rows:
         said.append(f"rows {index_runs(ro.nan_rows)} are NaN/Inf" + (" whatever V holds" if ro.nan_whole_rows else " in some keys' weights"))
     if ro.forbidden_row is not None:
-        said.append(f"row {ro.forbidden_row} puts {ro.forbidden_mass:.2f} of its weight on keys it must not see")
+        said.append(f"row {ro.forbidden_row} puts {_mass_words(ro.forbidden_mass)} on keys it must not see")
     if ro.missing_row is not None:
         said.append(f"row {ro.missing_row} gives no weight to keys {ro.missing_keys[0]}..{ro.missing_keys[-1]} "
                     f"({ro.missing_mass:.2f} of its reference weight)")
@@ -267,6 +267,15 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
     return codes
 
 
+def _mass_words(mass: float) -> str:
+    """A row's weight on keys it may not see, as a share of its weight; above 1 the row's weights
+    add up to more than their divisor, so acc and l_i do not hold the same keys."""
+    if mass <= 1.0 + 1e-3:
+        return f"{mass:.2f} of its weight"
+    return (f"{mass:.3g} times its whole weight (more than all of it: acc weighs keys that l_i, the sum it is"
+            " divided by, leaves out, so the mask reaches one and not the other)")
+
+
 def _ratios(ratios: list[float | None]) -> str:
     return ", ".join("-" if r is None else f"{r:.2f}" for r in ratios)
 
@@ -348,8 +357,11 @@ def diagnose(
             say(code, where + ".", ro)
         elif said and not case.unwritten and not case.wrote_out_of_bounds:
             # (a store past the end lands in the next head's rows: the probe's cross-talk is that)
+            # the read-out's numbers are of the case it was read on, which the words name
+            assert ro is not None  # said is only non-empty with a read-out
+            read_on = f" (seen on the {ro.case} shape, seq={ro.shape[2]}{mode})" if ro.case and ro.shape else where
             for found in said:
-                say(found, where + ".", ro)
+                say(found, read_on + ".", ro)
         elif case.nonfinite:
             if "nan-first-block" in drill.diagnoses and case.nonfinite == launch.out.numel() - case.unwritten:
                 say("nan-first-block", where + ".", ro)
