@@ -62,8 +62,9 @@ async def test_errors_are_shown_and_the_app_keeps_watching(tmp_path):
         await wait_for(pilot, lambda: "FAILED" in verdict(app), "the first check")
         drill_file.write_text(broken)
         await wait_for(pilot, lambda: "COULD NOT RUN · syntax" in verdict(app), "the syntax error")
-        text = screen_text(app)
-        assert f"drills/01_causal_mask.py:{line}" in text and f"{line} │     hi = N_CTX +" in text
+        # the verdict line and the error's panel are drawn by separate refreshes: wait for the panel
+        await wait_for(pilot, lambda: f"drills/01_causal_mask.py:{line}" in screen_text(app)
+                       and f"{line} │     hi = N_CTX +" in screen_text(app), "the error's file, line and source")
         drill_file.unlink()
         await wait_for(pilot, lambda: "missing-file" in verdict(app), "the deleted file reported")
         drill_file.write_text(pristine)

@@ -942,8 +942,10 @@ class _WindowReadouts:
         """One launch more, on a random V with the read-out's q and k: how far the output strays
         from the read-out weights times V (:func:`reading.read_out_gap`)."""
         q, k = inputs
-        v = torch.randn((case.batch, case.heads_kv, case.seq, case.head_dim), generator=self.generator)
-        v = v.to(q.device, torch.float16)
+        # the same values in every K/V head, as the one-hot read-out has them: which head's V a
+        # query head reads is the head mapping's to measure, not this
+        v = torch.randn((case.batch, 1, case.seq, case.head_dim), generator=self.generator)
+        v = v.expand(-1, case.heads_kv, -1, -1).contiguous().to(q.device, torch.float16)
         out = run(self.module, q, k, v, case.window).out.flatten(0, 1)
         return reading.read_out_gap(out, weights, v.repeat_interleave(case.group, dim=1).flatten(0, 1))
 
