@@ -609,8 +609,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
         # dQ and dK right: the P of both loops is right (dK's dS is built from it), so only the dV
         # accumulation is left; said before any P candidate, which a dV scaled by a constant can
         # match by chance where every row's lse is nearly the same (a long non-causal row: run 21)
-        c = _scale_ratio(launch.grads["dv"], ref.grads["dv"], tolerance)
-        if not bad["dq"] and not bad["dk"] and c is not None:
+        c = None if bad["dq"] or bad["dk"] else _scale_ratio(launch.grads["dv"], ref.grads["dv"], tolerance)
+        if c is not None:
             times = f" dV is {c:.3g} times the right one"
             times += f" (sm_scale = 1/sqrt({head_dim}): dV takes no scale)." if abs(
                 c - head_dim**-0.5) < 0.02 * head_dim**-0.5 else "."

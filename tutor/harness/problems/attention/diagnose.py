@@ -269,11 +269,13 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
 
 def _mass_words(mass: float) -> str:
     """A row's weight on keys it may not see, as a share of its weight; above 1 the row's weights
-    add up to more than their divisor, so acc and l_i do not hold the same keys."""
+    add up to more than 1, so acc holds weight the sum it is divided by does not (what is measured;
+    the words name the ways a kernel gets there, not one of them)."""
     if mass <= 1.0 + 1e-3:
         return f"{mass:.2f} of its weight"
-    return (f"{mass:.3g} times its whole weight (more than all of it: acc weighs keys that l_i, the sum it is"
-            " divided by, leaves out, so the mask reaches one and not the other)")
+    return (f"{mass:.3g} times its whole weight (more than all of it: its weights add up to more than 1, so acc"
+            " holds weight that the sum it is divided by does not - a mask that reaches l_i and not acc, or a"
+            " division by l_i missing or made with another sum)")
 
 
 def _ratios(ratios: list[float | None]) -> str:
