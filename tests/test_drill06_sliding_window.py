@@ -200,6 +200,11 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
     if entry.passes:  # a check that passes says findings at most, never why it failed
         assert not [d.code for d in result.diagnosis if d.severity == "error"]
         assert result.outcome == ("passed-with-finding" if entry.codes else "solved")
+    words = " ".join(d.message for d in result.diagnosis)
+    if entry.name == "acc_not_rescaled":  # how the K/V blocks share the weight (block_shares) names it
+        assert "read while the running maximum was still lower weigh more" in words, words
+    if entry.name == "row_sum_not_rescaled":
+        assert "each row's weights keep softmax's proportions" in words, words
 
 
 # -- the measurements, against independent computations ------------------------------------------

@@ -33,6 +33,7 @@ import torch
 from tutor.harness.findings import index_runs
 from tutor.harness.guarded import POISON_BITS
 from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.paged_decode import Case, Launch, Paged, gathered, pages_needed
 
 TOOK = 1e-6  # a weight above this took part: a row in the softmax weighs >= 1/(pool rows) >> 1e-6,
@@ -286,4 +287,8 @@ def softmax_reading(x: Launch, relaunch: Relaunch) -> tuple[str, bool]:
     span = f"Within each page (read out through one-hot values on the {c.name} case)"
     slope, hot = reading.temperature_reading(w, s.reshape(c.batch * c.heads, 1, n), allowed[:, None, :], d,
                                              c.page_size, span)
-    return slope + reading.row_sums(w, "each head's weights on its sequence's held positions"), hot
+    sums = reading.row_sums(w, "each head's weights on its sequence's held positions")
+    if slope and not hot:  # a softmax at the right temperature: how its pages share the weight
+        sums += block_shares_words(w, s.reshape(c.batch * c.heads, 1, n), allowed[:, None, :], c.page_size,
+                                   lambda r: f"sequence {r // c.heads} head {r % c.heads}", "page", "positions")
+    return slope + sums, hot

@@ -76,6 +76,7 @@ from tutor.harness.findings import Findings, drop_explained_nan, index_runs, vis
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.attention.cases import block_visit_map, evaluate
 from tutor.harness.problems.attention.reference import masked_attention, score_rounding_allowance
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
@@ -339,10 +340,20 @@ def weight_readout(
 def temperature(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_n: int) -> str:
     """The slope of log(weight) against the true scaled scores, in words (see
     :func:`reading.temperature_sentence`): 1 for a right kernel, 1/sqrt(d) apart for a
-    scale missing or doubled."""
+    scale missing or doubled; what each row's weights add up to; and, at the right
+    temperature, how the K/V blocks of ``block_n`` keys share each row's weight."""
     allowed = window_mask(case.seq, case.window, weights.device)[None]
     scores = reading.scores(q, k.repeat_interleave(case.group, dim=1))
-    return reading.temperature_sentence(weights, scores, allowed, case.head_dim, block_n)
+    slope, hot = reading.temperature_reading(weights, scores, allowed, case.head_dim, block_n)
+    said = slope + reading.row_sums(weights)
+    if slope and not hot:  # a softmax at the right temperature: how its K/V blocks share the weight
+
+        def row_name(r: int) -> str:
+            bh, row = divmod(r, case.seq)
+            return f"row {row} of head {bh % case.heads} (batch {bh // case.heads})"
+
+        said += block_shares_words(weights, scores, allowed, block_n, row_name, "K/V block")
+    return said
 
 
 def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int) -> torch.Tensor:
@@ -961,8 +972,7 @@ class _WindowReadouts:
                 self.slopes[name] = reading.not_weighted_sum_words(gap, _where(one))
                 self.found[name] = []
                 return []
-            self.slopes[name] = (temperature(weights, inputs[0], inputs[1], one.case, self.block_n)
-                                 + reading.row_sums(weights))
+            self.slopes[name] = temperature(weights, inputs[0], inputs[1], one.case, self.block_n)
             support, _ = weight_readout(self.module, one.case, self.device, self.generator, zero_q=True)
             found = read_window(weights, read_visits, one.case, self.block_m, self.block_n, support)
             for f in found:

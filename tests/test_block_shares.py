@@ -1,0 +1,135 @@
+"""How a read-out's weight on each block of keys compares with softmax's share
+(tutor.harness.problems.attention.block_shares), on weights built by hand: a row sum that
+misses a rescale, an accumulator that misses it, blocks each against their own maximum,
+and blocks off by factors no pattern explains.  The same words on real kernels are
+checked in the drill 06 and 08 mistakes tests."""
+
+from __future__ import annotations
+
+import torch
+
+from tutor.harness.problems.attention.block_shares import block_shares_words, even_spans
+
+ROWS, KEYS, BLOCK = 6, 96, 16
+
+
+def _scores() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn((1, ROWS, KEYS), generator=g, dtype=torch.float64)
+    s[..., 3 * BLOCK:] += 1.5  # the maximum grows part-way: a rescale changes something
+    allowed = torch.ones((1, ROWS, KEYS), dtype=torch.bool)
+    allowed[0, 0, 80:] = False  # one row sees fewer keys: masked keys weigh nothing
+    p = torch.softmax(torch.where(allowed, s, float("-inf")), dim=-1)
+    return s, allowed, p
+
+
+def _per_block(x: torch.Tensor, fn) -> torch.Tensor:
+    """(1, rows, blocks) of ``fn`` over each block's keys, repeated back to every key."""
+    blocks = torch.stack([fn(x[..., sl]) for sl in even_spans(KEYS, BLOCK)], -1)
+    return blocks.repeat_interleave(BLOCK, dim=-1)
+
+
+def _block_max(s: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    return _per_block(torch.where(allowed, s, float("-inf")), lambda b: b.amax(-1))
+
+
+def test_softmax_itself_is_said_to_be_nothing():
+    s, allowed, p = _scores()
+    assert block_shares_words(p, s, allowed, BLOCK) == ""
+
+
+def test_a_total_off_with_every_block_in_proportion_blames_the_divisor():
+    s, allowed, p = _scores()
+    w = p * torch.linspace(0.7, 0.95, ROWS, dtype=torch.float64)[None, :, None]
+    said = block_shares_words(w, s, allowed, BLOCK)
+    assert "each row's weights keep softmax's proportions" in said and "×0.7 to ×0.95" in said
+    assert "Below 1:" in said and "Above 1:" not in said and "running maximum" not in said
+    above = block_shares_words(p * 1.3, s, allowed, BLOCK)
+    assert "Above 1: the output is divided by less than the sum of the weights it accumulated" in above
+    assert "Below 1:" not in above
+
+
+def test_rows_that_never_read_a_key_they_must_see_are_not_compared():
+    """A row whose loop skipped keys renormalises over the rest: its blocks all weigh more than
+    softmax's share, with nothing wrong in how it divides.  Such rows (a key with exactly 0
+    weight that softmax weighs) say nothing here."""
+    s, allowed, p = _scores()
+    w = p.clone()
+    w[..., 40:48] = 0.0  # keys 40..47 never read
+    w = w / w.sum(-1, keepdim=True)
+    assert block_shares_words(w, s, allowed, BLOCK) == ""
+
+
+def test_blocks_kept_at_the_maximum_they_were_read_with_name_the_accumulator():
+    s, allowed, p = _scores()
+    block_max = _block_max(s, allowed)
+    running = torch.cummax(torch.stack([block_max[..., j] for j in range(0, KEYS, BLOCK)], -1), -1).values
+    running = running.repeat_interleave(BLOCK, dim=-1)
+    final = block_max.amax(-1, keepdim=True)
+    w = p * torch.exp(final - running)  # exp(s - max when read) / the true sum
+    said = block_shares_words(w, s, allowed, BLOCK, unit="page", of="positions")
+    assert "pages of 16 positions that were read while the running maximum was still lower weigh more" in said
+
+
+def test_blocks_against_their_own_maximum_are_said_so():
+    s, allowed, p = _scores()
+    block_max = _block_max(s, allowed)
+    w = p * torch.exp(block_max.amax(-1, keepdim=True) - block_max)
+    assert "exponentiated against its own maximum" in block_shares_words(w, s, allowed, BLOCK)
+
+
+def test_factors_no_pattern_explains_are_shown_for_the_worst_row_only_as_measured():
+    s, allowed, p = _scores()
+    factors = torch.ones((1, ROWS, KEYS), dtype=torch.float64)
+    factors[0, 4, 2 * BLOCK:3 * BLOCK] = 2.5  # row 4's block 2 weighs 2.5 times its share
+    said = block_shares_words(p * factors, s, allowed, BLOCK, row_name=lambda r: f"query {r}")
+    assert "do not keep softmax's proportions to one another in 1 of the 6 rows" in said
+    assert "in query 4 they weigh" in said and "block 2 ×2.50" in said and "block 0 ×" in said
+    assert "running maximum was still lower" not in said
+
+
+def test_rows_weighing_keys_they_may_not_see_are_not_compared():
+    s, allowed, p = _scores()
+    w = p.clone()
+    w[0, 0, 90] = 0.3  # row 0 weighs a masked key: its blocks say nothing of the rescale
+    w[0, 0] *= 0.5
+    assert block_shares_words(w, s, allowed, BLOCK) == ""
+
+
+def test_a_packed_axis_takes_each_sequence_blocks_from_its_own_start():
+    """Two sequences on one key axis (drill 08): sequence 1 starts at key 40, mid-block; its
+    blocks are cut from there, so a missing rescale fits the pattern there too."""
+    g = torch.Generator().manual_seed(1)
+    s = torch.randn((1, 2, 100), generator=g, dtype=torch.float64)
+    s[0, 1, 72:] += 2.0
+    allowed = torch.zeros((1, 2, 100), dtype=torch.bool)
+    allowed[0, 0, :40], allowed[0, 1, 40:] = True, True
+    spans = [slice(0, 16), slice(16, 32), slice(32, 40), slice(40, 56), slice(56, 72), slice(72, 88), slice(88, 100)]
+    p = torch.softmax(torch.where(allowed, s, float("-inf")), dim=-1)
+    masked = torch.where(allowed, s, float("-inf"))
+    w = p.clone()
+    for row, own in ((0, spans[:3]), (1, spans[3:])):  # every row misses the rescale, each in its own blocks
+        running = torch.cummax(torch.stack([masked[0, row, sl].amax() for sl in own]), 0).values
+        for j, sl in enumerate(own):
+            w[0, row, sl] *= torch.exp(running[-1] - running[j])
+    said = block_shares_words(w, s, allowed, 16, spans=spans)
+    assert "running maximum was still lower" in said, said
+    assert "running maximum was still lower" not in block_shares_words(w, s, allowed, 16)  # blocks from key 0
+
+
+def test_slices_that_each_keep_their_own_maximum_are_measured_slice_by_slice():
+    """Split-KV (drill 05): each slice's program keeps its own running maximum and a merge
+    brings the slices to one; an accumulator not rescaled inside a slice is read against
+    the slices the launch recorded, not against one loop over every block."""
+    s, allowed, p = _scores()
+    top = torch.stack([torch.where(allowed, s, float("-inf"))[..., sl].amax(-1) for sl in even_spans(KEYS, BLOCK)], -1)
+    slices = torch.tensor([1, 1, 1, 2, 2, 2]).expand(1, ROWS, -1)
+    w = p.clone()
+    for first in (0, 3):
+        running = torch.cummax(top[..., first:first + 3], -1).values
+        for j in range(3):
+            sl = even_spans(KEYS, BLOCK)[first + j]
+            w[..., sl] *= torch.exp(running[..., -1:] - running[..., j:j + 1])
+    said = block_shares_words(w, s, allowed, BLOCK, segments=slices)
+    assert said.startswith(" Within each slice, the blocks of 16 keys that were read while the running maximum"), said
+    assert "Within each slice" not in block_shares_words(w, s, allowed, BLOCK)  # one loop: no pattern fits

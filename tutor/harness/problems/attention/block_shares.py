@@ -1,0 +1,150 @@
+"""How the weight a kernel gives each block of keys compares with softmax's share of it.
+
+A read-out's weights (:mod:`.readout`) can add up to something other than 1 for two
+different reasons, and they look different block by block:
+
+- every block keeps softmax's proportions and only the total is off: the output was
+  divided by something other than the sum of the weights it accumulated (the running
+  sum took other terms or other rescales than the output's accumulator, or a merge of
+  partial results weighed the sums differently from the outputs);
+- the blocks' shares disagree with one another: what carries a block's weight from one
+  step of the loop to the next (the rescale by exp(old max − new max)) is missing or wrong.
+
+:func:`block_shares_words` measures which, on any (rows, queries, keys) read-out with
+the float64 scores, and says it.  It is used by drills whose read-outs have no
+block-pattern measurement of their own (05–08); drills 01/02 have theirs in
+:mod:`.readout`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+BLOCK_MASS = 0.02  # a (row, block) pair is compared when softmax gives the block this much of the row
+CONSISTENT = 0.03  # log-ratio spread under which a row's blocks share one scale
+SUM_SLACK = 0.02  # row sums within this of 1 are right (fp16 weights of many keys)
+FIT = 0.05  # how far (in log) a pattern may miss a row's block ratios and still be said
+SHOWN = 12  # at most this many blocks' ratios are written out
+NEVER_READ_P = 1e-3  # a key softmax weighs this much and the kernel exactly 0 was never read: its row is not compared
+
+
+def even_spans(keys: int, block_n: int) -> list[slice]:
+    """The key axis cut into blocks of ``block_n`` from key 0 (the last one short)."""
+    return [slice(j, min(j + block_n, keys)) for j in range(0, keys, block_n)]
+
+
+def _ratios(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
+            spans: list[slice]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per (row, query, block): log(kernel's weight on the block / softmax's), where it can be
+    compared (softmax gives the block at least BLOCK_MASS, the kernel something, the row
+    finite, weighing no key it may not and none it must exactly 0: a key never read); the
+    mask of those; and the blocks' largest scores."""
+    masked = torch.where(allowed, s, float("-inf"))
+    p = torch.softmax(masked, dim=-1).nan_to_num(0.0)
+    rows_ok = (torch.isfinite(w).all(dim=-1) & (torch.where(allowed, 0.0, w.nan_to_num(0.0).abs()) < 1e-6).all(dim=-1)
+               & ~((p > NEVER_READ_P) & (w == 0)).any(dim=-1))
+    wz = torch.where(allowed, w.nan_to_num(0.0), 0.0)
+    wm = torch.stack([wz[..., sl].sum(-1) for sl in spans], -1)
+    pm = torch.stack([p[..., sl].sum(-1) for sl in spans], -1)
+    top = torch.stack([masked[..., sl].amax(-1) for sl in spans], -1)
+    use = (pm > BLOCK_MASS) & (wm > 0) & rows_ok[..., None]
+    log_ratio = torch.where(use, (wm.clamp(min=1e-300) / pm.clamp(min=1e-300)).log(), torch.zeros_like(wm))
+    return log_ratio, use, top
+
+
+def _fits(log_ratio: torch.Tensor, use: torch.Tensor, predicted: torch.Tensor, multi: torch.Tensor) -> bool:
+    """Does ``predicted`` (log, up to one constant a row) match every multi-block row's ratios?"""
+    gap = torch.where(use, log_ratio - predicted, torch.zeros_like(log_ratio))
+    mean = gap.sum(-1) / use.sum(-1).clamp(min=1)
+    resid = torch.where(use, (gap - mean[..., None]).abs(), torch.zeros_like(gap))[multi]
+    return bool(resid.numel()) and float(resid.max()) < FIT
+
+
+def _running(top: torch.Tensor, segments: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per block, the running maximum when it was read and the maximum at the end of the
+    loop that read it: one loop a row, or, with ``segments`` (a loop id per block, the
+    blocks of one id read in order by one program), one a segment."""
+    if segments is None:
+        return torch.cummax(top, dim=-1).values, top.amax(-1, keepdim=True).expand_as(top)
+    seg = segments.expand_as(top)
+    running, final = top.clone(), top.clone()
+    for j in range(1, top.shape[-1]):
+        same = seg[..., j] == seg[..., j - 1]
+        running[..., j] = torch.where(same, torch.maximum(running[..., j - 1], top[..., j]), top[..., j])
+    final[..., -1] = running[..., -1]
+    for j in range(top.shape[-1] - 2, -1, -1):
+        final[..., j] = torch.where(seg[..., j] == seg[..., j + 1], final[..., j + 1], running[..., j])
+    return running, final
+
+
+def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, block_n: int,
+                       row_name: Callable[[int], str] = lambda r: f"row {r}", unit: str = "block",
+                       of: str = "keys", spans: list[slice] | None = None,
+                       segments: torch.Tensor | None = None, segment: str = "slice", why: str | None = None) -> str:
+    """What the kernel's weight on each block of ``block_n`` keys is against softmax's, in
+    words ("" when every row's blocks weigh what softmax gives them).  ``w`` (rows, queries,
+    keys) read-out weights (NaN where unwritten), ``s`` the float64 scores in the exponent's
+    units (softmax's weights are exp(s) normalised over ``allowed``), broadcast like ``w``.
+    ``row_name(i)`` names flat row i of (rows × queries); a block is a ``unit`` of ``block_n``
+    ``of``, cut as ``spans`` (default :func:`even_spans`; one list for every row, so rows of
+    different sequences on one packed axis get each sequence's own blocks, the others'
+    weighing nothing for them), taken in order as the loop reads them.  ``segments`` (rows,
+    queries, blocks), where given, is the measured id of the program (a ``segment`` of the
+    keys: a split-KV slice) that read each block: each keeps its own running maximum,
+    and a merge brings them to one.  ``why`` replaces the closing sentence said of blocks no
+    pattern explains (a read-out on equal scores, where no rescale changes anything)."""
+    s = s.expand_as(w).to(torch.float64)
+    allowed = allowed.expand_as(w)
+    spans = spans if spans is not None else even_spans(w.shape[-1], block_n)
+    log_ratio, use, top = _ratios(w.to(torch.float64), s, allowed, spans)
+    counts = use.sum(-1)
+    multi = counts >= 2
+    if not bool(multi.any()):
+        return ""
+    blocks = f"{unit}s of {block_n} {of}"
+    mean = log_ratio.sum(-1) / counts.clamp(min=1)
+    spread = torch.where(use, (log_ratio - mean[..., None]).abs(), torch.zeros_like(log_ratio)).amax(-1)
+    if float(spread[multi].max()) < CONSISTENT:
+        factors = mean[multi].exp()
+        lo, hi = float(factors.min()), float(factors.max())
+        if abs(lo - 1) < SUM_SLACK and abs(hi - 1) < SUM_SLACK:
+            return ""
+        said = (f" Across its {blocks}, each row's weights keep softmax's proportions (every block's share within"
+                f" {100 * CONSISTENT:.0f} % of one factor a row) and weigh every key it may see; only their total is"
+                f" off, ×{lo:.3g} to ×{hi:.3g}.")
+        if hi > 1 + SUM_SLACK:
+            said += (" Above 1: the output is divided by less than the sum of the weights it accumulated (a running"
+                     " sum that misses terms or rescales the accumulator gets, or a merge that weighs the partial"
+                     " sums less than the partial outputs).")
+        if lo < 1 - SUM_SLACK:
+            said += (" Below 1: the sum the output is divided by holds more than the weights on the keys each row"
+                     " may see: weight on keys the read-out cannot see (positions past a length or past the end"
+                     " whose scores are not masked), or a running sum that adds terms or rescales the accumulator"
+                     " does not get (or a merge that weighs the partial sums more than the partial outputs).")
+        return said
+    running, final = _running(top, segments)
+    if _fits(log_ratio, use, final - running, multi):
+        within, its = (f"Within each {segment}, the", f"the {segment}'s") if segments is not None else ("The", "")
+        return (f" {within} {blocks} that were read while the running maximum was still lower weigh more than"
+                f" softmax gives them, by exp({its + ' ' if its else ''}final maximum − the running maximum when the"
+                f" block was read), as an accumulator that keeps each block at the maximum it was read with, not"
+                f" rescaled when the maximum grows, gives.")
+    if _fits(log_ratio, use, top.amax(-1, keepdim=True) - top, multi):
+        return (f" Each of the {blocks} weighs exp(row maximum − its own largest score) times softmax's share: every"
+                f" block is exponentiated against its own maximum, and nothing rescales it to the row's.")
+    flat = torch.where(multi, spread, -1.0).flatten()
+    worst = int(flat.argmax())
+    ratios = log_ratio.flatten(0, -2)[worst].exp()
+    used = use.flatten(0, -2)[worst]
+    cells = [f"{unit} {j} ×{r:.2f}" for j, (r, u) in enumerate(zip(ratios.tolist(), used.tolist(), strict=True)) if u]
+    shown = ", ".join(cells[:SHOWN]) + (f" and {len(cells) - SHOWN} more" if len(cells) > SHOWN else "")
+    inconsistent = int((multi & (spread >= CONSISTENT)).sum())
+    return (f" The {blocks} do not keep softmax's proportions to one another in {inconsistent} of the"
+            f" {int(multi.sum())} rows where two or more hold {100 * BLOCK_MASS:.0f} % of softmax's weight; in"
+            f" {row_name(worst)} they weigh, against softmax's share ({unit}s counted from 0), {shown}."
+            + (why if why is not None else
+               f" What sets a {unit}'s share against the others: the rescale by exp(old maximum − new maximum) where a"
+               f" step adds it, the weight a merge of partial results gives each part, and whether its {of} are"
+               f" read and counted exactly once."))
