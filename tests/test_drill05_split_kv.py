@@ -348,6 +348,14 @@ def test_the_diagnoses_carry_what_was_measured(checked):
     split = checked["split_l_not_rescaled"].diagnosis[0].message
     assert "Your merge kernel alone is exact" in split and "Your split kernel's slice states differ" in split
     assert "l_s is off by a factor" in split and "each spans more than one block" in split
+    # how the K/V blocks share the weight (block_shares), each slice's blocks as the launch recorded them
+    assert "each row's weights keep softmax's proportions" in split
+    acc = checked["split_acc_not_rescaled"].diagnosis[0].message
+    assert "Within each slice, the K/V blocks of 32 cache positions that were read while the running maximum" in acc
+    # split and merge each right alone, on different layouts: the merge is exact on the other one
+    layouts = " ".join(d.message for d in checked["split_writes_slice_major"].diagnosis)
+    assert "Your two kernels disagree on where the slice states live" in layouts
+    assert "your merge weights slice" not in layouts and "look at the merge" not in layouts
     empty = checked["empty_slice_nan"]
     assert "NaN in every head of sequence" in empty.diagnosis[0].message
     assert all(c.nonfinite < c.shape[0] * c.shape[1] * c.shape[3] for c in empty.cases if c.name == "default")

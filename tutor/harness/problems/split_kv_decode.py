@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -56,6 +57,7 @@ from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Proble
 from tutor.harness.problems import split_kv_layout as layout
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.attention.readout import one_hot_values
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
@@ -502,6 +504,7 @@ class Apart:
     split: dict[str, tuple[bool | None, str]] = dataclasses.field(default_factory=dict)  # case -> (right?, words)
     words: str = ""  # what running the split alone on the tutor's inputs measured (or why it could not)
     visits_trusted: bool = True  # False: the split alone measured slices that are not the visit map's blocks
+    layouts_disagree: str = ""  # the merge is exact on states in a layout other than the split's, in words
 
 
 def _visits_owner(run_: Launch, block_n: int, slots: int) -> torch.Tensor | None:
@@ -606,10 +609,47 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
         found.convention = conv
         reads_lengths = any(isinstance(a, torch.Tensor) and not a.is_floating_point() for a in roles.merge.args)
         cost.step(f"your merge kernel alone on the tutor's slice states, shape {cost.shape_words(x.case.shape)}")
-        found.merge = apart.merge_probe(module, roles, conv, x.out, b * h, d,
-                                        apart.empty_values(conv, scal, vec, ref),
-                                        ~measured.nonempty if reads_lengths else None)
+        empty = apart.empty_values(conv, scal, vec, ref)
+        keep_empty = ~measured.nonempty if reads_lengths else None
+        found.merge = apart.merge_probe(module, roles, conv, x.out, b * h, d, empty, keep_empty)
+        if found.merge is not None and not found.merge.exact:
+            found.layouts_disagree = _merge_reads_another_layout(module, roles, conv, x, empty, keep_empty)
     return found
+
+
+def _layout_words(roles: apart.Roles, layouts: dict[int, apart.Layout]) -> str:
+    names = {"r": "sequence*head", "s": "slice", "f": "field", "d": "head_dim"}
+    shown = []
+    for pos in [*roles.tensors, roles.vector]:
+        order = [a for a in layouts[pos].order if a != "f" or roles.fields.get(pos, 1) > 1]
+        shown.append(f"[{', '.join(names[a] for a in order)}]")
+    return ", ".join(shown)
+
+
+def _merge_reads_another_layout(module: ModuleType, roles: apart.Roles, conv: apart.Convention, x: Launch,
+                                empty: dict[str, float] | None, keep_empty: torch.Tensor | None) -> str:
+    """Where the merge alone is not exact on states in the split's measured layout: is it exact
+    on the same states laid out another way (one merge launch a layout, at most 16)?  Then the
+    two kernels disagree on the layout, and each may be right by itself: said in words."""
+    b, h, _, d = x.case.shape
+    split_layouts = {pos: roles.layout(pos) for pos in [*roles.tensors, roles.vector]}
+    choices = [[(pos, lay) for lay in apart.scalar_layouts(roles.fields[pos])] for pos in roles.tensors]
+    choices.append([(roles.vector, lay) for lay in apart.VECTOR_LAYOUTS])
+    exact = []
+    for combo in list(itertools.product(*choices))[:16]:
+        layouts = dict(combo)
+        if layouts == split_layouts:
+            continue
+        probe = apart.merge_probe(module, dataclasses.replace(roles, layouts=layouts), conv, x.out, b * h, d,
+                                  empty, keep_empty)
+        if probe is not None and probe.exact:
+            exact.append(layouts)
+    if len(exact) != 1:
+        return ""
+    return (f" Your two kernels disagree on where the slice states live: run alone on keys of zero, your split kernel"
+            f" writes its state tensors laid out as {_layout_words(roles, split_layouts)}, while your merge kernel,"
+            f" run alone, is exact on the same states laid out as {_layout_words(roles, exact[0])} and wrong on"
+            f" them as the split writes them. Either kernel may be the one to change; they must agree.")
 
 
 def test_apart_safely(launches: list[Launch], module: ModuleType) -> Apart:
@@ -706,7 +746,14 @@ def weights_reading(module: ModuleType, launch: Launch) -> tuple[str, bool]:
     allowed = (torch.arange(n, device=q.device)[None, :] < launch.lengths.repeat_interleave(h)[:, None])[:, None, :]
     span = f"Within each K/V block (read out through one-hot values on the {_result(launch).name} case)"
     slope, hot = reading.temperature_reading(w, s, allowed, d, int(module.BLOCK_N), span)
-    return slope + reading.row_sums(w, f"each (sequence, head)'s weights on the {_result(launch).name} case"), hot
+    sums = reading.row_sums(w, f"each (sequence, head)'s weights on the {_result(launch).name} case")
+    if slope and not hot:  # a softmax at the right temperature: how its K/V blocks share the weight
+        # which slice read each block, as the correctness launch recorded it: each keeps its own maximum
+        blocks = -(-n // int(module.BLOCK_N))
+        read_by = launch.visits.reshape(b * h, 1, -1)[..., :blocks].to(w.device)
+        sums += block_shares_words(w, s, allowed, int(module.BLOCK_N), lambda r: f"sequence {r // h} head {r % h}",
+                                   "K/V block", "cache positions", segments=read_by)
+    return slope + sums, hot
 
 
 def _split_right(tested: Apart, failing: list[Launch]) -> bool:
@@ -818,7 +865,9 @@ def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apa
     apart_words = ""
     if any(not _result(x).fully_written for x in failing):
         probe, tested = None, Apart()  # an output not (all) written: the rest is not worth guessing at
-    if probe is not None and not probe.exact:
+    if tested.layouts_disagree:
+        apart_words += tested.layouts_disagree
+    elif probe is not None and not probe.exact:
         conv = tested.convention
         if conv is not None and (conv.vector != "o" or any(k not in ("m2", "l") for k in conv.scalars.values())):
             apart_words += (" (Your split kernel stores " + ", ".join(apart.SCALAR_KINDS[k] for k in
@@ -834,7 +883,7 @@ def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apa
             break
     if failing:
         apart_words += tested.words
-    if probe is None or probe.exact:  # measured exact, or not measured: the merge is not named as where to look
+    if probe is None or probe.exact or tested.layouts_disagree:  # the merge is not named as where to look
         for code in codes:
             codes[code] = codes[code].replace(" more than one slice are wrong: look at the merge.",
                                               " more than one slice are wrong.")
