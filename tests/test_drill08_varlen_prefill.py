@@ -233,6 +233,11 @@ def test_every_mistake_gets_its_verdict(tmp_path: Path):
     # V read through K: no claim of which keys a row weighs, from a read-out that describes nothing
     v_from_k = next(d.message for d in results[written["08_v_loaded_from_k"]].diagnosis)
     assert "your output is no weighted sum of its own head's rows of V" in v_from_k and "show no key" not in v_from_k
+    # a missing rescale, told apart by how the K/V blocks share the weight (block_shares)
+    l_words = " ".join(d.message for d in results[written["08_l_not_rescaled"]].diagnosis)
+    assert "each row's weights keep softmax's proportions" in l_words and "running maximum" not in l_words
+    acc_words = " ".join(d.message for d in results[written["08_acc_not_rescaled"]].diagnosis)
+    assert "read while the running maximum was still lower weigh more" in acc_words, acc_words
 
 
 def test_the_causal_only_timing_is_measured_and_shown():

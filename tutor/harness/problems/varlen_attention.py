@@ -50,6 +50,7 @@ from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.attention.readout import one_hot_values
 from tutor.harness.problems.attention.reference import score_rounding_allowance
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
@@ -353,17 +354,40 @@ def weights(module: ModuleType, case: Case, device: str,
     return w, q, k, reading.read_out_gap(out, w, v_random.transpose(0, 1))
 
 
+def scored(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> tuple[torch.Tensor, torch.Tensor]:
+    """The true scaled scores (H, total_q, total_k) float64 and which keys each packed row
+    may see (total_q, total_k), on ``w``'s device."""
+    s = (q.to(torch.float64).transpose(0, 1) @ k.to(torch.float64).transpose(0, 1).transpose(-1, -2)
+         * case.head_dim**-0.5)
+    allowed = torch.zeros(case.cu_q[-1], case.cu_k[-1], dtype=torch.bool, device=w.device)
+    for b, (nq, nk) in enumerate(case.seqs):
+        allowed[case.cu_q[b]:case.cu_q[b + 1], case.cu_k[b]:case.cu_k[b + 1]] = sees(nq, nk, w.device)
+    return s.to(w.device), allowed
+
+
 def temperature(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> tuple[str, bool]:
     """The slope of log(weight) against the true scores over each row's own visible keys
     (one intercept per row), in words ("" where the weights are no softmax of the scores),
     and whether it is a known wrong temperature."""
-    s = (q.to(torch.float64).transpose(0, 1) @ k.to(torch.float64).transpose(0, 1).transpose(-1, -2)
-         * case.head_dim**-0.5)  # (H, total_q, total_k)
-    allowed = torch.zeros(case.cu_q[-1], case.cu_k[-1], dtype=torch.bool, device=w.device)
-    for b, (nq, nk) in enumerate(case.seqs):
-        allowed[case.cu_q[b]:case.cu_q[b + 1], case.cu_k[b]:case.cu_k[b + 1]] = sees(nq, nk, w.device)
-    return reading.temperature_reading(w, s.to(w.device), allowed[None], case.head_dim, case.cu_k[-1],
+    s, allowed = scored(w, q, k, case)
+    return reading.temperature_reading(w, s, allowed[None], case.head_dim, case.cu_k[-1],
                                        span=f"Over each row's visible keys (read out on the {case.name} case)")
+
+
+def shares(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_n: int) -> str:
+    """How the kernel's K/V blocks of each sequence (``block_n`` keys from its start) share
+    each row's weight against softmax, in words (:func:`block_shares_words`)."""
+    s, allowed = scored(w, q, k, case)
+    spans = [slice(start, min(start + block_n, case.cu_k[b + 1]))
+             for b in range(len(case.seqs)) for start in range(case.cu_k[b], case.cu_k[b + 1], block_n)]
+    rows_of = [b for b, (nq, _) in enumerate(case.seqs) for _ in range(nq)]
+
+    def row_name(r: int) -> str:
+        head, row = divmod(r, case.cu_q[-1])
+        b = rows_of[row]
+        return f"head {head} sequence {b} row {row - case.cu_q[b]}"
+
+    return block_shares_words(w, s, allowed[None], block_n, row_name, "K/V block", "keys", spans)
 
 
 @dataclass
@@ -505,8 +529,18 @@ def other_sequence_findings(read: RowRead, case: Case) -> Findings:
         local = sorted(x - first for x in keys)
         parts.append(f"rows of sequence {b} weigh key{'s' * (len(local) > 1)} {index_runs(local)} of sequence "
                      f"{other} (packed {index_runs(sorted(keys))})")
+    pairs = list(read.other)
+    if all(other > b for b, other in pairs):
+        where = (" Every key weighed outside a sequence lies after that sequence's own last key: its rows' key range"
+                 " runs on past the sequence's end (the key length, the loop bound or the key mask built from it);"
+                 " the loads may start right.")
+    elif all(other < b for b, other in pairs):
+        where = (" Every key weighed outside a sequence lies before that sequence's first key: look at where its K"
+                 " and V loads start (cu_seqlens_k[b]).")
+    else:
+        where = ""
     found.say("reads-other-sequence", f" {read.other_rows} rows weigh keys of another sequence: {'; '.join(parts)}"
-              f" (the {case.name} case).")
+              f" (the {case.name} case).{where}")
     return found
 
 
@@ -538,11 +572,69 @@ def visit_counts(checked: list[Checked], block_m: int, block_n: int) -> tuple[in
     return visited, needed, extra, unrecorded, example
 
 
+def _ideal_rows(case: Case, shape: tuple[int, ...], block_m: int, block_n: int) -> torch.Tensor:
+    """(B*H, n_m, n_n) bool: the blocks each (sequence, head) row of the visit map should hold."""
+    ideal = torch.zeros(shape, dtype=torch.bool)
+    for b, (nq, nk) in enumerate(case.seqs):
+        for m, want in enumerate(needed_blocks(nq, nk, block_m, block_n)):
+            if m < shape[1]:
+                ideal[b * case.heads:(b + 1) * case.heads, m, :min(want, shape[2])] = True
+    return ideal
+
+
+def _strides(got: torch.Tensor, ideal: torch.Tensor) -> tuple[int, int] | None:
+    """The (query blocks a row, key blocks a query block) with which the ideal (row, query
+    block, key block) triples land on exactly the flat positions the kernel stored; the map's
+    own first, then every other up to twice the map's; None where none does."""
+    rows, n_m, n_n = ideal.shape
+    stored = set(got.flatten().nonzero().flatten().tolist())
+    want = ideal.nonzero().tolist()
+    for a in [n_m, *range(1, 2 * n_m + 2)]:
+        for c in [n_n, *range(1, 2 * n_n + 2)]:
+            if {(r * a + m) * c + j for r, m, j in want} == stored:  # stores may coincide: compared as positions
+                return a, c
+    return None
+
+
+def misplaced_rows(checked: list[Checked], block_m: int, block_n: int) -> str:
+    """Where every case's map holds exactly the ideal blocks, only at other places, in words:
+    the rows of other (sequence, head)s (a kernel recording at another program's row), or
+    positions laid out with other row lengths (a kernel told other maximum lengths than the
+    map's); "" where some case's stores are not the ideal ones rearranged."""
+    moved = total = 0
+    laid_out: list[str] = []
+    for one in checked:
+        got = (one.launch.visits != 0).cpu()
+        ideal = _ideal_rows(one.case, tuple(got.shape), block_m, block_n)
+        strides = _strides(got, ideal)
+        if strides is None:
+            rows = lambda x: sorted(bytes(r.flatten().numpy().tobytes()) for r in x)  # noqa: E731
+            if rows(got) != rows(ideal):
+                return ""
+            moved += int((got != ideal).flatten(1).any(dim=1).sum())
+        elif strides != tuple(got.shape[1:]):
+            laid_out.append(f"the {one.case.name} case's stores read as rows of {strides[0]} query block(s) of"
+                            f" {strides[1]} key block(s), where its map has {got.shape[1]} of {got.shape[2]}")
+        total += got.shape[0]
+    if laid_out:
+        return (" Its stores, decoded with other row lengths, are exactly the blocks needed: "
+                + "; ".join(laid_out) + " (the kernel computes the map's strides from other maximum lengths than"
+                " the ones the map was made for: look at the MAX_Q and MAX_K the launcher passes).")
+    if moved:
+        return (f" {moved} of the {total} (sequence, head) rows of the maps, over all cases, hold another row's"
+                " blocks; taken together they are exactly the blocks needed.")
+    return ""
+
+
 def visit_findings(checked: list[Checked], block_m: int, block_n: int) -> Findings:
     found = Findings()
     visited, needed, extra, unrecorded, example = visit_counts(checked, block_m, block_n)
     if visited == 0:
         found.say("no-visits-recorded")
+        return found
+    misplaced = misplaced_rows(checked, block_m, block_n) if extra or unrecorded else ""
+    if misplaced:
+        found.say("visits-misplaced", misplaced)
         return found
     if extra:
         found.say("extra-blocks", f" {extra} visits to blocks no row needs, over all cases ({visited} visited, "
@@ -596,6 +688,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         if not read_any:
             slope, hot = temperature(w, wq, wk, one.case)
             first_read = slope + reading.row_sums(w)
+            if slope and not hot:  # a softmax at the right temperature: how its K/V blocks share the weight
+                first_read += shares(w, wq, wk, one.case, int(module.BLOCK_N))
         read_any = True
         across = other_sequence_findings(read, one.case)
         found.add(across)

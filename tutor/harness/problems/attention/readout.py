@@ -33,6 +33,8 @@ ROW_MASS = 2e-3  # a row's misplaced or missing mass worth reporting (fp16 noise
 MISSING_P = 1e-3  # a key the reference weighs at least this much, and the kernel exactly 0, was never read
 BLOCK_MASS = 0.02  # a (row, key block) pair enters the block ratios when the reference gives it this much
 CONSISTENT = 0.03  # log-ratio spread under which blocks share one scale
+FIT_RMS = 0.01  # a softmax temperature is said only where log(weight) is a line in the scores to this rms ...
+FIT_EXPLAINED = 0.99  # ... explaining this share of log(weight)'s spread about its block means
 MAP_CELLS = 40  # the drawn maps are at most this many cells a side
 
 LN2 = math.log(2.0)
@@ -244,13 +246,15 @@ def temperature_reading(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
     """The slope of log(weight) against the true scaled scores ``s``, fitted on the keys
     each row weighs (``allowed`` broadcast against ``w``; an intercept per row and group of
     ``block_n`` keys), in words: "" where it cannot be fitted or the weights are no softmax
-    of the scores at any slope (rms residual above 0.1, or the line explaining less than 90 %
+    of the scores at any slope (rms residual above FIT_RMS, or the line explaining less than FIT_EXPLAINED
     of log(weight)'s spread: a read-out on small scores varies little, so a small residual
-    alone does not show a fit), so only a measured slope is said.  And whether that slope is
+    alone does not show a fit), so only a measured slope is said.  (A kernel whose right
+    temperature meets the wrong q rows fits at rms 0.03 and 91 %, drill 08's blind round;
+    a wrong temperature fits at rms 3e-4 and 99.999 %.)  And whether that slope is
     one a known scale or base mistake gives (not 1): a wrong temperature, measured."""
     rows_ok = torch.isfinite(w).all(dim=-1)
     slope, rms, explained = _fit_temperature_explained(w.nan_to_num(0.0), s, allowed, rows_ok, block_n)
-    if slope is None or rms is None or rms > 0.1 or explained is None or explained < 0.9:
+    if slope is None or rms is None or rms > FIT_RMS or explained is None or explained < FIT_EXPLAINED:
         return "", False
     name = name_temperature(slope, head_dim)
     said = TEMPERATURE_WORDS.get(name, "") if name else ""
