@@ -178,6 +178,23 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
     assert tuple(d.code for d in result.diagnosis if d.severity in ("error", "finding")) == entry.codes
     for d in result.diagnosis:
         assert "{" not in d.message
+    words = " ".join(d.message for d in result.diagnosis)
+    expected = {  # what the measurement names, for the entries a blind round found only vaguely told
+        "cap_on_partial_blocks_only": "on full blocks (on partial blocks the transform is softcap·tanh(s/softcap)",
+        "tanh_overflows_on_negative_scores": "the output is NaN or Inf below s/softcap = -4",
+        "full_blocks_visited_twice": "Read out with every score 0 (q = 0)",
+    }
+    assert expected.get(entry.name, "") in words, words
+
+
+def test_the_full_block_probe_lists_every_block_full_and_has_the_scores_it_says():
+    q, k, bm, s = bsr.full_block_probe(70, 32, 32, 32, "cpu")
+    kinds = bm.kinds()
+    assert bool((kinds == 2).all())  # every block full: no element mask applies anywhere
+    true = (q[0, 0].double() @ k[0, 0].double().T) / math.sqrt(32)
+    assert torch.allclose(true, s, atol=1e-9) and bool((s[:, 35] == 0).all())
+    assert float(s.min()) == pytest.approx(-3 * bsr.PROBE_SOFTCAP, rel=0.01)
+    assert float(s.max()) > 2.8 * bsr.PROBE_SOFTCAP
 
 
 @pytest.mark.slow

@@ -77,7 +77,7 @@ CPU_CASES = (
     # |s| >> softcap: tanh saturates.  A softcap of 1 also gives a key masked to -inf *before* the
     # cap (-softcap after it) a weight of e^-1, and the last query block is all full, its last key
     # block ragged: keys past the end left in a full block move the output measurably
-    Case("saturated", 1, 2, 70, 32, "random", 1.0, q_scale=8.0),
+    Case("saturated", 1, 2, 70, 32, "random", 1.0, q_scale=16.0),
 )
 GPU_CASES = (
     Case("causal", 2, 4, 1000, 64, "causal", 20.0),
@@ -85,7 +85,7 @@ GPU_CASES = (
     Case("random", 1, 4, 512, 64, "random", 20.0),
     Case("short", 2, 1, 20, 64, "causal", 50.0),
     Case("hostile", 1, 2, 300, 64, "causal", 1000.0, q_scale=40.0),
-    Case("saturated", 1, 2, 270, 64, "random", 1.0, q_scale=8.0),  # 270 = 4 * 64 + 14: 50 keys past the end
+    Case("saturated", 1, 2, 270, 64, "random", 1.0, q_scale=16.0),  # 270 = 4 * 64 + 14: 50 keys past the end
 )
 GPU_TIMING = Case("timing", 4, 16, 4096, 64, "causal", 30.0)
 

@@ -20,6 +20,7 @@ import torch
 from tutor.harness import guarded as shared
 from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.block_sparse import BlockMask, Checked, build_block_mask, reference, run, softcapped, where
 from tutor.harness.result import GuardFinding, VisitMap
 
@@ -27,6 +28,9 @@ MISSING_P = 1e-3  # a visible key the reference weighs this much and the kernel 
 CHANGED = 1e-3  # an output element moved this much by the full-block probe: the mask was read there
 FIT = 0.05  # max |effective score - candidate| (natural-log units) for a candidate to explain a read-out
 PROBE_SOFTCAP = 5.0  # the modifier read-out's softcap: its scores span -3..3 softcaps
+EQUAL_SCORES_WHY = (" With every score equal, softmax gives each visible key the same weight and no rescale"
+                    " changes anything, so the factors' ratios to one another are how many times more often one"
+                    " block's keys were added to the output than another's.")
 LN2 = math.log(2.0)
 LOG2E = 1.0 / LN2
 
@@ -57,9 +61,13 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
             written.append(one)
     for one in written:
         found.add(nan_rows(one))
+    if "nan-in-output" in found:  # is it the modifier, on scores far past the cap?
+        far = far_score_words(module, max(written[0].case.seq, 16), written[0].case.head_dim, device)
+        found["nan-in-output"] += far
     explained = False
+    shares: list[str] = []  # how the K/V blocks share each row's weight, per mask read-out, in words
     for one in written[:2]:
-        said = mask_readout(module, one, device, generator, tolerance)
+        said = mask_readout(module, one, device, generator, tolerance, shares)
         explained |= bool(said)
         found.add(said)
     # the modifier is read on two-key rows: only where the kernel's mask is measured right
@@ -71,8 +79,8 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
         one = written[0]
         found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured "
                   "weights put no weight on a masked key, miss "
-                  "no visible one, and the modifier read-out (on two-key rows: partial blocks only) matches "
-                  f"softcap·tanh(s/softcap).{other_head_words(one, tolerance)}")
+                  "no visible one, and the modifier read-outs (on partial blocks and on full blocks) match "
+                  f"softcap·tanh(s/softcap).{next((s for s in shares if s), '')}{other_head_words(one, tolerance)}")
     found.add(visit_steps(checked, maps))
     # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
     # visible key: elsewhere a moved output has other causes (said above)
@@ -138,6 +146,33 @@ def visit_steps(checked: list[Checked], maps: list[VisitMap]) -> Findings:
     return found
 
 
+EXTREME_CAPS = 60.0  # the far-score probe's scores span this many softcaps each way (tanh is ±1 long before)
+
+
+def far_score_words(module: ModuleType, seq: int, head_dim: int, device: str) -> str:
+    """The modifier on scores far past the cap (:func:`modifier_probe`'s two-key rows, s
+    from -60 to 60 softcaps), where softcap·tanh(s/softcap) is ±softcap and every weight
+    finite: where the output is NaN or Inf only beyond some |s| while finite on the nearer
+    scores, say from which s on, in words ("" otherwise)."""
+    q, k, v, bm, s = modifier_probe(seq, head_dim, int(module.BLOCK_M), int(module.BLOCK_N), device, EXTREME_CAPS)
+    out = run(module, q, k, v, bm, PROBE_SOFTCAP).out[0, 0, 1:].to(torch.float32).cpu()
+    bad = ~torch.isfinite(out).all(dim=-1)
+    x = (s[1:] / PROBE_SOFTCAP).cpu()
+    near = x.abs() <= 3
+    if not bool(bad.any()) or bool(bad[near].any()):
+        return ""
+    sides = []
+    for sign, words in ((-1.0, "below"), (1.0, "above")):
+        side = bad & (x * sign > 0)
+        if bool(side.any()):
+            edge = float((x[side] * sign).min())  # the nearest score to 0 whose row is NaN
+            sides.append(f"{words} s/softcap = {sign * edge:.0f}")
+    return (f" On tutor-chosen two-key rows (softcap = {PROBE_SOFTCAP:g}, s/softcap from -{EXTREME_CAPS:.0f} to"
+            f" {EXTREME_CAPS:.0f}), the output is NaN or Inf {' and '.join(sides)} and finite within ±3 softcaps:"
+            f" the modifier breaks on scores far past the cap, where softcap·tanh(s/softcap) is simply ±softcap"
+            f" (an exp of ±2s/softcap overflows fp32 beyond |s/softcap| ≈ 44, and inf/inf is NaN).")
+
+
 def nan_rows(one: Checked) -> Findings:
     """NaN rows: exactly rows that see no key (0/0 in the epilogue), or others."""
     found = Findings()
@@ -164,10 +199,12 @@ def other_head_words(one: Checked, tolerance: float) -> str:
 
 
 def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch.Generator,
-                 tolerance: float) -> Findings:
+                 tolerance: float, shares: list[str]) -> Findings:
     """The kernel's weights against the element mask, read through one-hot values with q = 0:
     every score is 0, and so is any modifier's of it (tanh(0) = 0), so a kernel that gets the
-    modifier wrong still weighs each visible key 1/count and each hidden one 0."""
+    modifier wrong still weighs each visible key 1/count and each hidden one 0.  How the
+    K/V blocks share each row's weight (equal scores: each visible key the same share) goes
+    into ``shares``, in words, where it is not softmax's."""
     case, bm = one.case, one.bm
     shape = (case.batch, case.heads, case.seq, case.head_dim)
     q = torch.zeros(shape, dtype=torch.float16, device=device)
@@ -203,6 +240,10 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
             h, r, c = (int(x) for x in bad.nonzero()[0])
             found.say(code, f" {int(bad.sum())} visible (head, row, key) pairs of {words} blocks get no weight: row "
                       f"{r} gives key {c} exactly 0, the reference {float(p[h, r, c]):.3g}{where(one)}.")
+    if not found:
+        said = block_shares_words(w, s.masked_fill(~allowed, 0.0), allowed, bm.block_n,
+                                  lambda r: f"row {r % seq} of head {r // seq}", "K/V block", why=EQUAL_SCORES_WHY)
+        shares.append(f" Read out with every score 0 (q = 0){where(one)}:{said}" if said else "")
     return found
 
 
@@ -211,12 +252,13 @@ def probe_columns(seq: int, head_dim: int) -> torch.Tensor:
     return 1 + (torch.arange(1, seq) - 1) % (head_dim - 1)
 
 
-def modifier_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: str
+def modifier_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: str, caps: float = 3.0
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, BlockMask, torch.Tensor]:
     """Tutor-chosen scores: row r >= 1 sees key 0 (score 0, value e_0) and key r (score
-    s_r, value e_(probe column of r)); s_r spans -3..3 softcaps.  q, k, v, the block mask and s (float64)."""
+    s_r, value e_(probe column of r)); s_r spans -``caps``..``caps`` softcaps.  q, k, v, the
+    block mask and s (float64)."""
     rows = torch.arange(seq)
-    target = torch.linspace(-3 * PROBE_SOFTCAP, 3 * PROBE_SOFTCAP, max(seq - 1, 1))
+    target = torch.linspace(-caps * PROBE_SOFTCAP, caps * PROBE_SOFTCAP, max(seq - 1, 1))
     q = torch.zeros(1, 1, seq, head_dim)
     q[0, 0, 1:, 0] = target[: seq - 1] * head_dim**0.5
     q = q.to(torch.float16)
@@ -231,11 +273,31 @@ def modifier_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: 
     return q.to(device), k.to(device), v.to(device), bm, s
 
 
-def modifier_readout(module: ModuleType, one: Checked, device: str) -> Findings:
-    """The effective score transform, measured: ln(w_r / w_0) on the probe's rows, against
-    the transforms of :data:`TRANSFORMS`."""
-    found = Findings()
-    seq, dim = max(one.case.seq, 16), one.case.head_dim
+def full_block_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: str
+                     ) -> tuple[torch.Tensor, torch.Tensor, BlockMask, torch.Tensor]:
+    """Tutor-chosen scores on full blocks only: every key visible to every row (each block
+    listed full, no partial one, so no element mask applies), row r's score on key c
+    a_r·x_c with x_c from -1 to 1 (x = 0 at key seq // 2) and a_r from 0 to 3 softcaps,
+    so each row spans its own range of scores.  q, k, the block mask and s (rows, keys)
+    float64, from the fp16 q and k the kernel gets."""
+    c0 = seq // 2
+    x = (torch.arange(seq, dtype=torch.float64) - c0) / max(c0, 1)
+    a = torch.linspace(0.0, 3 * PROBE_SOFTCAP, seq, dtype=torch.float64)
+    q = torch.zeros(1, 1, seq, head_dim)
+    q[0, 0, :, 0] = (a * head_dim**0.5).float()
+    k = torch.zeros(1, 1, seq, head_dim)
+    k[0, 0, :, 0] = x.float()
+    q, k = q.to(torch.float16), k.to(torch.float16)
+    s = q[0, 0, :, 0].to(torch.float64)[:, None] * k[0, 0, :, 0].to(torch.float64)[None, :] * head_dim**-0.5
+    bm = build_block_mask(torch.ones(seq, seq, dtype=torch.bool), block_m, block_n, device)
+    return q.to(device), k.to(device), bm, s
+
+
+def partial_effective_scores(module: ModuleType, seq: int, dim: int, device: str
+                             ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The effective scores on partial blocks (:func:`modifier_probe`'s two-key rows):
+    (s, ln(w_r / w_0)) where both weights are measurable; None where the rows are no clean
+    two-key softmax (the mask read-outs speak for that kernel)."""
     q, k, v, bm, s = modifier_probe(seq, dim, int(module.BLOCK_M), int(module.BLOCK_N), device)
     out = run(module, q, k, v, bm, PROBE_SOFTCAP).out[0, 0, 1:].to(torch.float64).cpu()
     s = s[1:]
@@ -246,25 +308,72 @@ def modifier_readout(module: ModuleType, one: Checked, device: str) -> Findings:
     clean = torch.isfinite(out).all(dim=-1) & ((w0 + w1 - 1).abs() < 0.01) & (rest < 1e-3)
     usable = clean & (w0 > 2e-3) & (w1 > 2e-3)
     if int(clean.sum()) < len(s) // 2 or int(usable.sum()) < 4:
-        return found  # the two-key rows are not a clean softmax: the mask read-outs speak for it
-    f = torch.log(w1[usable] / w0[usable])
-    su = s[usable]
+        return None
+    return s[usable], torch.log(w1[usable] / w0[usable])
+
+
+def full_effective_scores(module: ModuleType, seq: int, dim: int, device: str
+                          ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The effective scores on full blocks (:func:`full_block_probe`), read through one-hot
+    values: (s, ln(w_c / w_c0)) over the (row, key) pairs whose weights are measurable
+    (key c0 scores 0 in every row); None where the rows are no clean softmax over all keys."""
+    q, k, bm, s = full_block_probe(seq, dim, int(module.BLOCK_M), int(module.BLOCK_N), device)
+    shape = (1, 1, seq, dim)
+    w, _ = reading.weights_through(lambda v: run(module, q, k, v, bm, PROBE_SOFTCAP).out, shape, 1, device)
+    w = w[0].to(torch.float64).cpu()
+    clean = torch.isfinite(w).all(dim=-1) & ((w.sum(dim=-1) - 1).abs() < 0.01)
+    if int(clean.sum()) < seq // 2:
+        return None
+    c0 = seq // 2
+    usable = clean[:, None] & (w > 1e-3) & (w[:, c0:c0 + 1] > 1e-3)
+    usable[:, c0] = False
+    if int(usable.sum()) < 4:
+        return None
+    return s[usable], torch.log(w[usable] / w[:, c0:c0 + 1].expand_as(w)[usable])
+
+
+def _transform(s: torch.Tensor, f: torch.Tensor) -> tuple[str | None, dict[str, float]]:
+    """Which of :data:`TRANSFORMS` the effective scores ``f`` at scores ``s`` follow to FIT
+    ("" the right one; None none), and each one's largest gap."""
+    errors = {code: float((f - fn(s, PROBE_SOFTCAP)).abs().max()) for code, (_, fn) in TRANSFORMS.items()}
+    best = min(errors, key=lambda c: errors[c])
+    return (best if errors[best] <= FIT else None), errors
+
+
+def modifier_readout(module: ModuleType, one: Checked, device: str) -> Findings:
+    """The effective score transform, measured on partial blocks (ln(w_r / w_0) on two-key
+    rows) and on full blocks (every key visible), against the transforms of
+    :data:`TRANSFORMS`: a kernel that caps the scores in one loop and not the other is
+    told which."""
+    found = Findings()
+    seq, dim = max(one.case.seq, 16), one.case.head_dim
     at = f" (read at seq={seq}, head_dim={dim}, one head)"
-    errors = {code: float((f - fn(su, PROBE_SOFTCAP)).abs().max()) for code, (_, fn) in TRANSFORMS.items()}
-    if errors[""] <= FIT:
+    measured = {"partial": partial_effective_scores(module, seq, dim, device),
+                "full": full_effective_scores(module, seq, dim, device)}
+    judged = {kind: _transform(*m) for kind, m in measured.items() if m is not None}
+    if not judged or all(code == "" for code, _ in judged.values()):
         return found
-    top = int(su.abs().argmax())
-    said = (f" Measured on chosen scores with softcap = {PROBE_SOFTCAP:g}: at s = {float(su[top]):.2f} the kernel's "
-            f"effective score is {float(f[top]):.2f}, softcap·tanh(s/softcap) = "
-            f"{float(softcapped(su[top:top + 1], PROBE_SOFTCAP)[0]):.2f} (over {int(usable.sum())} scores, the largest "
-            f"gap is {errors['']:.2f})")
-    best = min((c for c in errors if c), key=lambda c: errors[c])
-    if errors[best] <= FIT:
-        found.say(best, f"{said}; the measured transform matches {TRANSFORMS[best][0]} to {errors[best]:.3f}{at}.")
-    else:
-        found.say("modifier-wrong", f"{said}; it matches none of: "
-                  + ", ".join(f"{words} (gap {errors[c]:.2f})" for c, (words, _) in TRANSFORMS.items() if c)
-                  + f"{at}.{fitted_factors(su, f, PROBE_SOFTCAP, dim)}")
+    wrong = [kind for kind, (code, _) in judged.items() if code != ""]
+    right = [kind for kind, (code, _) in judged.items() if code == ""]
+    codes = {judged[kind][0] for kind in wrong}
+    together = len(wrong) == 2 and len(codes) == 1
+    for kind in (["partial"] if together else wrong):
+        code, errors = judged[kind]
+        s, f = measured[kind]  # type: ignore[misc]
+        top = int(s.abs().argmax())
+        blocks = ("partial and full blocks alike" if together else
+                  f"{kind} blocks" + ("" if not right else f" (on {right[0]} blocks the transform is"
+                                      " softcap·tanh(s/softcap), right: the loop over those applies it)"))
+        said = (f" Measured on chosen scores with softcap = {PROBE_SOFTCAP:g}, on {blocks}: at s = "
+                f"{float(s[top]):.2f} the kernel's effective score is {float(f[top]):.2f}, softcap·tanh(s/softcap) = "
+                f"{float(softcapped(s[top:top + 1], PROBE_SOFTCAP)[0]):.2f} (over {len(s)} scores, the largest "
+                f"gap is {errors['']:.2f})")
+        if code:
+            found.say(code, f"{said}; the measured transform matches {TRANSFORMS[code][0]} to {errors[code]:.3f}{at}.")
+        else:
+            found.say("modifier-wrong", f"{said}; it matches none of: "
+                      + ", ".join(f"{words} (gap {errors[c]:.2f})" for c, (words, _) in TRANSFORMS.items() if c)
+                      + f"{at}.{fitted_factors(s, f, PROBE_SOFTCAP, dim)}")
     return found
 
 
