@@ -176,6 +176,11 @@ def test_the_diagnoses_quote_what_was_measured(checked):
     other_q = message("q_row_by_kv_heads", "wrong-output")
     assert "attention of another query row's q against its own K/V head (sequence 2 head 0: sequence 0 head 4's" \
         in other_q
+    # NaN that one slice a sequence does not give: the slices' (a slice wholly past the length)
+    sliced = message("slice_end_not_clamped", "nan-in-output")
+    assert "With num_splits=1 (one slice a sequence, nothing to merge) the same case's output is finite" in sliced
+    # the accumulator not rescaled: how the pages share the weight, as measured
+    assert "do not keep softmax's proportions to one another" in message("no_alpha", "wrong-output")
 
 
 def test_the_solutions_split_count_follows_the_batch(monkeypatch):

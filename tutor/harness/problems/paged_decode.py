@@ -224,13 +224,14 @@ class Launch:
     result: CaseResult | None = None
 
 
-def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool = False
-              ) -> tuple[torch.Tensor, shared.Guarded, list[Any] | None]:
+def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool = False,
+              num_splits: int | None = None) -> tuple[torch.Tensor, shared.Guarded, list[Any] | None]:
     """One launch of the student's kernel on inputs ``p`` (the case's shapes), each tensor in a
     guard band as a correctness launch has it: the same shapes, strides, dtypes and alignment,
     so a read-out launch runs the variant the correctness launch compiled.  Returns the output
     (fp16, unwritten elements still poisoned), the bands, and the counted loads of the K and
-    V bands when ``count`` (Triton's interpreter only), else None."""
+    V bands when ``count`` (Triton's interpreter only), else None.  ``num_splits``, where
+    given, is passed on to the launcher (the drill's contract has it)."""
     guarded = shared.Guarded()
     margin = guarding.margin_elements(tuple(p.k_pages.shape), 2 * case.page_size * case.head_dim)
     q = guarded.input("Q", p.q, margin)
@@ -245,7 +246,8 @@ def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool
     guarded.bands.append(table_band)
     buffers = [guarded.band("K").buffer, guarded.band("V").buffer]
     with paged_reads.counting_reads(buffers, count) as counts:
-        returned = getattr(module, LAUNCHER)(q, k, v, table_band.view, p.lengths, out=out)
+        splits = {} if num_splits is None else {"num_splits": num_splits}
+        returned = getattr(module, LAUNCHER)(q, k, v, table_band.view, p.lengths, out=out, **splits)
         shared.synchronize(out)
     out = shared.returned_tensor(f"{LAUNCHER}() returned", returned, out, (case.batch, case.heads, case.head_dim))
     return out, guarded, counts
@@ -257,6 +259,18 @@ def relauncher(module: ModuleType, device: str) -> Callable[[Launch, Paged], tor
         return launch_on(module, x.case, p, device)[0]
 
     return relaunch
+
+
+def one_slice(module: ModuleType, device: str) -> Callable[[Launch], torch.Tensor | None]:
+    """The kernel on a case's own inputs with ``num_splits=1`` (no slices to merge); None
+    where the launcher refuses it."""
+    def again(x: Launch) -> torch.Tensor | None:
+        try:
+            return launch_on(module, x.case, x.inputs, device, num_splits=1)[0]
+        except Exception:  # noqa: BLE001 - a launcher that does not take it: nothing measured
+            return None
+
+    return again
 
 
 def run(module: ModuleType, case: Case, device: str, generator: torch.Generator, interpreter: bool = False) -> Launch:
@@ -301,7 +315,8 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
 
     def diagnose() -> Diagnosed:
         relaunch = relauncher(module, device)  # the read-out, where no load was counted
-        return Diagnosed(diagnosis=paged_diagnose.diagnose(drill, launches, drill.tolerance, relaunch))
+        return Diagnosed(diagnosis=paged_diagnose.diagnose(drill, launches, drill.tolerance, relaunch,
+                                                           one_slice(module, device)))
 
     return Correctness(cases=[x.result for x in launches if x.result is not None],
                        shape=list(launches[0].case.shape), diagnose=diagnose)

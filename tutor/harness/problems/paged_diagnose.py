@@ -18,6 +18,7 @@ Each step returns its findings (code -> the measured detail):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,10 +48,13 @@ def _where(launch: Launch) -> str:
 STRAY_READS = ("reads-past-length", "reads-unlisted-page")
 
 
-def output_findings(failing: list[Launch], stray_reads: bool = False) -> Findings:
+def output_findings(failing: list[Launch], stray_reads: bool = False,
+                    one_slice: Callable[[Launch], torch.Tensor | None] | None = None) -> Findings:
     """Unwritten, out-of-bounds and non-finite outputs.  A NaN only in the cases of large
     scores is put down to an overflowing exp only where no load read a position no
-    sequence holds (``stray_reads``: those hold poison, which reaches the output too)."""
+    sequence holds (``stray_reads``: those hold poison, which reaches the output too);
+    elsewhere the case runs again with one slice a sequence (``one_slice``): finite there,
+    the NaN comes with the slices."""
     found = Findings()
     for x in failing:
         r = _result(x)
@@ -70,8 +74,16 @@ def output_findings(failing: list[Launch], stray_reads: bool = False) -> Finding
                        " that overflowed fp32, can be their source.")
         elif large_only:
             detail += (" Only the cases of large scores have them (hostile: scores of standard deviation 100;"
-                       " orders: a top score of 100): an exp overflowed fp32 there. Subtract a maximum before"
-                       " every exp/exp2.")
+                       " orders: a top score of 100), where an exp overflows fp32 first: every exp/exp2 must take a"
+                       " score minus a maximum at least as large (the running maximum with this tile's scores in it),"
+                       " and the rescale exp2(old maximum - new maximum), not the other way round.")
+        elif one_slice is not None:
+            again = one_slice(x)
+            if again is not None and bool(torch.isfinite(again.double()).all()):
+                detail += (" With num_splits=1 (one slice a sequence, nothing to merge) the same case's output is"
+                           " finite: the NaN comes with the slices. A slice that holds no position must store the"
+                           " empty state (m = -inf, l = 0, o = 0), which the merge weighs exp2(-inf - M) = 0; nothing"
+                           " may divide by a slice's own l or subtract -inf from -inf.")
         found.say("nan-in-output", detail)
     return found
 
@@ -284,11 +296,12 @@ def read_findings(launches: list[Launch], failing: bool, relaunch: paged_weights
 
 
 def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
-             relaunch: paged_weights.Relaunch | None = None) -> list[Diagnosis]:
+             relaunch: paged_weights.Relaunch | None = None,
+             one_slice: Callable[[Launch], torch.Tensor | None] | None = None) -> list[Diagnosis]:
     failing = [x for x in launches if not _result(x).passed]
     codes = Findings()
     reads = read_findings(launches, bool(failing), relaunch)
-    codes.add(output_findings(failing, any(code in reads for code in STRAY_READS)))
+    codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice))
     heads = head_findings(failing, tolerance)
     if "heads-mixed" in heads:
         codes.say("heads-mixed", heads["heads-mixed"])
