@@ -25,3 +25,19 @@ def test_the_mistakes_file_covers_every_correct_variant_the_issue_names():
 @pytest.mark.parametrize("stem", sorted(ENTRIES))
 def test_each_entry_gets_exactly_its_verdict_and_codes(checked, stem: str):
     assert_gets_its_verdict(ENTRIES[stem], checked[stem])
+
+
+def _words(result: CheckResult) -> str:
+    return " ".join(d.message for d in result.diagnosis)
+
+
+@pytest.mark.slow
+def test_what_the_blind_round_found_told_by_measurement(checked):
+    """NaN that a length of whole blocks does not give is the ragged block's, not the first
+    block's; blocks that weigh nothing and that the visit map shows unvisited are the loop's;
+    K read past its end leaves no rescale claim; a block added twice is counted."""
+    ragged = _words(checked["02_mask_by_k_other_neg_inf"])
+    assert "at seq = 256, a multiple of the block sizes, the output is finite" in ragged
+    assert "from the very first block" not in ragged
+    assert "The visit map shows none of these blocks visited" in _words(checked["02_loop_step_block_m"])
+    assert "alpha" not in _words(checked["02_col_mask_lets_n_ctx_through"])

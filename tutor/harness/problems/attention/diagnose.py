@@ -292,6 +292,47 @@ def block_ratio_words(ro: ReadOut) -> str:
     return words
 
 
+def counted_twice_words(ro: ReadOut) -> str:
+    """Where one row's blocks weigh the others' common ratio except some that weigh a whole
+    number (2 or 3) times it: those blocks' keys were added that many times, in words."""
+    ratios = ro.worst_row_ratio or ro.block_ratio
+    known = [(j, r) for j, r in enumerate(ratios) if r is not None and r > 0]
+    if len(known) < 3:
+        return ""
+    base = sorted(r for _, r in known)[len(known) // 2]  # the median block's ratio
+    odd = [(j, r / base) for j, r in known if abs(r / base - 1) > 0.03]
+    if not odd or len(odd) > len(known) // 2:
+        return ""
+    times = {round(x) for _, x in odd}
+    if len(times) != 1 or not times <= {2, 3} or any(abs(x - round(x)) > 0.05 * round(x) for _, x in odd):
+        return ""
+    n = times.pop()
+    blocks = ", ".join(str(j) for j, _ in odd)
+    where = f"row {ro.worst_row}" if ro.worst_row_ratio and ro.worst_row is not None else "the median row"
+    return (f" In {where}, key block{'s' * (len(odd) > 1)} {blocks} weigh{'s' * (len(odd) == 1)} {n} times what the"
+            f" other blocks' common ratio gives {'them' if len(odd) > 1 else 'it'}: as if {'they were' if len(odd) > 1 else 'it were'} added {n}"
+            f" times.")
+
+
+def skipped_visit_words(ro: ReadOut, visits: VisitMap) -> str:
+    """What the visit map says of the blocks the read-out found weightless, where it maps the
+    read-out's case (the same length and blocks): none of them visited (the loop never got
+    there), or every one visited by every program (reached, and what it added went elsewhere)."""
+    if not ro.shape or ro.shape[2] != visits.seq or (ro.block_m, ro.block_n) != (visits.block_m, visits.block_n):
+        return ""
+    counts = [visits.counts[i][j] for i, j in ro.skipped_blocks
+              if i < len(visits.counts) and j < len(visits.counts[i])]
+    if len(counts) != len(ro.skipped_blocks) or not counts:
+        return ""
+    if all(c == 0 for c in counts):
+        return (" The visit map shows none of these blocks visited: the loop never reaches them (where it starts, its"
+                " step, its bound).")
+    if all(c == visits.heads for c in counts):
+        return (" The visit map shows every one of these blocks visited: the loop reaches them, and what they added"
+                " was lost or landed on other keys' values.")
+    return ""
+
+
 def _holds_diagonal(i: int, j: int, ro: ReadOut) -> bool:
     """Is key block j the one holding query block i's diagonal (or part of it)?"""
     first_row, last_row = i * ro.block_m, (i + 1) * ro.block_m - 1
@@ -378,6 +419,12 @@ def diagnose(
             worst = "" if case.worst_row is None else f" The largest error is at row {case.worst_row} (query block {case.worst_row // block_m})"
             say("wrong-output", f"{worst}{where}." + (facts(ro) if ro is not None else ""), ro)
 
+    # the map is of the default shape's causal launch (or its only one): a read-out of another mode says nothing of it
+    ro_skipped = next((r for m, r in readouts.items() if r.skipped_blocks and (not both_modes or m == "causal")), None)
+    if "blocks-inconsistent" in codes:
+        codes["blocks-inconsistent"] += next((w for w in map(counted_twice_words, readouts.values()) if w), "")
+    if "blocks-skipped" in codes and visits is not None and ro_skipped is not None:
+        codes["blocks-skipped"] += skipped_visit_words(ro_skipped, visits)
     if visits is not None:
         # PASSED with every block visited is a finding of its own ("todo1-open", which
         # unlocks the loop-bound hint); on a failing kernel it is only said
