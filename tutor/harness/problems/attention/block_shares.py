@@ -18,6 +18,7 @@ block-pattern measurement of their own (05–08); drills 01/02 have theirs in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -77,6 +78,24 @@ def _running(top: torch.Tensor, segments: torch.Tensor | None) -> tuple[torch.Te
     for j in range(top.shape[-1] - 2, -1, -1):
         final[..., j] = torch.where(seg[..., j] == seg[..., j + 1], final[..., j + 1], running[..., j])
     return running, final
+
+
+def _runs_words(known: list[tuple[int, float]], unit: str) -> str:
+    """Where the compared blocks of a row fall into runs of consecutive blocks with one
+    factor each (within CONSISTENT), at least one run of two or more, in words."""
+    runs: list[list[tuple[int, float]]] = []
+    for j, r in known:
+        if runs and abs(math.log(r / runs[-1][0][1])) < CONSISTENT:
+            runs[-1].append((j, r))
+        else:
+            runs.append([(j, r)])
+    if len(runs) < 2 or len(runs) > 4 or max(len(run) for run in runs) < 2:
+        return ""
+    parts = [f"{unit}{'s' if len(run) > 1 else ''} {run[0][0]}{'-' + str(run[-1][0]) if len(run) > 1 else ''}"
+             f" ×{run[0][1]:.2f}" for run in runs]
+    return (f" They fall into runs of consecutive {unit}s with one factor each ({'; '.join(parts)}): within a run the"
+            f" {unit}s keep softmax's proportions, and the runs weigh wrong against one another, as the parts of a"
+            f" computation done piece by piece (a slice of a split, a pass of a loop) would.")
 
 
 def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, block_n: int,
@@ -144,6 +163,8 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
     return (f" The {blocks} do not keep softmax's proportions to one another in {inconsistent} of the"
             f" {int(multi.sum())} rows where two or more hold {100 * BLOCK_MASS:.0f} % of softmax's weight; in"
             f" {row_name(worst)} they weigh, against softmax's share ({unit}s counted from 0), {shown}."
+            + _runs_words([(j, float(r)) for j, (r, u) in enumerate(zip(ratios.tolist(), used.tolist(), strict=True))
+                           if u], unit)
             + (why if why is not None else
                f" What sets a {unit}'s share against the others: the rescale by exp(old maximum − new maximum) where a"
                f" step adds it, the weight a merge of partial results gives each part, and whether its {of} are"
