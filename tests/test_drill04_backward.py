@@ -311,6 +311,9 @@ PROBE_WORDS = {
     "dq_loop_exp2_natural_lse": ["its dQ is what P = exp(0.", "the dQ loop's P has its scale or base off"],
     "dq_loop_mask_strict": ["the diagonal masked", "the dQ loop's P has the wrong mask"],
     "dq_loop_ds_without_d": ["its dQ is 0 where it should be"],
+    # blind round 6: the measured cause, not a load of the wrong rows or a wrong preprocess
+    "lse_scaled_by_sm_scale": ["each of them subtracts its own lse times 0.125 (sm_scale)"],
+    "ds_subtracts_lse": ["the D_i it subtracts is the row's lse"],
 }
 
 

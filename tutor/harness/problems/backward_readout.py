@@ -83,6 +83,8 @@ class PShape:
     extra_kinds: dict[str, int]  # the same split of the pairs a row may not see that carry weight
     # wrong (batch*head, row) -> another batch*head whose lse of that same row it subtracted
     lse_head_from: dict[tuple[int, int], int] = field(default_factory=dict)
+    # every wrong row subtracted its own given lse times this one constant (where one fits to 1 %)
+    lse_scaled: float | None = None
 
 
 def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.Tensor,
@@ -130,6 +132,12 @@ def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.
         # which row's lse each wrong row subtracted: lse_used = lse_row - c_row, the nearest given lse
         used = lse_r - r_mean
         given = lse_given.reshape(-1, seq).to(torch.float64)
+        own = given[:, rows]
+        usable = off & (own.abs() > 0.5)  # a ratio to a given lse near 0 says nothing
+        if int(usable.sum()) >= 3:
+            scale = (used / own.where(usable, torch.ones_like(own)))[usable]
+            if float((scale - scale.median()).abs().max()) <= 0.01 * abs(float(scale.median())):
+                shape.lse_scaled = float(scale.median())
         for h, i in off.nonzero().tolist():
             row = read.rows[i]
             heads_gap = (given[:, row] - used[h, i]).abs()
@@ -299,9 +307,14 @@ def _factor_words(got: torch.Tensor, ds: torch.Tensor, close: Callable[[torch.Te
         if whole and len(values) <= 3 and values != [1]:
             groups = "; ".join(f"{n:g} x on keys {index_runs([j for j, m in times.items() if m == n])}"
                                for n in values)
+            how = []
+            if 0 in values:
+                how.append("a key at 0 x never reaches dQ: the dQ loop's mask or bounds drop it")
+            if any(n >= 2 for n in values):
+                how.append("a key at 2 x or more is added that many times (steps shorter than the dQ loop's tile,"
+                           " or ranges that overlap)")
             return (f" is P * (dP - D) times a whole number per key, the same on every row: {groups} (of"
-                    f" {seq}): as if the dQ loop added those keys' dS * K that many times (steps shorter than its"
-                    " tile, or ranges that overlap).")
+                    f" {seq}): {'; '.join(how)}.")
         return (f" is P * (dP - D) times one factor per key, the same on every row, from"
                 f" {float(per_key[used].min()):.3g} to {float(per_key[used].max()):.3g}.")
     for block in [seq] + [b for b in (128, 64, 32, 16) if b < seq]:  # the fewest factors that fit first

@@ -99,9 +99,9 @@ def check_correctness(
     def diagnose_launches() -> Diagnosed:
         readouts = read_failing_modes(module, launches, modes, generator)
         findings, said = guard_report(drill, module, launches, runs, device, generator)
-        # a map store landed outside it on a kernel whose output is wrong: its indexing is measurably off, so
-        # no block count comes from the map (a right output with a loop one block long still counts its blocks)
-        trusted = standard_passed or not shared.visit_map_overrun(findings)
+        # a map store landed outside it: the map's indexing is measurably not the tutor's (a loop past its
+        # bound, other block sizes than BLOCK_M/BLOCK_N, a wrong row), so no block count comes from it
+        trusted = not shared.visit_map_overrun(findings)
         diagnosis = diagnose(drill, launches, visits[0] if visits and trusted else None, block_m, block_n, readouts)
         if not trusted:
             said = [dataclasses.replace(d, message=d.message + shared.MAP_UNTRUSTED) if d.code == "write-past-end"
