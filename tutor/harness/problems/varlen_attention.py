@@ -596,6 +596,11 @@ def _strides(got: torch.Tensor, ideal: torch.Tensor) -> tuple[int, int] | None:
     return None
 
 
+def _row_patterns(grid: torch.Tensor) -> list[bytes]:
+    """Each row's (query block, key block) pattern, sorted: equal lists are the same rows in some order."""
+    return sorted(row.flatten().numpy().tobytes() for row in grid)
+
+
 def misplaced_rows(checked: list[Checked], block_m: int, block_n: int) -> str:
     """Where every case's map holds exactly the ideal blocks, only at other places, in words:
     the rows of other (sequence, head)s (a kernel recording at another program's row), or
@@ -608,8 +613,7 @@ def misplaced_rows(checked: list[Checked], block_m: int, block_n: int) -> str:
         ideal = _ideal_rows(one.case, tuple(got.shape), block_m, block_n)
         strides = _strides(got, ideal)
         if strides is None:
-            rows = lambda x: sorted(bytes(r.flatten().numpy().tobytes()) for r in x)  # noqa: E731
-            if rows(got) != rows(ideal):
+            if _row_patterns(got) != _row_patterns(ideal):
                 return ""
             moved += int((got != ideal).flatten(1).any(dim=1).sum())
         elif strides != tuple(got.shape[1:]):
