@@ -353,7 +353,7 @@ def test_the_diagnoses_carry_what_was_measured(checked):
     acc = checked["split_acc_not_rescaled"].diagnosis[0].message
     assert "Within each slice, the K/V blocks of 32 cache positions that were read while the running maximum" in acc
     # split and merge each right alone, on different layouts: the merge is exact on the other one
-    layouts = " ".join(d.message for d in checked["split_writes_slice_major"].diagnosis)
+    layouts = " ".join(d.message for d in checked["split_writes_o_slice_major"].diagnosis)
     assert "Your two kernels disagree on where the slice states live" in layouts
     assert "your merge weights slice" not in layouts and "look at the merge" not in layouts
     empty = checked["empty_slice_nan"]

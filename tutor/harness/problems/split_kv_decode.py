@@ -617,13 +617,9 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
     return found
 
 
-def _layout_words(roles: apart.Roles, layouts: dict[int, apart.Layout]) -> str:
+def _layout_words(layout: apart.Layout) -> str:
     names = {"r": "sequence*head", "s": "slice", "f": "field", "d": "head_dim"}
-    shown = []
-    for pos in [*roles.tensors, roles.vector]:
-        order = [a for a in layouts[pos].order if a != "f" or roles.fields.get(pos, 1) > 1]
-        shown.append(f"[{', '.join(names[a] for a in order)}]")
-    return ", ".join(shown)
+    return f"[{', '.join(names[a] for a in layout.order)}]"
 
 
 def _merge_reads_another_layout(module: ModuleType, roles: apart.Roles, conv: apart.Convention, x: Launch,
@@ -646,10 +642,16 @@ def _merge_reads_another_layout(module: ModuleType, roles: apart.Roles, conv: ap
             exact.append(layouts)
     if len(exact) != 1:
         return ""
-    return (f" Your two kernels disagree on where the slice states live: run alone on keys of zero, your split kernel"
-            f" writes its state tensors laid out as {_layout_words(roles, split_layouts)}, while your merge kernel,"
-            f" run alone, is exact on the same states laid out as {_layout_words(roles, exact[0])} and wrong on"
-            f" them as the split writes them. Either kernel may be the one to change; they must agree.")
+    split_o, merge_o = split_layouts[roles.vector], exact[0][roles.vector]
+    if split_o != merge_o:  # the vector state's layout is measured by the row each slot names: unambiguous
+        where = (f" your split kernel writes o_s laid out as {_layout_words(split_o)}, while your merge kernel, run"
+                 f" alone, is exact on the same states with o_s laid out as {_layout_words(merge_o)} and wrong on them"
+                 " as the split writes them")
+    else:
+        where = (" your merge kernel, run alone, is exact on the same states laid out another way than your split"
+                 " kernel measurably writes them (m_s and l_s), and wrong on them as the split writes them")
+    return (f" Your two kernels disagree on where the slice states live:{where}. Either kernel may be the one to"
+            " change; they must agree.")
 
 
 def test_apart_safely(launches: list[Launch], module: ModuleType) -> Apart:
@@ -876,7 +878,7 @@ def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apa
         apart_words += probe.words
     elif probe is not None and failing and not split_right:
         apart_words += probe.words
-    for launch in failing:
+    for launch in failing if not tested.layouts_disagree else []:  # (states read in a layout the merge does not use)
         right, words = tested.split.get(_result(launch).name, (None, ""))
         if right is not True and words:
             apart_words += f" On the {_result(launch).name} case:" + words

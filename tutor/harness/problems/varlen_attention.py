@@ -374,7 +374,8 @@ def temperature(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -
                                        span=f"Over each row's visible keys (read out on the {case.name} case)")
 
 
-def shares(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_n: int) -> str:
+def shares(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_n: int,
+           patterns_only: bool = False) -> str:
     """How the kernel's K/V blocks of each sequence (``block_n`` keys from its start) share
     each row's weight against softmax, in words (:func:`block_shares_words`)."""
     s, allowed = scored(w, q, k, case)
@@ -387,7 +388,8 @@ def shares(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_
         b = rows_of[row]
         return f"head {head} sequence {b} row {row - case.cu_q[b]}"
 
-    return block_shares_words(w, s, allowed[None], block_n, row_name, "K/V block", "keys", spans)
+    return block_shares_words(w, s, allowed[None], block_n, row_name, "K/V block", "keys", spans,
+                              patterns_only=patterns_only)
 
 
 @dataclass
@@ -692,8 +694,9 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         if not read_any:
             slope, hot = temperature(w, wq, wk, one.case)
             first_read = slope + reading.row_sums(w)
-            if slope and not hot:  # a softmax at the right temperature: how its K/V blocks share the weight
-                first_read += shares(w, wq, wk, one.case, int(module.BLOCK_N))
+            if not hot:  # how its K/V blocks share the weight (only a fitting pattern where no slope was read:
+                # the slope is fitted with one intercept a row, which a block-wise mistake bends)
+                first_read += shares(w, wq, wk, one.case, int(module.BLOCK_N), patterns_only=not slope)
         read_any = True
         across = other_sequence_findings(read, one.case)
         found.add(across)

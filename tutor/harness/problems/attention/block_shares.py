@@ -101,7 +101,8 @@ def _runs_words(known: list[tuple[int, float]], unit: str) -> str:
 def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, block_n: int,
                        row_name: Callable[[int], str] = lambda r: f"row {r}", unit: str = "block",
                        of: str = "keys", spans: list[slice] | None = None,
-                       segments: torch.Tensor | None = None, segment: str = "slice", why: str | None = None) -> str:
+                       segments: torch.Tensor | None = None, segment: str = "slice", why: str | None = None,
+                       patterns_only: bool = False) -> str:
     """What the kernel's weight on each block of ``block_n`` keys is against softmax's, in
     words ("" when every row's blocks weigh what softmax gives them).  ``w`` (rows, queries,
     keys) read-out weights (NaN where unwritten), ``s`` the float64 scores in the exponent's
@@ -113,7 +114,9 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
     queries, blocks), where given, is the measured id of the program (a ``segment`` of the
     keys: a split-KV slice) that read each block: each keeps its own running maximum,
     and a merge brings them to one.  ``why`` replaces the closing sentence said of blocks no
-    pattern explains (a read-out on equal scores, where no rescale changes anything)."""
+    pattern explains (a read-out on equal scores, where no rescale changes anything).
+    ``patterns_only``: say only a pattern that fits (for weights whose temperature was not
+    measured: a fitting pattern measures it, a list of ratios would not)."""
     s = s.expand_as(w).to(torch.float64)
     allowed = allowed.expand_as(w)
     spans = spans if spans is not None else even_spans(w.shape[-1], block_n)
@@ -153,6 +156,8 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
     if _fits(log_ratio, use, top.amax(-1, keepdim=True) - top, multi):
         return (f" Each of the {blocks} weighs exp(row maximum − its own largest score) times softmax's share: every"
                 f" block is exponentiated against its own maximum, and nothing rescales it to the row's.")
+    if patterns_only:
+        return ""
     flat = torch.where(multi, spread, -1.0).flatten()
     worst = int(flat.argmax())
     ratios = log_ratio.flatten(0, -2)[worst].exp()
