@@ -123,3 +123,15 @@ def test_the_timed_launch_is_compared_with_float64(tmp_path):
     assert wrong.verify is not None
     said = wrong.verify()
     assert said is not None and "the timed launch" in said and "sequence 0, head 0 is off by up to" in said
+
+
+@pytest.mark.slow
+def test_a_scalar_state_is_read_in_the_layout_whose_counts_are_the_vector_states(tmp_path):
+    """o_s stored slice-major, m_s and l_s row-major: l_s's counts read slice-major are counts
+    too, so only the counts the vector state holds (its component 2) tell the two apart."""
+    module = _module(tmp_path, "split_writes_o_slice_major")
+    _, roles, measured = _probe(module)
+    assert isinstance(measured, layout.Measured)
+    assert measured.layouts[roles.vector].order == "srd"
+    count_tensors = roles.tensors[-1:]  # l_s: the last state tensor the merge takes
+    assert [measured.layouts[pos].order for pos in count_tensors] == ["rsf"]

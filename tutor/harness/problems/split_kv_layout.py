@@ -78,6 +78,15 @@ def _scalar_fits(canon: torch.Tensor, nonempty: torch.Tensor) -> bool:
                for f in range(canon.shape[0]))
 
 
+def _counts_agree(canon: torch.Tensor, nonempty: torch.Tensor, counts: torch.Tensor) -> bool:
+    """Does some field hold exactly ``counts`` at every non-empty slot?"""
+    for f in range(canon.shape[0]):
+        mine = _count_of(canon[f], nonempty)
+        if mine is not None and bool((mine[nonempty] == counts[nonempty]).all()):
+            return True
+    return False
+
+
 @dataclass
 class Unread:
     """A probe no layout reads: ``nonfinite`` when the split wrote NaN or Inf into its states."""
@@ -139,15 +148,18 @@ def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tens
         flat = args[roles.split_pos[pos]].detach().double().cpu().reshape(-1)
         options = apart.scalar_layouts(roles.fields[pos])
         options.sort(key=lambda lay: (lay.order.replace("f", "") != prefer))  # the vector's order first
-        for layout in options:
-            canon = layout.canonical(flat, roles.sizes(pos))
-            if _scalar_fits(canon, nonempty):
-                layouts[pos] = layout
-                for f in range(canon.shape[0]):
-                    counts = counts if counts is not None else _count_of(canon[f], nonempty)
-                break
-        else:
+        fitting = [lay for lay in options if _scalar_fits(lay.canonical(flat, roles.sizes(pos)), nonempty)]
+        if not fitting:
             return unread
+        # counts are the same numbers read in any order: where the vector state holds them too,
+        # the layout whose counts are the vector's own, slot for slot, is the one (else the first)
+        agreeing = [lay for lay in fitting if counts is not None
+                    and _counts_agree(lay.canonical(flat, roles.sizes(pos)), nonempty, counts)]
+        layout = (agreeing or fitting)[0]
+        canon = layout.canonical(flat, roles.sizes(pos))
+        layouts[pos] = layout
+        for f in range(canon.shape[0]):
+            counts = counts if counts is not None else _count_of(canon[f], nonempty)
     if counts is not None:
         counts = torch.where(nonempty, counts, torch.zeros_like(counts))
     owner = _contiguous_owner(vec, nonempty, counts, lengths, heads, n)
