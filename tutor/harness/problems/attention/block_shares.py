@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import torch
 
+# shared with the block ratios of drills 01/02 (readout._blocks)
 BLOCK_MASS = 0.02  # a (row, block) pair is compared when softmax gives the block this much of the row
 CONSISTENT = 0.03  # log-ratio spread under which a row's blocks share one scale
 SUM_SLACK = 0.02  # row sums within this of 1 are right (fp16 weights of many keys)
@@ -55,7 +56,7 @@ def _ratios(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
     return log_ratio, use, top
 
 
-def _fits(log_ratio: torch.Tensor, use: torch.Tensor, predicted: torch.Tensor, multi: torch.Tensor) -> bool:
+def fits_pattern(log_ratio: torch.Tensor, use: torch.Tensor, predicted: torch.Tensor, multi: torch.Tensor) -> bool:
     """Does ``predicted`` (log, up to one constant a row) match every multi-block row's ratios?"""
     gap = torch.where(use, log_ratio - predicted, torch.zeros_like(log_ratio))
     mean = gap.sum(-1) / use.sum(-1).clamp(min=1)
@@ -147,13 +148,13 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
                      " does not get (or a merge that weighs the partial sums more than the partial outputs).")
         return said
     running, final = _running(top, segments)
-    if _fits(log_ratio, use, final - running, multi):
+    if fits_pattern(log_ratio, use, final - running, multi):
         within, its = (f"Within each {segment}, the", f"the {segment}'s") if segments is not None else ("The", "")
         return (f" {within} {blocks} that were read while the running maximum was still lower weigh more than"
                 f" softmax gives them, by exp({its + ' ' if its else ''}final maximum − the running maximum when the"
                 f" block was read), as an accumulator that keeps each block at the maximum it was read with, not"
                 f" rescaled when the maximum grows, gives.")
-    if _fits(log_ratio, use, top.amax(-1, keepdim=True) - top, multi):
+    if fits_pattern(log_ratio, use, top.amax(-1, keepdim=True) - top, multi):
         return (f" Each of the {blocks} weighs exp(row maximum − its own largest score) times softmax's share: every"
                 f" block is exponentiated against its own maximum, and nothing rescales it to the row's.")
     if patterns_only:

@@ -26,13 +26,12 @@ from types import ModuleType
 import torch
 
 from tutor.harness import launch as launching
+from tutor.harness.problems.attention.block_shares import BLOCK_MASS, CONSISTENT, fits_pattern
 from tutor.harness.result import BlockPattern, ForbiddenScore, MissingWhere, ReadOut, TemperatureName
 
 READ = 0.0  # a weight above this was given: a masked key gets exactly 0 (p = exp2(-inf) = 0, times one-hot V)
 ROW_MASS = 2e-3  # a row's misplaced or missing mass worth reporting (fp16 noise is ~1e-4 a row)
 MISSING_P = 1e-3  # a key the reference weighs at least this much, and the kernel exactly 0, was never read
-BLOCK_MASS = 0.02  # a (row, key block) pair enters the block ratios when the reference gives it this much
-CONSISTENT = 0.03  # log-ratio spread under which blocks share one scale
 FIT_RMS = 0.01  # a softmax temperature is said only where log(weight) is a line in the scores to this rms ...
 FIT_EXPLAINED = 0.99  # ... explaining this share of log(weight)'s spread about its block means
 MAP_CELLS = 40  # the drawn maps are at most this many cells a side
@@ -540,10 +539,7 @@ def _blocks(result: ReadOut, w: torch.Tensor, s: torch.Tensor, p: torch.Tensor, 
     patterns: tuple[tuple[BlockPattern, torch.Tensor], ...] = (
         ("own-block-max", top - bmax), ("stale-max", top - running))
     for name, pred in patterns:
-        gap = torch.where(use, log_ratio - pred, torch.zeros_like(log_ratio))
-        gap_mean = gap.sum(-1) / counts.clamp(min=1)
-        resid = torch.where(use, (gap - gap_mean[..., None]).abs(), torch.zeros_like(gap))[multi]
-        if float(resid.max()) < 0.05:
+        if fits_pattern(log_ratio, use, pred, multi):
             result.block_pattern = name
             return
 
