@@ -65,9 +65,10 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
         far = far_score_words(module, max(written[0].case.seq, 16), written[0].case.head_dim, device)
         found["nan-in-output"] += far
     explained = False
-    shares: list[str] = []  # how the K/V blocks share each row's weight, per mask read-out, in words
+    shares = ""  # the first mask read-out's words on how the K/V blocks share each row's weight
     for one in written[:2]:
-        said = mask_readout(module, one, device, generator, tolerance, shares)
+        said, shared_out = mask_readout(module, one, device, generator, tolerance)
+        shares = shares or shared_out
         explained |= bool(said)
         found.add(said)
     # the modifier is read on two-key rows: only where the kernel's mask is measured right
@@ -80,7 +81,7 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
         found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured "
                   "weights put no weight on a masked key, miss "
                   "no visible one, and the modifier read-outs (on partial blocks and on full blocks) match "
-                  f"softcap·tanh(s/softcap).{next((s for s in shares if s), '')}{other_head_words(one, tolerance)}")
+                  f"softcap·tanh(s/softcap).{shares}{other_head_words(one, tolerance)}")
     found.add(visit_steps(checked, maps))
     # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
     # visible key: elsewhere a moved output has other causes (said above)
@@ -199,12 +200,12 @@ def other_head_words(one: Checked, tolerance: float) -> str:
 
 
 def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch.Generator,
-                 tolerance: float, shares: list[str]) -> Findings:
+                 tolerance: float) -> tuple[Findings, str]:
     """The kernel's weights against the element mask, read through one-hot values with q = 0:
     every score is 0, and so is any modifier's of it (tanh(0) = 0), so a kernel that gets the
     modifier wrong still weighs each visible key 1/count and each hidden one 0.  How the
-    K/V blocks share each row's weight (equal scores: each visible key the same share) goes
-    into ``shares``, in words, where it is not softmax's."""
+    K/V blocks share each row's weight (equal scores: each visible key the same share) comes
+    second, in words, where the mask is measured right and the shares are not softmax's."""
     case, bm = one.case, one.bm
     shape = (case.batch, case.heads, case.seq, case.head_dim)
     q = torch.zeros(shape, dtype=torch.float16, device=device)
@@ -218,7 +219,7 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
     if gap > reading.LINEAR_SLACK:  # one launch more: the read-out describes nothing, so no mask claim
         found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}."
                   + reading.not_weighted_sum_words(gap, where(one)) + other_head_words(one, tolerance))
-        return found
+        return found, ""
     allowed = bm.allowed().to(w.device)
     kinds = bm.kinds().to(w.device)
     seq = case.seq
@@ -240,11 +241,11 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
             h, r, c = (int(x) for x in bad.nonzero()[0])
             found.say(code, f" {int(bad.sum())} visible (head, row, key) pairs of {words} blocks get no weight: row "
                       f"{r} gives key {c} exactly 0, the reference {float(p[h, r, c]):.3g}{where(one)}.")
-    if not found:
-        said = block_shares_words(w, s.masked_fill(~allowed, 0.0), allowed, bm.block_n,
-                                  lambda r: f"row {r % seq} of head {r // seq}", "K/V block", why=EQUAL_SCORES_WHY)
-        shares.append(f" Read out with every score 0 (q = 0){where(one)}:{said}" if said else "")
-    return found
+    if found:
+        return found, ""
+    said = block_shares_words(w, torch.zeros_like(w), allowed, bm.block_n,  # q = 0: every score is 0
+                              lambda r: f"row {r % seq} of head {r // seq}", "K/V block", why=EQUAL_SCORES_WHY)
+    return found, f" Read out with every score 0 (q = 0){where(one)}:{said}" if said else ""
 
 
 def probe_columns(seq: int, head_dim: int) -> torch.Tensor:
