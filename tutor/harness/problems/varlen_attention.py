@@ -624,8 +624,9 @@ def misplaced_rows(checked: list[Checked], block_m: int, block_n: int) -> str:
         total += got.shape[0]
     if laid_out:
         return (" Its stores, decoded with other row lengths, are exactly the blocks needed: "
-                + "; ".join(laid_out) + " (the kernel computes the map's strides from other maximum lengths than"
-                " the ones the map was made for: look at the MAX_Q and MAX_K the launcher passes).")
+                + "; ".join(laid_out) + " (the kernel's map row lengths are not the map's: look at how it"
+                " computes them, cdiv(MAX_Q, BLOCK_M) and cdiv(MAX_K, BLOCK_N), and at the MAX_Q and MAX_K the"
+                " launcher passes).")
     if moved:
         return (f" {moved} of the {total} (sequence, head) rows of the maps, over all cases, hold another row's"
                 " blocks; taken together they are exactly the blocks needed.")
