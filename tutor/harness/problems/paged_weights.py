@@ -285,10 +285,9 @@ def softmax_reading(x: Launch, relaunch: Relaunch) -> tuple[str, bool]:
     s = torch.einsum("bhd,bhnd->bhn", q.to(torch.float64).cpu(), kq) * d**-0.5
     allowed = torch.arange(n)[None, :] < lengths.cpu().repeat_interleave(c.heads)[:, None]
     span = f"Within each page (read out through one-hot values on the {c.name} case)"
-    slope, hot = reading.temperature_reading(w, s.reshape(c.batch * c.heads, 1, n), allowed[:, None, :], d,
-                                             c.page_size, span)
-    sums = reading.row_sums(w, "each head's weights on its sequence's held positions")
-    if slope and not hot:  # a softmax at the right temperature: how its pages share the weight
-        sums += block_shares_words(w, s.reshape(c.batch * c.heads, 1, n), allowed[:, None, :], c.page_size,
-                                   lambda r: f"sequence {r // c.heads} head {r % c.heads}", "page", "positions")
-    return slope + sums, hot
+    scores, seen = s.reshape(c.batch * c.heads, 1, n), allowed[:, None, :]
+    return reading.softmax_reading(w, scores, seen, d, c.page_size, span,
+                                   "each head's weights on its sequence's held positions",
+                                   lambda: block_shares_words(w, scores, seen, c.page_size,
+                                                              lambda r: f"sequence {r // c.heads} head {r % c.heads}",
+                                                              "page", "positions"))

@@ -344,16 +344,15 @@ def temperature(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: C
     temperature, how the K/V blocks of ``block_n`` keys share each row's weight."""
     allowed = window_mask(case.seq, case.window, weights.device)[None]
     scores = reading.scores(q, k.repeat_interleave(case.group, dim=1))
-    slope, hot = reading.temperature_reading(weights, scores, allowed, case.head_dim, block_n)
-    said = slope + reading.row_sums(weights)
-    if slope and not hot:  # a softmax at the right temperature: how its K/V blocks share the weight
 
-        def row_name(r: int) -> str:
-            bh, row = divmod(r, case.seq)
-            return f"row {row} of head {bh % case.heads} (batch {bh // case.heads})"
+    def row_name(r: int) -> str:
+        bh, row = divmod(r, case.seq)
+        return f"row {row} of head {bh % case.heads} (batch {bh // case.heads})"
 
-        said += block_shares_words(weights, scores, allowed, block_n, row_name, "K/V block")
-    return said
+    return reading.softmax_reading(weights, scores, allowed, case.head_dim, block_n, "Within each K/V block",
+                                   "each row's weights",
+                                   lambda: block_shares_words(weights, scores, allowed, block_n, row_name,
+                                                              "K/V block"))[0]
 
 
 def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int) -> torch.Tensor:

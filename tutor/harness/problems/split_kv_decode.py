@@ -746,15 +746,16 @@ def weights_reading(module: ModuleType, launch: Launch) -> tuple[str, bool]:
          * d**-0.5)
     allowed = (torch.arange(n, device=q.device)[None, :] < launch.lengths.repeat_interleave(h)[:, None])[:, None, :]
     span = f"Within each K/V block (read out through one-hot values on the {_result(launch).name} case)"
-    slope, hot = reading.temperature_reading(w, s, allowed, d, int(module.BLOCK_N), span)
-    sums = reading.row_sums(w, f"each (sequence, head)'s weights on the {_result(launch).name} case")
-    if slope and not hot:  # a softmax at the right temperature: how its K/V blocks share the weight
+
+    def shares() -> str:
         # which slice read each block, as the correctness launch recorded it: each keeps its own maximum
         blocks = -(-n // int(module.BLOCK_N))
         read_by = launch.visits.reshape(b * h, 1, -1)[..., :blocks].to(w.device)
-        sums += block_shares_words(w, s, allowed, int(module.BLOCK_N), lambda r: f"sequence {r // h} head {r % h}",
-                                   "K/V block", "cache positions", segments=read_by)
-    return slope + sums, hot
+        return block_shares_words(w, s, allowed, int(module.BLOCK_N), lambda r: f"sequence {r // h} head {r % h}",
+                                  "K/V block", "cache positions", segments=read_by)
+
+    return reading.softmax_reading(w, s, allowed, d, int(module.BLOCK_N), span,
+                                   f"each (sequence, head)'s weights on the {_result(launch).name} case", shares)
 
 
 def _split_right(tested: Apart, failing: list[Launch]) -> bool:

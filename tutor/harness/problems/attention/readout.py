@@ -263,6 +263,21 @@ def temperature_reading(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
             f"{': ' + said if said else ''}.", bool(name))
 
 
+def softmax_reading(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, head_dim: int, block_n: int,
+                    span: str, sums_of: str, shares: Callable[[], str]) -> tuple[str, bool]:
+    """What a one-hot read-out ``w`` says against softmax of the true scores ``s``, in words:
+    the slope (:func:`temperature_reading`), what each row's weights (``sums_of``) add up to
+    (:func:`row_sums`) and, only where the slope is softmax's own, how the blocks share each
+    row's weight (``shares()``, e.g. :func:`block_shares.block_shares_words`): a block-wise
+    pattern is read only at the right temperature.  And whether the slope is a known wrong
+    temperature."""
+    slope, hot = temperature_reading(w, s, allowed, head_dim, block_n, span)
+    said = slope + row_sums(w, sums_of)
+    if slope and not hot:
+        said += shares()
+    return said, hot
+
+
 def row_sums(weights: torch.Tensor, what: str = "each row's weights") -> str:
     """What each row's read-out weights (``what``) add up to, in words, when that is not 1
     ("" when it is)."""
