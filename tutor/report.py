@@ -179,7 +179,8 @@ def performance_lines(result: CheckResult) -> list[str]:
     if interpreter:
         # the interpreter's wall clock does not follow the work at these sizes: no ratio
         wall = ", ".join(f"{mode} {_ms(ms)} ms" for mode, ms in result.timed_ms.items())
-        lines.append(_line("wall clock", wall + "   (interpreter: not a speed; the counted work above is)"))
+        counted = "; the counted work above is" if result.total_blocks else ""
+        lines.append(_line("wall clock", f"{wall}   (interpreter: not a speed{counted})"))
     else:
         if result.full_ms is not None:
             lines.append(_line("full   (ms)", _ms(result.full_ms)))

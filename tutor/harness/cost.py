@@ -42,6 +42,8 @@ _compiles_counted = False
 _step_listener: Callable[[str], None] | None = None
 _stop_thread: dict[int, threading.Event] = {}  # thread id -> an event that aborts its next launch
 _compile_only = threading.local()  # .calls: this thread records its kernel calls, launches nothing
+_launched = threading.local()  # .blocks: this thread records each launch's BLOCK_* constants
+BLOCK_CONSTANTS = ("BLOCK_M", "BLOCK_N")  # the tile sizes the tutor reads from the module too
 COMPILE_ONLY_CALLS = 256  # more kernel calls than this from one warm-up: a launcher that loops on its results
 
 
@@ -102,6 +104,9 @@ def _wrap_run(cls: type) -> None:
             return None
         with _lock:
             _counts.launches += 1
+        blocks = getattr(_launched, "blocks", None)
+        if blocks is not None:
+            blocks.append({k: int(kwargs[k]) for k in BLOCK_CONSTANTS if isinstance(kwargs.get(k), int)})
         return original(self, *args, **kwargs)
 
     cls.run = run  # type: ignore[attr-defined]
@@ -123,6 +128,21 @@ def compile_only() -> Iterator[list[Callable[[], object]]]:
         yield calls
     finally:
         _compile_only.calls = None
+
+
+@contextmanager
+def launched_blocks() -> Iterator[list[dict[str, int]]]:
+    """In this thread, every kernel launch's BLOCK_M / BLOCK_N arguments (those passed as
+    integers: an autotuned kernel's chosen config is not seen), one dict a launch, into
+    the list this yields: the tile sizes the kernel really ran with, beside the module's
+    constants that the tutor sizes its visit maps by."""
+    install()
+    blocks: list[dict[str, int]] = []
+    _launched.blocks = blocks
+    try:
+        yield blocks
+    finally:
+        _launched.blocks = None
 
 
 def _skip_autotuned_in_compile_only() -> None:

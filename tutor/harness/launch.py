@@ -16,6 +16,7 @@ from typing import Literal
 
 import torch
 
+from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness.guarded import POISON_BITS, BadOutput, Guarded, returned_tensor, synchronize
 from tutor.harness.loader import LAUNCHER, check_launcher_call
@@ -36,6 +37,16 @@ class Launch:
     guard: torch.Tensor
     visits: torch.Tensor | None
     bands: list[guarding.Band] = field(default_factory=list)  # Q, K, V, output, visit map
+    launched: list[dict[str, int]] = field(default_factory=list)  # each kernel launch's BLOCK_M / BLOCK_N
+
+    def other_blocks(self, module: ModuleType) -> dict[str, int]:
+        """The BLOCK_M / BLOCK_N a kernel of this launch ran with where they differ from the
+        module's constants (which size the tutor's visit map), or {}."""
+        for blocks in self.launched:
+            other = {k: v for k, v in blocks.items() if getattr(module, k, v) != v}
+            if other:
+                return other
+        return {}
 
     @property
     def unwritten(self) -> int:
@@ -149,8 +160,9 @@ def run_launcher(
         kwargs["causal"] = causal
     launcher = getattr(module, LAUNCHER)
     check_launcher_call(launcher, ("q", "k", "v"), views, kwargs)  # a wrong def: say so at its line
-    returned = launcher(*views, **kwargs)
+    with cost.launched_blocks() as launched:
+        returned = launcher(*views, **kwargs)
     synchronize(q)
     out = returned_tensor(f"{LAUNCHER}() returned", returned, out, tuple(q.shape))
     return Launch(q=q, k=k, v=v, out=out, guard=guarded.band("output").side("after"), visits=visits,
-                  bands=guarded.bands)
+                  bands=guarded.bands, launched=launched)

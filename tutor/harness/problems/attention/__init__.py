@@ -88,8 +88,11 @@ def check_correctness(
             launches.append(CheckedLaunch(case=case, q=q, k=k, v=v, out=run.out, expected=expected))
             runs.append((causal, run))
             modes.append(causal)
-            # the map comes from the default shape's causal launch (or its only launch)
-            if name == "default" and (causal or causal is None):
+            # the map comes from the default shape's causal launch (or its only launch), sized by the
+            # module's BLOCK_M / BLOCK_N: a kernel launched with other tile sizes indexes another grid
+            if name == "default" and run.other_blocks(module):
+                pass
+            elif name == "default" and (causal or causal is None):
                 visits.append(visit_map(run, case_shape[2], block_m, block_n, bool(causal)))
             elif name == "default" and causal is False:
                 full_visits = visit_map(run, case_shape[2], block_m, block_n, False)
@@ -100,8 +103,14 @@ def check_correctness(
         readouts = read_failing_modes(module, launches, modes, generator)
         findings, said = guard_report(drill, module, launches, runs, device, generator)
         # a map store landed outside it: the map's indexing is measurably not the tutor's (a loop past its
-        # bound, other block sizes than BLOCK_M/BLOCK_N, a wrong row), so no block count comes from it
-        trusted = not shared.visit_map_overrun(findings)
+        # bound, a wrong row), so no block count comes from it; nor where the kernel ran with other tile
+        # sizes than the module's BLOCK_M / BLOCK_N (measured at its launch), whose map is another grid
+        other = next(((c.case, o) for c, (_, r) in zip(launches, runs, strict=True)
+                      if (o := r.other_blocks(module))), None)
+        trusted = not shared.visit_map_overrun(findings) and other is None
+        if other is not None:
+            said = [d for d in said if not (d.code == "write-past-end" and _only_map_written(runs))]
+            said += worded(drill, {"launch-blocks-differ": _other_blocks_words(module, *other)})
         diagnosis = diagnose(drill, launches, visits[0] if visits and trusted else None, block_m, block_n, readouts)
         if not trusted:
             said = [dataclasses.replace(d, message=d.message + shared.MAP_UNTRUSTED) if d.code == "write-past-end"
@@ -123,6 +132,19 @@ def check_correctness(
 
     return Correctness(cases=cases, shape=list(plan.default), visits=visits, diagnose=diagnose_launches,
                        full_visits=full_visits)
+
+
+def _only_map_written(runs: list[tuple[bool | None, launching.Launch]]) -> bool:
+    """Did every store past a tensor's end land in the visit map (none in Q, K or V)?"""
+    return all(name == "visit map" for _, r in runs for name, _, _ in r.writes_past_the_end() if name != "output")
+
+
+def _other_blocks_words(module: ModuleType, case: CaseResult, other: dict[str, int]) -> str:
+    """``launch-blocks-differ``'s detail: the tile sizes measured at the launch beside the module's."""
+    ran = ", ".join(f"{k} = {v}" for k, v in other.items())
+    says = ", ".join(f"{k} = {getattr(module, k)}" for k in other)
+    return (f" On the {case.name} case (shape {cost.shape_words(case.shape)}) your launcher ran the kernel with"
+            f" {ran}; the module says {says}.")
 
 
 # codes said from how the read-out's weights scale from block to block or sum in a row
