@@ -2,7 +2,8 @@
 # One device call: versions, doctor, the tutor's own check of every drill (and, with
 # STEPS including "mistakes", of every student-like kernel), and the speed tables.
 #   STEPS="versions doctor check backward decode window" OUT=/some/dir bash bench/gpu_run.sh
-# (other steps: mistakes, speed, loop, perf: the performance phase's split and rep lengths, gputests;
+# (other steps: dk32: drill 04's 32-row dK/dV kernels; fastbackward: the fast backward's every config;
+#  mistakes, speed, loop, perf: the performance phase's split and rep lengths, gputests;
 #  first, phases, concurrent: the first report, every phase per drill, checks at once)
 # Each step's log goes to $OUT/logs.tgz; the summary (one line per step, then the
 # tables) to stdout and $OUT/summary.txt.  On a bare GPU image, wheels carried in
@@ -32,6 +33,9 @@ for s in $STEPS; do
         mistakes) step mistakes ${MISTAKES_LIMIT:-540} python3 bench/check_all.py --mistakes --no-shipped ${MISTAKE_DRILLS:+--drills $MISTAKE_DRILLS} --json "$LOGS/mistakes.json"; grep -E "expected|files got" "$LOGS/mistakes.log" | tail -30 | tee -a "$SUMMARY" ;;
         speed)    step speed 400 python3 bench/attention_speed.py ${SPEED_ARGS:---kernels fast --quick} --json "$LOGS/speed.json"; tail -12 "$LOGS/speed.log" | tee -a "$SUMMARY" ;;
         backward) step backward 300 python3 bench/backward_speed.py; tail -14 "$LOGS/backward.log" | tee -a "$SUMMARY" ;;
+        dk32)     step dk32 ${DK32_LIMIT:-150} python3 bench/drill04_dk32.py; tail -60 "$LOGS/dk32.log" | tee -a "$SUMMARY" ;;
+        fastbackward) step fastbackward ${FAST_LIMIT:-240} python3 bench/backward_speed.py --kernels fast --all-configs --no-check ${FAST_SEQS:+--seqs $FAST_SEQS} --json "$LOGS/fastbackward.json"
+                  tail -40 "$LOGS/fastbackward.log" | tee -a "$SUMMARY" ;;
         decode)   step decode 300 python3 bench/decode_speed.py; tail -30 "$LOGS/decode.log" | tee -a "$SUMMARY" ;;
         newdrills) for b in paged_decode_speed varlen_speed block_sparse_speed; do
                       step "$b" ${NEW_DRILL_LIMIT:-150} python3 bench/$b.py; tail -24 "$LOGS/$b.log" | tee -a "$SUMMARY"
@@ -39,6 +43,8 @@ for s in $STEPS; do
         decodefast) step decodefast 300 python3 bench/decode_speed.py --solution solutions/05_split_kv_decode_fast.py --splits ${FAST_SPLITS:-4,8,16,32} --json "$LOGS/decodefast.json"
                   tail -30 "$LOGS/decodefast.log" | tee -a "$SUMMARY" ;;
         window)   step window 300 python3 bench/sliding_window_speed.py; tail -16 "$LOGS/window.log" | tee -a "$SUMMARY" ;;
+        windowfast) step windowfast ${WINDOW_FAST_LIMIT:-300} python3 bench/sliding_window_speed.py --kernels clear,fast --all-configs
+                  tail -40 "$LOGS/windowfast.log" | tee -a "$SUMMARY" ;;
         perf)     step perf 420 bash -c 'python3 bench/profile_performance.py --passes 3 --repeats 5
                   python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 1
                   python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 0 --no-spare-during-check'
