@@ -104,24 +104,45 @@ def test_the_reference_is_the_definition():
 
 
 def test_the_modifier_probe_has_the_scores_it_says():
-    q, k, v, bm, s = bsr.modifier_probe(40, 32, 32, 32, "cpu")
+    q, k, v, bm, s, p = bsr.modifier_probe(40, 32, 32, 32, "cpu")
     true = (q[0, 0].double() @ k[0, 0].double().T) / math.sqrt(32)
     allowed = bm.allowed()
     assert allowed[:, 0].all() and allowed.sum(dim=-1)[1:].eq(2).all()
-    assert torch.allclose(true.diagonal()[1:], s[1:], atol=1e-9) and (true[:, 0] == 0).all()
+    assert torch.allclose(true.diagonal()[1:], s[1:], atol=1e-9) and torch.allclose(true[:, 0], p, atol=1e-9)
     assert float(s.max()) == pytest.approx(3 * bsr.PROBE_SOFTCAP, rel=0.01)
+    # every other row pivots within reach of its score (a readable ratio whatever the transform);
+    # the rows between, and every row near 0, pivot on 0 (the transform's own level)
+    pivoted = p != 0
+    assert float((s - p)[pivoted].abs().max()) <= bsr.PROBE_SOFTCAP * 1.01
+    assert int(pivoted.sum()) >= len(s) // 4 and int((~pivoted & (s.abs() > 2 * bsr.PROBE_SOFTCAP)).sum()) >= 4
+    assert bool((p[s.abs() <= bsr.PROBE_SOFTCAP * 0.99] == 0).all()) and float(p.abs().max()) > bsr.PROBE_SOFTCAP
+    *_, far_pivots = bsr.modifier_probe(40, 32, 32, 32, "cpu", bsr.EXTREME_CAPS, reach=None)
+    assert bool((far_pivots == 0).all())
 
 
 def test_the_named_transforms_are_far_apart_on_the_probe_scores():
-    """Each named transform differs from every other by more than 5x the fit where the read-out
-    can measure (|effective score| < 6): no read-out fits two of them."""
-    s = torch.linspace(-3 * bsr.PROBE_SOFTCAP, 3 * bsr.PROBE_SOFTCAP, 60, dtype=torch.float64)
-    fns = {code: fn(s, bsr.PROBE_SOFTCAP) for code, (_, fn) in bsr.TRANSFORMS.items()}
+    """Each named transform differs from every other by more than 5x the fit on the probe's
+    (score, pivot) pairs where the read-out can measure (a ratio within e^6): no read-out fits
+    two of them."""
+    _, _, _, _, s, p = bsr.modifier_probe(60, 32, 32, 32, "cpu")
+    cap = bsr.PROBE_SOFTCAP
+    fns = {code: fn(s, cap) - fn(p, cap) for code, (_, fn) in bsr.TRANSFORMS.items()}
     for a in fns:
         for b in fns:
             if a < b:
                 ok = (fns[a].abs() < 6) & (fns[b].abs() < 6)
                 assert float((fns[a] - fns[b])[ok].abs().max()) > 5 * bsr.FIT, (a, b)
+
+
+def test_a_cap_at_another_constant_is_told_apart_from_no_cap_and_named():
+    """A cap of 30 where softcap = 5 is nearly the identity below |s| = 6, where a pivot at 0
+    reads: the pivots carry the read far past the cap, where the two part."""
+    _, _, _, _, s, p = bsr.modifier_probe(100, 32, 32, 32, "cpu")
+    cap = bsr.PROBE_SOFTCAP
+    f = 30 * (torch.tanh(s / 30) - torch.tanh(p / 30))
+    code, errors = bsr._transform(s, p, f)
+    assert code is None and errors["modifier-missing"] > 5 * bsr.FIT
+    assert "capped at 30, not at the softcap argument (5)" in bsr.fitted_factors(s, p, f, cap, 32)
 
 
 def test_the_mistake_entries_apply_and_cover_the_correct_variants(tmp_path):
@@ -230,11 +251,12 @@ def test_an_unnamed_modifier_is_measured_as_its_factors(tmp_path, name, factors)
 
 def test_the_factor_fit_finds_named_and_free_factors():
     s = torch.linspace(-15, 15, 99, dtype=torch.float64)
+    p = torch.zeros_like(s)
     cap, scale = 5.0, 32**-0.5
-    line = bsr.fitted_factors(s, scale * s, cap, 32)
+    line = bsr.fitted_factors(s, p, scale * s, cap, 32)
     assert "straight line, (sm_scale = 1/sqrt(32))·s" in line
-    twice = bsr.fitted_factors(s, cap * torch.tanh(s * scale / cap), cap, 32)
+    twice = bsr.fitted_factors(s, p, cap * torch.tanh(s * scale / cap), cap, 32)
     assert "a = 1 and b = sm_scale = 1/sqrt(32)," in twice
-    free = bsr.fitted_factors(s, 0.6 * cap * torch.tanh(2.3 * s / cap), cap, 32)
-    assert "a = 0.6 and b = 2.3," in free
-    assert bsr.fitted_factors(s, s**2 / 10, cap, 32) == ""  # no form fits: nothing said
+    free = bsr.fitted_factors(s, p, 0.6 * cap * torch.tanh(2.3 * s / cap), cap, 32)
+    assert "a = 0.6 and b = 2.3," in free and "capped at" not in free  # a·b is not 1: no other cap is said
+    assert bsr.fitted_factors(s, p, s**2 / 10, cap, 32) == ""  # no form fits: nothing said

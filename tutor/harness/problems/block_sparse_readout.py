@@ -72,16 +72,22 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
         explained |= bool(said)
         found.add(said)
     # the modifier is read on two-key rows: only where the kernel's mask is measured right
+    unread = ""
     if written and not explained:
         said = modifier_readout(module, checked[0], device)
+        unread = said.pop(UNREAD, "")
         explained |= bool(said)
         found.add(said)
     if written and not explained and "empty-row-nan" not in found and "nan-in-output" not in found:
         one = written[0]
+        modifier = ("the modifier read-outs (on partial blocks and on full blocks) match softcap·tanh(s/softcap)"
+                    if not unread else
+                    f"the modifier read-out on {unread} blocks could not be read (its rows are no clean softmax"
+                    " of the chosen scores)" + ("" if "full" in unread and "partial" in unread else
+                                               ", on the others it matches softcap·tanh(s/softcap)"))
         found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured "
-                  "weights put no weight on a masked key, miss "
-                  "no visible one, and the modifier read-outs (on partial blocks and on full blocks) match "
-                  f"softcap·tanh(s/softcap).{shares}{other_head_words(one, tolerance)}")
+                  f"weights put no weight on a masked key, miss no visible one, and {modifier}."
+                  f"{shares}{other_head_words(one, tolerance)}")
     found.add(visit_steps(checked, maps))
     # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
     # visible key: elsewhere a moved output has other causes (said above)
@@ -155,7 +161,8 @@ def far_score_words(module: ModuleType, seq: int, head_dim: int, device: str) ->
     from -60 to 60 softcaps), where softcap·tanh(s/softcap) is ±softcap and every weight
     finite: where the output is NaN or Inf only beyond some |s| while finite on the nearer
     scores, say from which s on, in words ("" otherwise)."""
-    q, k, v, bm, s = modifier_probe(seq, head_dim, int(module.BLOCK_M), int(module.BLOCK_N), device, EXTREME_CAPS)
+    q, k, v, bm, s, _ = modifier_probe(seq, head_dim, int(module.BLOCK_M), int(module.BLOCK_N), device, EXTREME_CAPS,
+                                       reach=None)
     out = run(module, q, k, v, bm, PROBE_SOFTCAP).out[0, 0, 1:].to(torch.float32).cpu()
     bad = ~torch.isfinite(out).all(dim=-1)
     x = (s[1:] / PROBE_SOFTCAP).cpu()
@@ -237,10 +244,21 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
                       f"key {c} at {float(w[h, r, c]):.3g}, where the mask says it sees nothing{where(one)}.")
     for code, kind_id, words in (("full-keys-missed", 2, "full"), ("partial-keys-missed", 1, "partial")):
         bad = (w == 0) & allowed & (kind == kind_id) & (p > MISSING_P)
-        if bool(bad.any()):
-            h, r, c = (int(x) for x in bad.nonzero()[0])
-            found.say(code, f" {int(bad.sum())} visible (head, row, key) pairs of {words} blocks get no weight: row "
-                      f"{r} gives key {c} exactly 0, the reference {float(p[h, r, c]):.3g}{where(one)}.")
+        by_row = {(h, r): missing_shape(w[h, r], allowed[r]) for h, r in bad.any(dim=-1).nonzero().tolist()}
+        # a row whose weight moved to other keys rules out keys merely left out: moved first, then lost
+        for how, how_code in (("moved", "weight-moved"), ("lost", "values-lost"), ("dropped", code)):
+            like = [hr for hr, shaped in by_row.items() if shaped == how]
+            if like and how_code not in found:
+                h, r = like[0]
+                c = int(bad[h, r].nonzero()[0])
+                said = (f" {int(bad.sum())} visible (head, row, key) pairs of {words} blocks get no weight: row {r}"
+                        f" gives key {c} exactly 0, the reference {float(p[h, r, c]):.3g}{where(one)}.")
+                found.say(how_code, said if how == "dropped" else said + shares_words(w[h, r], allowed[r]))
+            if like:
+                break  # one shape a kind of block
+    if "weight-moved" in found:  # the read-out's columns are rows of V, not the keys scored: no mask claim
+        for code in ("partial-unmasked", "unlisted-weighed"):
+            found.pop(code, None)
     if found:
         return found, ""
     said = block_shares_words(w, torch.zeros_like(w), allowed, bm.block_n,  # q = 0: every score is 0
@@ -248,30 +266,77 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
     return found, f" Read out with every score 0 (q = 0){where(one)}:{said}" if said else ""
 
 
+UNREAD = "unread"  # modifier_readout's key for the kinds of block its probes could not read
+SAME_SHARE = 0.03  # visible keys weighed within 3 % of each other: the same share (every score 0)
+
+
+def missing_shape(w: torch.Tensor, seen: torch.Tensor) -> str:
+    """How a row that gives a visible key no weight (read with every score 0, so softmax
+    gives each of its n visible keys 1/n) shares the rest: "dropped" (the keys that get
+    weight get the same share and add up to 1: the missing keys were left out of the
+    softmax), "lost" (each gets exactly 1/n, adding up to less: the row's sum counted the
+    missing keys, their values never reached the output), "moved" (unequal shares: the
+    missing weight sits on other keys), or "blank" (no weight anywhere: said by other
+    read-outs)."""
+    got = w[seen & (w > 0)]
+    total = float(w.sum())
+    if got.numel() == 0 or total < 0.02:
+        return "blank"
+    if float(got.max() / got.min()) > 1 + SAME_SHARE:
+        return "moved"
+    if abs(total - 1) < 0.02:
+        return "dropped"
+    n = int(seen.sum())
+    return "lost" if abs(float(got.mean()) * n - 1) < SAME_SHARE else "moved"
+
+
+def shares_words(w: torch.Tensor, seen: torch.Tensor) -> str:
+    """The row's weights against the 1/n equal scores give each visible key, in words."""
+    n = int(seen.sum())
+    got = w[seen & (w > 0)]
+    top = int(torch.where(seen, w, torch.zeros_like(w)).argmax())
+    return (f" With every score 0 each of its {n} visible keys weighs 1/{n} = {1 / n:.3g}: the keys that get weight"
+            f" get {float(got.min()):.3g} to {float(got.max()):.3g} (key {top} the most, {float(w[top]) * n:.2g}/{n}),"
+            f" {float(w.sum()):.3g} in all.")
+
+
 def probe_columns(seq: int, head_dim: int) -> torch.Tensor:
     """The value column of key r >= 1 in the modifier probe: 1 + (r - 1) mod (head_dim - 1)."""
     return 1 + (torch.arange(1, seq) - 1) % (head_dim - 1)
 
 
-def modifier_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: str, caps: float = 3.0
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, BlockMask, torch.Tensor]:
-    """Tutor-chosen scores: row r >= 1 sees key 0 (score 0, value e_0) and key r (score
-    s_r, value e_(probe column of r)); s_r spans -``caps``..``caps`` softcaps.  q, k, v, the
-    block mask and s (float64)."""
+def modifier_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: str, caps: float = 3.0,
+                   reach: float | None = PROBE_SOFTCAP
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, BlockMask, torch.Tensor, torch.Tensor]:
+    """Tutor-chosen scores: row r >= 1 sees key 0 (score p_r, value e_0) and key r (score
+    s_r, value e_(probe column of r)); s_r spans -``caps``..``caps`` softcaps.  The pivot
+    p_r is 0 where |s_r| <= ``reach`` and on every other row, and s_r - ``reach`` toward 0
+    on the rows between beyond it, so that the two
+    keys' effective scores stay within a readable ratio of each other whatever the
+    transform (no cap: e^reach; a cap far above softcap: less) while the read reaches
+    scores far past the cap; ``reach=None``: every pivot 0.  q, k, v, the block mask, s
+    and p (float64, from the fp16 q the kernel gets)."""
     rows = torch.arange(seq)
-    target = torch.linspace(-caps * PROBE_SOFTCAP, caps * PROBE_SOFTCAP, max(seq - 1, 1))
+    target = torch.linspace(-caps * PROBE_SOFTCAP, caps * PROBE_SOFTCAP, max(seq - 1, 1), dtype=torch.float64)
+    pivot = torch.zeros_like(target)
+    if reach is not None:  # every other row: the rows between keep pivot 0 (the transform's own level)
+        odd = torch.arange(len(target)) % 2 == 1
+        pivot = torch.where((target.abs() > reach) & odd, target - reach * target.sign(), pivot)
     q = torch.zeros(1, 1, seq, head_dim)
-    q[0, 0, 1:, 0] = target[: seq - 1] * head_dim**0.5
+    q[0, 0, 1:, 0] = (target[: seq - 1] * head_dim**0.5).float()
+    q[0, 0, 1:, 1] = (pivot[: seq - 1] * head_dim**0.5).float()
     q = q.to(torch.float16)
     k = torch.zeros(1, 1, seq, head_dim, dtype=torch.float16)
     k[0, 0, 1:, 0] = 1.0
+    k[0, 0, 0, 1] = 1.0
     v = torch.zeros(1, 1, seq, head_dim, dtype=torch.float16)
     v[0, 0, 0, 0] = 1.0
     v[0, 0, rows[1:], probe_columns(seq, head_dim)] = 1.0
     mask = (rows[None, :] == 0) | (rows[None, :] == rows[:, None])
     s = q[0, 0, :, 0].to(torch.float64) * head_dim**-0.5
+    p = q[0, 0, :, 1].to(torch.float64) * head_dim**-0.5
     bm = build_block_mask(mask, block_m, block_n, device)
-    return q.to(device), k.to(device), v.to(device), bm, s
+    return q.to(device), k.to(device), v.to(device), bm, s, p
 
 
 def full_block_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: str
@@ -294,30 +359,45 @@ def full_block_probe(seq: int, head_dim: int, block_m: int, block_n: int, device
     return q.to(device), k.to(device), bm, s
 
 
-def partial_effective_scores(module: ModuleType, seq: int, dim: int, device: str
-                             ) -> tuple[torch.Tensor, torch.Tensor] | None:
+Effective = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""(s, p, f): at each measured pair of scores s and pivot p, the kernel's effective score at s
+less its effective score at p (natural-log units: ln of the two weights' ratio)."""
+
+
+def partial_effective_scores(module: ModuleType, seq: int, dim: int, device: str) -> Effective | str | None:
     """The effective scores on partial blocks (:func:`modifier_probe`'s two-key rows):
-    (s, ln(w_r / w_0)) where both weights are measurable; None where the rows are no clean
-    two-key softmax (the mask read-outs speak for that kernel)."""
-    q, k, v, bm, s = modifier_probe(seq, dim, int(module.BLOCK_M), int(module.BLOCK_N), device)
+    (s, p, ln(w_r / w_0)) where both weights are measurable; words where key 0, scored 0,
+    gets no weight in nearly every row that pivots on 0, even beside the lowest scores
+    (the transform at 0 is measurably below all of them); None where the rows are no
+    clean two-key softmax (the mask read-outs speak for that kernel)."""
+    q, k, v, bm, s, pivot = modifier_probe(seq, dim, int(module.BLOCK_M), int(module.BLOCK_N), device)
     out = run(module, q, k, v, bm, PROBE_SOFTCAP).out[0, 0, 1:].to(torch.float64).cpu()
-    s = s[1:]
+    s, pivot = s[1:], pivot[1:]
     cols = probe_columns(seq, dim)
     picked = torch.nn.functional.one_hot(cols, dim).bool()
     w0, w1 = out[:, 0], out[picked]
     rest = out.masked_fill(picked, 0.0)[:, 1:].abs().amax(dim=-1)
     clean = torch.isfinite(out).all(dim=-1) & ((w0 + w1 - 1).abs() < 0.01) & (rest < 1e-3)
+    at_zero = pivot == 0
+    dead = clean & (w0 < 1e-4) & at_zero
+    if int(dead.sum()) >= 0.8 * int(at_zero.sum()) and float(s[dead].min()) <= -0.9 * PROBE_SOFTCAP:
+        return (f" On tutor-chosen two-key rows of partial blocks (softcap = {PROBE_SOFTCAP:g}; key 0 scored 0, the"
+                f" other key from {float(s[at_zero].min()):.1f} to {float(s[at_zero].max()):.1f}), key 0 gets no"
+                f" weight in {int(dead.sum())} of {int(at_zero.sum())} rows, even beside s ="
+                f" {float(s[dead].min()):.1f}: the kernel's"
+                " effective score at s = 0 lies below all of them, where softcap·tanh(0) = 0 lies above every"
+                " negative score's")
     usable = clean & (w0 > 2e-3) & (w1 > 2e-3)
     if int(clean.sum()) < len(s) // 2 or int(usable.sum()) < 4:
         return None
-    return s[usable], torch.log(w1[usable] / w0[usable])
+    return s[usable], pivot[usable], torch.log(w1[usable] / w0[usable])
 
 
-def full_effective_scores(module: ModuleType, seq: int, dim: int, device: str
-                          ) -> tuple[torch.Tensor, torch.Tensor] | None:
+def full_effective_scores(module: ModuleType, seq: int, dim: int, device: str) -> Effective | None:
     """The effective scores on full blocks (:func:`full_block_probe`), read through one-hot
-    values: (s, ln(w_c / w_c0)) over the (row, key) pairs whose weights are measurable
-    (key c0 scores 0 in every row); None where the rows are no clean softmax over all keys."""
+    values: (s, p, ln(w_c / w_top)) over the (row, key) pairs whose weights are measurable,
+    each against its row's most weighed key (score p), so that the rows scored far past the
+    cap are read where their weight is; None where the rows are no clean softmax over all keys."""
     q, k, bm, s = full_block_probe(seq, dim, int(module.BLOCK_M), int(module.BLOCK_N), device)
     shape = (1, 1, seq, dim)
     w, _ = reading.weights_through(lambda v: run(module, q, k, v, bm, PROBE_SOFTCAP).out, shape, 1, device)
@@ -325,18 +405,20 @@ def full_effective_scores(module: ModuleType, seq: int, dim: int, device: str
     clean = torch.isfinite(w).all(dim=-1) & ((w.sum(dim=-1) - 1).abs() < 0.01)
     if int(clean.sum()) < seq // 2:
         return None
-    c0 = seq // 2
-    usable = clean[:, None] & (w > 1e-3) & (w[:, c0:c0 + 1] > 1e-3)
-    usable[:, c0] = False
+    top = w.argmax(dim=-1, keepdim=True)
+    usable = clean[:, None] & (w > 1e-3)
+    usable.scatter_(1, top, False)
     if int(usable.sum()) < 4:
         return None
-    return s[usable], torch.log(w[usable] / w[:, c0:c0 + 1].expand_as(w)[usable])
+    pivot = s.gather(1, top).expand_as(s)
+    return s[usable], pivot[usable], torch.log(w[usable] / w.gather(1, top).expand_as(w)[usable])
 
 
-def _transform(s: torch.Tensor, f: torch.Tensor) -> tuple[str | None, dict[str, float]]:
-    """Which of :data:`TRANSFORMS` the effective scores ``f`` at scores ``s`` follow to FIT
-    ("" the right one; None none), and each one's largest gap."""
-    errors = {code: float((f - fn(s, PROBE_SOFTCAP)).abs().max()) for code, (_, fn) in TRANSFORMS.items()}
+def _transform(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor) -> tuple[str | None, dict[str, float]]:
+    """Which of :data:`TRANSFORMS` the effective scores ``f`` at scores ``s`` (against pivots
+    ``p``) follow to FIT ("" the right one; None none), and each one's largest gap."""
+    errors = {code: float((f - (fn(s, PROBE_SOFTCAP) - fn(p, PROBE_SOFTCAP))).abs().max())
+              for code, (_, fn) in TRANSFORMS.items()}
     best = min(errors, key=lambda c: errors[c])
     return (best if errors[best] <= FIT else None), errors
 
@@ -345,14 +427,21 @@ def modifier_readout(module: ModuleType, one: Checked, device: str) -> Findings:
     """The effective score transform, measured on partial blocks (ln(w_r / w_0) on two-key
     rows) and on full blocks (every key visible), against the transforms of
     :data:`TRANSFORMS`: a kernel that caps the scores in one loop and not the other is
-    told which."""
+    told which.  A kind of block whose probe could not be read is named under the key
+    ``unread`` (not a code: :func:`diagnose` takes it out), so that nothing claims it matched."""
     found = Findings()
     seq, dim = max(one.case.seq, 16), one.case.head_dim
     at = f" (read at seq={seq}, head_dim={dim}, one head)"
-    measured = {"partial": partial_effective_scores(module, seq, dim, device),
-                "full": full_effective_scores(module, seq, dim, device)}
+    partial = partial_effective_scores(module, seq, dim, device)
+    if isinstance(partial, str):
+        found.say("modifier-wrong", partial + at + ".")
+        return found
+    measured = {"partial": partial, "full": full_effective_scores(module, seq, dim, device)}
     judged = {kind: _transform(*m) for kind, m in measured.items() if m is not None}
     if not judged or all(code == "" for code, _ in judged.values()):
+        unread = [kind for kind, m in measured.items() if m is None]
+        if unread:
+            found[UNREAD] = " and ".join(unread)
         return found
     wrong = [kind for kind, (code, _) in judged.items() if code != ""]
     right = [kind for kind, (code, _) in judged.items() if code == ""]
@@ -360,22 +449,28 @@ def modifier_readout(module: ModuleType, one: Checked, device: str) -> Findings:
     together = len(wrong) == 2 and len(codes) == 1
     for kind in (["partial"] if together else wrong):
         code, errors = judged[kind]
-        s, f = measured[kind]  # type: ignore[misc]
+        s, p, f = measured[kind]  # type: ignore[misc]
         top = int(s.abs().argmax())
+        capped = softcapped(s[top:top + 1], PROBE_SOFTCAP)[0] - softcapped(p[top:top + 1], PROBE_SOFTCAP)[0]
         blocks = ("partial and full blocks alike" if together else
                   f"{kind} blocks" + ("" if not right else f" (on {right[0]} blocks the transform is"
                                       " softcap·tanh(s/softcap), right: the loop over those applies it)"))
-        said = (f" Measured on chosen scores with softcap = {PROBE_SOFTCAP:g}, on {blocks}: at s = "
-                f"{float(s[top]):.2f} the kernel's effective score is {float(f[top]):.2f}, softcap·tanh(s/softcap) = "
-                f"{float(softcapped(s[top:top + 1], PROBE_SOFTCAP)[0]):.2f} (over {len(s)} scores, the largest "
-                f"gap is {errors['']:.2f})")
+        said = (f" Measured on chosen scores with softcap = {PROBE_SOFTCAP:g}, on {blocks}: the kernel's effective"
+                f" score at s = {float(s[top]):.2f} is {_apart(float(f[top]))} its effective score at s ="
+                f" {float(p[top]):.2f}, softcap·tanh(s/softcap)'s {_apart(float(capped))} its own (over {len(s)}"
+                f" scores from {float(s.min()):.1f} to {float(s.max()):.1f}, the largest gap is {errors['']:.2f})")
         if code:
             found.say(code, f"{said}; the measured transform matches {TRANSFORMS[code][0]} to {errors[code]:.3f}{at}.")
         else:
             found.say("modifier-wrong", f"{said}; it matches none of: "
                       + ", ".join(f"{words} (gap {errors[c]:.2f})" for c, (words, _) in TRANSFORMS.items() if c)
-                      + f"{at}.{fitted_factors(s, f, PROBE_SOFTCAP, dim)}")
+                      + f"{at}.{fitted_factors(s, p, f, PROBE_SOFTCAP, dim)}")
     return found
+
+
+def _apart(d: float) -> str:
+    """"0.16 below" / "4.22 above" / "level with"."""
+    return "level with" if abs(d) < 0.005 else f"{abs(d):.2f} {'above' if d > 0 else 'below'}"
 
 
 def named_factors(head_dim: int) -> dict[str, float]:
@@ -387,17 +482,17 @@ def named_factors(head_dim: int) -> dict[str, float]:
             "sm_scale·ln 2": scale * LN2, "log2(e)/sm_scale": LOG2E / scale, "sm_scale²": scale * scale}
 
 
-def scaled_cap_gap(s: torch.Tensor, f: torch.Tensor, cap: float, a: float, b: float) -> float:
-    """max |f - a·cap·tanh(b·s/cap)|."""
-    return float((a * cap * torch.tanh(b * s / cap) - f).abs().max())
+def scaled_cap_gap(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float, a: float, b: float) -> float:
+    """max |f - (g(s) - g(p))| for g = a·cap·tanh(b·x/cap)."""
+    return float((a * cap * (torch.tanh(b * s / cap) - torch.tanh(b * p / cap)) - f).abs().max())
 
 
-def fit_scaled_cap(s: torch.Tensor, f: torch.Tensor, cap: float) -> tuple[float, float, float]:
-    """The factors (a, b, gap) of the closest a·cap·tanh(b·s/cap) to the measured effective
-    scores ``f``: least squares for a at each b > 0, b on a log grid refined once; gap is
-    the largest |f - fit|."""
+def fit_scaled_cap(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float) -> tuple[float, float, float]:
+    """The factors (a, b, gap) of the closest g = a·cap·tanh(b·x/cap) to the measured effective
+    scores ``f`` = g(s) - g(p): least squares for a at each b > 0, b on a log grid refined
+    once; gap is the largest |f - fit|."""
     def at(bs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        t = cap * torch.tanh(bs[:, None] * s[None, :] / cap)  # (grid, points)
+        t = cap * (torch.tanh(bs[:, None] * s[None, :] / cap) - torch.tanh(bs[:, None] * p[None, :] / cap))
         a = (t * f).sum(-1) / (t * t).sum(-1).clamp_min(1e-300)
         return a, (a[:, None] * t - f).abs().amax(-1)
 
@@ -410,28 +505,39 @@ def fit_scaled_cap(s: torch.Tensor, f: torch.Tensor, cap: float) -> tuple[float,
     return float(a[j]), float(fine[j]), float(gap[j])
 
 
-def fitted_factors(s: torch.Tensor, f: torch.Tensor, cap: float, head_dim: int) -> str:
+def fitted_factors(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float, head_dim: int) -> str:
     """A sentence: the measured transform as a straight line k·s where one of
     :func:`named_factors` (signed) fits to FIT; else as a·softcap·tanh(b·s/softcap), a and b
     named where a pair of them fits, as numbers where only the free fit does; else nothing."""
     names = named_factors(head_dim)
     meaning = (" a multiplies the capped score after the tanh; b scales the score the tanh sees (b = 1 is "
                "s = q·k·sm_scale).")
-    lines = [(float((sign * v * s - f).abs().max()), f"{'-' if sign < 0 else ''}{n}")
+    lines = [(float((sign * v * (s - p) - f).abs().max()), f"{'-' if sign < 0 else ''}{n}")
              for n, v in names.items() for sign in (1.0, -1.0)]
     gap, k_name = min(lines)
     if gap <= FIT:
         return (f" It is a straight line, ({k_name})·s, to {gap:.3f} over s = {float(s.min()):.0f}.."
                 f"{float(s.max()):.0f}: no cap bends the scores.")
-    named = [(scaled_cap_gap(s, f, cap, sign * va, vb), f"{'-' if sign < 0 else ''}{na}", nb)
+    named = [(scaled_cap_gap(s, p, f, cap, sign * va, vb), f"{'-' if sign < 0 else ''}{na}", nb)
              for na, va in names.items() for sign in (1.0, -1.0) for nb, vb in names.items()]
     gap, a_name, b_name = min(named)
     if gap <= FIT:
-        return f" It is a·softcap·tanh(b·s/softcap) with a = {a_name} and b = {b_name}, to {gap:.3f}:{meaning}"
-    a, b, gap = fit_scaled_cap(s, f, cap)
+        a, b = (names[a_name.lstrip("-")] * (-1 if a_name.startswith("-") else 1), names[b_name])
+        return (f" It is a·softcap·tanh(b·s/softcap) with a = {a_name} and b = {b_name}, to {gap:.3f}:{meaning}"
+                + _other_cap(a, b, cap))
+    a, b, gap = fit_scaled_cap(s, p, f, cap)
     if gap <= FIT:
-        return f" It fits a·softcap·tanh(b·s/softcap) with a = {a:.3g} and b = {b:.3g}, to {gap:.3f}:{meaning}"
+        return (f" It fits a·softcap·tanh(b·s/softcap) with a = {a:.3g} and b = {b:.3g}, to {gap:.3f}:{meaning}"
+                + _other_cap(a, b, cap))
     return ""
+
+
+def _other_cap(a: float, b: float, cap: float) -> str:
+    """Where a·b = 1 the fit is C·tanh(s/C), a cap at C = a·softcap: said when C is not softcap."""
+    if abs(a * b - 1) > 0.03 or abs(a - 1) < 0.03:
+        return ""
+    return (f" With a·b = 1 that is C·tanh(s/C), C = a·softcap = {a * cap:.3g}: the scores are capped at"
+            f" {a * cap:.3g}, not at the softcap argument ({cap:g}).")
 
 
 def full_blocks_probe(module: ModuleType, checked: list[Checked]) -> Findings:
