@@ -35,18 +35,20 @@ def assert_covers(found: dict[str, mistakes.Mistake], correct_variants: set[str]
         assert all(code in get_drill(m.drill).diagnoses for code in gpu), stem
 
 
-def said(result: CheckResult) -> list[str]:
-    return [d.code for d in result.diagnosis if d.severity in ("error", "finding")]
+def said(result: CheckResult, listed: tuple[str, ...] = ()) -> list[str]:
+    """The codes said at error and finding level, and any info note among ``listed``."""
+    return [d.code for d in result.diagnosis if d.severity in ("error", "finding") or d.code in listed]
 
 
 def assert_gets_its_verdict(entry: mistakes.Mistake, result: CheckResult) -> None:
     """Exactly the entry's verdict and codes; messages filled in; read-out only when failing."""
     assert result.error is None, result.error
     assert result.passed is entry.passes, [d.message for d in result.diagnosis]
-    assert said(result) == list(entry.codes), [d.message for d in result.diagnosis]
+    assert said(result, entry.codes) == list(entry.codes), [d.message for d in result.diagnosis]
     for diagnosis in result.diagnosis:
         assert "{" not in diagnosis.message
     if entry.passes:  # a correct kernel (with or without a finding such as extra blocks) is never read out
-        assert result.solved is (not entry.codes) and not result.readout
+        findings = [d.code for d in result.diagnosis if d.severity == "finding"]  # an info note leaves it solved
+        assert result.solved is (not findings) and not result.readout
     elif any(not case.passed for case in result.cases if case.name != "hostile"):
         assert result.readout, "a failing check reads out the failing modes"

@@ -22,6 +22,7 @@ from helpers_harness import run_cli, shipped_solution
 from tutor.authoring.student_kernels import load
 from tutor.catalog import get_drill
 from tutor.harness import guard, launch
+from tutor.harness import guarded as shared
 from tutor.harness.check import run_check
 from tutor.harness.device import select_device
 from tutor.harness.job import CheckJob
@@ -189,3 +190,18 @@ def test_a_crash_at_every_length_is_not_blamed_on_the_ragged_tail(tmp_path):
         result = runner.check("02", path, timing=False)
     assert result.error is not None and result.error.kind == "crash"
     assert "The same kernel" not in result.error.message
+
+
+def test_whole_unwritten_heads_are_named_and_other_patterns_are_left_to_the_count():
+    out = torch.zeros(2, 3, 8, 4, dtype=torch.float16)
+    poison = torch.tensor(shared.POISON_BITS, dtype=torch.int16).view(torch.float16)
+    heads = out.clone()
+    heads[1, 2] = poison  # one whole (batch, head), every row of the rest written
+    said = shared.unwritten_words(heads)
+    assert "(batch 1, head 2) is unwritten" in said and "other 5 (batch, head) pairs" in said
+    rows = out.clone()
+    rows[:, :, -3:] = poison  # the last rows of every head: the grid or the store's row mask
+    assert shared.unwritten_words(rows) == ""
+    mixed = heads.clone()
+    mixed[0, 0, 0] = poison  # a head partly unwritten beside the whole one: no head-offset claim
+    assert shared.unwritten_words(mixed) == ""

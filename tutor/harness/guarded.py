@@ -146,6 +146,26 @@ def case_result(name: str, causal: bool, shape: list[int], measured: Measured, t
     )
 
 
+def unwritten_words(out: torch.Tensor) -> str:
+    """Where a (batch, heads, rows, head_dim) output still holds the poison, in words, when
+    it is whole (batch, head) slices while every row of the others was written: the grid and
+    the loop reach every row block of a head, so either the grid covers fewer (batch, head)
+    pairs than there are or the store's (batch, head) offset sends two programs' rows to one
+    place; "" for any other pattern (the count says it)."""
+    if out.dim() != 4:
+        return ""
+    unwritten = (out.view(torch.int16) == POISON_BITS).any(dim=-1)  # (batch, heads, rows)
+    whole = unwritten.all(dim=-1)
+    if not bool(whole.any()) or bool((unwritten.any(dim=-1) & ~whole).any()):
+        return ""
+    pairs = [f"(batch {b}, head {h})" for b, h in whole.nonzero().tolist()]
+    listed = ", ".join(pairs[:4]) + (f" and {len(pairs) - 4} more" if len(pairs) > 4 else "")
+    return (f" Every element of {listed} is unwritten and every row of the other"
+            f" {int((~whole).sum())} (batch, head) pair{'s' * (int((~whole).sum()) != 1)} is written: the row blocks"
+            " of a head are all reached, so look at the (batch, head) part - a grid over fewer (batch, head)"
+            " pairs than there are, or a store offset that sends two heads' rows to the same place.")
+
+
 # -- what the bands saw, as findings and the detail of write-past-end / read-past-end ----------
 MAP_UNTRUSTED = (" A store of the visit map landed outside it, so its other stores may land at the wrong"
                  " blocks too: what the map records is not read as the blocks your kernel visited (no finding"

@@ -43,7 +43,7 @@ class Launch:
         """The BLOCK_M / BLOCK_N a kernel of this launch ran with where they differ from the
         module's constants (which size the tutor's visit map), or {}."""
         for blocks in self.launched:
-            other = {k: v for k, v in blocks.items() if getattr(module, k, v) != v}
+            other = {k: v for k, v in blocks.items() if k in cost.BLOCK_CONSTANTS and getattr(module, k, v) != v}
             if other:
                 return other
         return {}

@@ -282,6 +282,10 @@ class ReadOut:
     rows_measured: int = 0
     worst_row: int | None = None
     worst_row_ratio: list[float | None] = field(default_factory=list)
+    # how far the case's own output strays from these weights times its own V (None: not measured);
+    # above readout.LINEAR_SLACK the one-hot read-out describes nothing (the output is laid out or
+    # routed otherwise than the rows it computed): no claim comes from the weights
+    values_gap: float | None = None
     moves_with: dict[str, bool] = field(default_factory=dict)  # head 0's output moves when its q/k/v change
     crosstalk: list[str] = field(default_factory=list)  # head 0's inputs that move other heads' outputs
     head: int = 0  # the head drawn below

@@ -241,7 +241,8 @@ def read_failing_modes(module: ModuleType, launches: list[CheckedLaunch], modes:
         known = next(((r.moves_with, r.crosstalk) for r in readouts.values() if r.moves_with), None)
         try:
             readouts[mode] = reading.read_out(module, launch.q, launch.k, causal, case=launch.case.name,
-                                              generator=generator, known_dependence=known)
+                                              generator=generator, known_dependence=known,
+                                              values=(launch.v, launch.out))
         except Exception:  # noqa: BLE001 - the launches already reported what they could
             continue
     return readouts

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from tutor.catalog import Drill
+from tutor.harness import guarded as shared
 from tutor.harness.findings import Findings, index_runs, matches, passes_as_right, visit_findings
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention import reference
@@ -164,8 +165,15 @@ def placeholders(ro: ReadOut) -> dict[str, str]:
     return values
 
 
+VALUES_OR_STORE = ("Check how V is read (its pointer, offsets and strides) and where acc is stored (the store's"
+                   " offsets and strides).")
+
+
 def facts(ro: ReadOut) -> str:
     """What the read-out measured, in one sentence, for a mistake with no name of its own."""
+    if not reading.trusted(ro):
+        assert ro.values_gap is not None
+        return reading.not_weighted_sum_words(ro.values_gap, f" (the {ro.case} shape)", VALUES_OR_STORE)
     said = []
     if ro.nan_rows:
         said.append(f"rows {index_runs(ro.nan_rows)} are NaN/Inf" + (" whatever V holds" if ro.nan_whole_rows else " in some keys' weights"))
@@ -199,10 +207,13 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
     Only codes the drill has words for are returned; [] when nothing specific was measured."""
     codes: list[str] = []
     causal = ro.mode == "causal"
-    if ro.moves_with and not all(ro.moves_with.values()):
+    ignored = {name for name, moved in ro.moves_with.items() if not moved}
+    if ignored and not ignored <= set(ro.crosstalk):  # an input whose change moves another head is read
         codes.append("input-ignored")
     if ro.crosstalk:
         codes.append("heads-mixed")
+    if not reading.trusted(ro):  # the weights describe nothing: only the dependence probe speaks
+        return [c for c in codes if c in drill.diagnoses]
     if codes:
         # the kernel reads the wrong data: the weights measured against these Q, K say nothing more
         return [c for c in codes if c in drill.diagnoses]
@@ -328,6 +339,12 @@ def skipped_visit_words(ro: ReadOut, visits: VisitMap) -> str:
         return (" The visit map shows none of these blocks visited: the loop never reaches them (where it starts, its"
                 " step, its bound).")
     if all(c == visits.heads for c in counts):
+        if ro.sums_to_one and ro.block_pattern in ("consistent", "one-factor"):
+            # the rest of each row is a softmax over the keys left: these never entered l_i either
+            return (" The visit map shows every one of these blocks visited, and each row's weights on the other keys"
+                    " still add up to 1 in softmax's proportions: the loop reaches them, and their keys were left"
+                    " out of the softmax itself (masked away - the column mask, its bound, its fill - or their scores"
+                    " dropped before m_i and l_i), not lost after l_i counted them.")
         return (" The visit map shows every one of these blocks visited: the loop reaches them, and what they added"
                 " was lost or landed on other keys' values.")
     return ""
@@ -355,7 +372,8 @@ SUPPORTS: dict[str, Callable[[ReadOut], bool]] = {
     "acc-not-rescaled": lambda ro: ro.block_pattern in ("stale-max", "other") and not ro.missing_rows,
     "no-final-division": lambda ro: ro.row_sum_min is not None and ro.row_sum_max is not None
     and ro.row_sum_min > 0.99 and ro.row_sum_max > 1.01 and ro.sums_are_denominators is not False,
-    "never-rescaled": lambda ro: ro.block_pattern in ("own-block-max", "other") and not ro.missing_rows,
+    # its words say each block is weighed against its own maximum: only that measured pattern supports it
+    "never-rescaled": lambda ro: ro.block_pattern == "own-block-max" and not ro.missing_rows,
     "nan-first-block": lambda ro: bool(ro.nan_rows) and len(ro.nan_rows) == ro.shape[2],
 }
 
@@ -388,11 +406,14 @@ def diagnose(
         ro = readouts.get("causal" if case.causal else "full")
         said = measured.get(ro.mode, []) if ro is not None else []
         if case.unwritten:
-            say("unwritten-output", f" {case.unwritten} elements were never written{where}.")
+            say("unwritten-output", f" {case.unwritten} elements were never written{where}."
+                + shared.unwritten_words(launch.out))
         if case.wrote_out_of_bounds:
             say("store-out-of-bounds", where + ".")
         if ro is not None and code is not None and code not in said and not (code in SUPPORTS and SUPPORTS[code](ro)):
             code = None  # the fingerprint names a cause the kernel's weights do not show
+        if ro is not None and not reading.trusted(ro):
+            code = None  # the weights describe nothing, so none supports a fingerprint
         if ro is not None and code is not None and said and code not in said:
             # both agree on the facts; the fingerprint names the finer cause (which sum was not rescaled)
             said = [code]

@@ -99,24 +99,32 @@ def weights_read_out(read: Callable[[int], torch.Tensor], keys: int, dim: int, r
 LINEAR_SLACK = 0.1
 
 
-def read_out_gap(out: torch.Tensor, w: torch.Tensor, v: torch.Tensor) -> float:
+def read_out_gap(out: torch.Tensor, w: torch.Tensor, v: torch.Tensor, relative: bool = False) -> float:
     """How far the kernel's output ``out`` on values ``v`` strays from the read-out weights
     ``w`` times ``v``: an attention kernel's output is its weights times V, so a gap above
     :data:`LINEAR_SLACK` means the one-hot read-out describes nothing (V read from the wrong
     tensor, or its channels mixed).  ``out`` (rows, queries, d), ``w`` (rows, queries, keys),
-    ``v`` (rows of V, keys, d); only rows the read-out measured (finite) count."""
+    ``v`` (rows of V, keys, d); only rows the read-out measured (finite) count.  ``relative``:
+    each row's gap over its largest predicted value where that is above 1 (an fp16 output of
+    weights summing far above 1 rounds by more than the slack, and is still their sum)."""
     predicted = w.nan_to_num(0.0) @ v.to(torch.float64).to(w.device)
     measured = torch.isfinite(w).all(dim=-1)
-    gap = (out.to(torch.float64).to(w.device) - predicted).abs().nan_to_num(nan=float("inf")).amax(dim=-1)[measured]
+    gap = (out.to(torch.float64).to(w.device) - predicted).abs().nan_to_num(nan=float("inf"))
+    if relative:
+        gap = gap / predicted.abs().amax(dim=-1, keepdim=True).clamp_min(1.0)
+    gap = gap.amax(dim=-1)[measured]
     return float(gap.max()) if gap.numel() else 0.0
 
 
-def not_weighted_sum_words(gap: float, where: str) -> str:
-    """What :func:`read_out_gap` measured when the read-out describes nothing, in words."""
+V_LOAD = "Check what the V load reads: its pointer (the tensor, the head offset), offsets and strides."
+
+
+def not_weighted_sum_words(gap: float, where: str, look: str = V_LOAD) -> str:
+    """What :func:`read_out_gap` measured when the read-out describes nothing, in words,
+    and where to ``look``."""
     return (f" Read out through one-hot values, your output is no weighted sum of its own head's rows of V: on a"
             f" random V it differs from the read-out weights times V by up to {gap:.3g}{where}, so the tutor says"
-            f" nothing of which keys each row weighs. Check what the V load reads: its pointer (the tensor, the head"
-            f" offset), offsets and strides.")
+            f" nothing of which keys each row weighs. {look}")
 
 
 def other_head_words(out: torch.Tensor, expected: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -343,6 +351,7 @@ def read_out(
     probe: bool | None = None,
     generator: torch.Generator | None = None,
     known_dependence: tuple[dict[str, bool], list[str]] | None = None,
+    values: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> ReadOut:
     """Launch the kernel with one-hot V and measure its weights against softmax(q·k/sqrt(d)).
 
@@ -350,7 +359,9 @@ def read_out(
     ``probe``: also perturb Q, K, V of head 0 (3 more launches); by default only
     when the weights are not a softmax of the true scores, or show nothing wrong.
     ``known_dependence``: the probe's answer from another mode of the same kernel
-    (which pointers it reads does not depend on the mode), reused instead of re-measured."""
+    (which pointers it reads does not depend on the mode), reused instead of re-measured.
+    ``values``: the (V, output) of the correctness launch on these Q, K: how far that output
+    strays from the weights times V (:func:`read_out_gap`, no launch) is ``values_gap``."""
     batch, heads, seq, dim = q.shape
     block_m, block_n = int(module.BLOCK_M), int(module.BLOCK_N)
     is_causal = bool(causal)
@@ -359,15 +370,24 @@ def read_out(
     measured.case = case
     measured.shape = list(q.shape)
     measured.launches = launches
+    if values is not None:
+        v, out = values
+        rows = (batch * heads, seq, dim)
+        measured.values_gap = read_out_gap(out.reshape(rows), w, v.reshape(rows), relative=True)
     if probe is None:  # the weights say nothing (or nothing wrong): ask which inputs the output follows
         probe = measured.fit_rms is None or measured.fit_rms > 0.1 or measured.temperature_name == "other" \
-            or not abnormal(measured)
+            or not abnormal(measured) or not trusted(measured)
     if probe and known_dependence is not None:
         measured.moves_with, measured.crosstalk = known_dependence  # measured in another mode already
     elif probe:
         measured.moves_with, measured.crosstalk = dependence(module, q, k, causal, generator)
         measured.launches += 4
     return measured
+
+
+def trusted(ro: ReadOut) -> bool:
+    """Does the read-out describe the kernel: its case's own output is the weights times V?"""
+    return ro.values_gap is None or ro.values_gap <= LINEAR_SLACK
 
 
 def abnormal(ro: ReadOut) -> bool:
