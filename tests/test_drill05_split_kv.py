@@ -356,6 +356,13 @@ def test_the_diagnoses_carry_what_was_measured(checked):
     layouts = " ".join(d.message for d in checked["split_writes_o_slice_major"].diagnosis)
     assert "Your two kernels disagree on where the slice states live" in layouts
     assert "your merge weights slice" not in layouts and "look at the merge" not in layouts
+    # the split stores l where the merge reads m: the merge is exact with the two swapped, said with their names
+    swapped = " ".join(d.message for d in checked["split_stores_m_and_l_swapped"].diagnosis)
+    assert "stores the sum l_s in MidM and the maximum (exp2 domain) in MidL" in swapped
+    assert "your merge weights slice" not in swapped
+    # NaN that no slice's empty state explains: a sequence no slice read, a non-empty slice's own NaN
+    for name in ("slice_starts_one_late", "max_before_the_length_mask"):
+        assert "empty-slice-nan" not in [d.code for d in checked[name].diagnosis]
     empty = checked["empty_slice_nan"]
     assert "NaN in every head of sequence" in empty.diagnosis[0].message
     assert all(c.nonfinite < c.shape[0] * c.shape[1] * c.shape[3] for c in empty.cases if c.name == "default")

@@ -505,6 +505,7 @@ class Apart:
     words: str = ""  # what running the split alone on the tutor's inputs measured (or why it could not)
     visits_trusted: bool = True  # False: the split alone measured slices that are not the visit map's blocks
     layouts_disagree: str = ""  # the merge is exact on states in a layout other than the split's, in words
+    split_wrong: set[str] = dataclasses.field(default_factory=set)  # cases whose non-empty slices' states differ
 
 
 def _visits_owner(run_: Launch, block_n: int, slots: int) -> torch.Tensor | None:
@@ -579,8 +580,10 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
         if owner is None:
             continue
         ref = apart.states_by_position(x.q, x.k, x.v, x.lengths, owner, roles.slots)
-        right, words, conv = apart.split_report(roles, ref, x.lengths.cpu().tolist(), h, block_n)
+        right, words, conv, nonempty_wrong = apart.split_report(roles, ref, x.lengths.cpu().tolist(), h, block_n)
         found.split[x.case.name] = (right, words)
+        if nonempty_wrong:
+            found.split_wrong.add(x.case.name)
         rights.append(right)
         conventions.append(conv)
         if x is x0:
@@ -613,7 +616,8 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
         keep_empty = ~measured.nonempty if reads_lengths else None
         found.merge = apart.merge_probe(module, roles, conv, x.out, b * h, d, empty, keep_empty)
         if found.merge is not None and not found.merge.exact:
-            found.layouts_disagree = _merge_reads_another_layout(module, roles, conv, x, empty, keep_empty)
+            found.layouts_disagree = (_merge_reads_another_layout(module, roles, conv, x, empty, keep_empty)
+                                      or _merge_reads_another_convention(module, roles, conv, x, empty, keep_empty))
     return found
 
 
@@ -651,6 +655,42 @@ def _merge_reads_another_layout(module: ModuleType, roles: apart.Roles, conv: ap
             f" {_layout_words(split_o)}, while your merge kernel, run alone, is exact on the same states with o_s"
             f" laid out as {_layout_words(merge_o)} and wrong on them as the split writes them. Either kernel may"
             " be the one to change; they must agree.")
+
+
+KIND_WORDS = {"m2": "the maximum (exp2 domain)", "m": "the maximum", "l": "the sum l_s",
+              "lse2": "the log-sum-exp (exp2 domain)", "lse": "the log-sum-exp"}
+
+
+def _merge_reads_another_convention(module: ModuleType, roles: apart.Roles, conv: apart.Convention, x: Launch,
+                                    empty: dict[str, float] | None, keep_empty: torch.Tensor | None) -> str:
+    """Where the merge alone is not exact on states as the split stores them: is it exact with
+    two scalar states' kinds swapped (one merge launch a pair)?  Then the split stores each in
+    the slot the merge reads as the other (the maximum where the merge reads the sum, say),
+    and either kernel may be the one to change: said in words, with the kernels' own names."""
+    b, h, _, d = x.case.shape
+    fields = [f for f in roles.scalars if conv.scalars.get(f)]
+    for i, j in itertools.combinations(fields, 2):
+        kinds = {**conv.scalars, i: conv.scalars[j], j: conv.scalars[i]}
+        probe = apart.merge_probe(module, roles, dataclasses.replace(conv, scalars=kinds), x.out, b * h, d,
+                                  empty, keep_empty)
+        if probe is None or not probe.exact:
+            continue
+        a, c = (_arg_name(module, roles.merge, f) for f in (i, j))
+        ka, kc = (KIND_WORDS.get(conv.scalars[f], conv.scalars[f]) for f in (i, j))
+        return (f" Your two kernels disagree on which state lives where: measured against the reference's slice"
+                f" states, your split kernel stores {ka} in {a} and {kc} in {c}, while your merge kernel, run alone,"
+                f" is exact on the same states with {kc} in {a} and {ka} in {c}, and wrong on them as the split"
+                " stores them. Either kernel may be the one to change; they must agree.")
+    return ""
+
+
+def _arg_name(module: ModuleType, call: apart.KernelCall, field: apart.FieldKey) -> str:
+    """The merge kernel's own name for the tensor of a scalar state field ("MidM"; its
+    field 1 where it packs two), or its argument position."""
+    pos, f = field
+    names = getattr(apart.launchable_kernels(module).get(call.name), "arg_names", None)
+    name = names[pos] if names is not None and pos < len(names) else f"argument {pos + 1}"
+    return name if f == 0 else f"{name} (its field {f})"
 
 
 def test_apart_safely(launches: list[Launch], module: ModuleType) -> Apart:
@@ -765,6 +805,18 @@ def _split_right(tested: Apart, failing: list[Launch]) -> bool:
     return bool(splits) and all(r is True for r in splits)
 
 
+def _nan_elsewhere(launch: Launch, sl: Slicing, tested: Apart) -> bool:
+    """Is NaN in the pattern of the empty slices measurably not their doing?  Where a NaN
+    sequence has no slice that read a position (the NaN is the merge's 0/0 over nothing
+    read), or where the merge alone is exact on empty slices and the split kernel's states
+    are measured wrong on this case's non-empty slices."""
+    bad = (~torch.isfinite(launch.out.double().cpu())).flatten(1).any(dim=1).nonzero().flatten().tolist()
+    if any(sl.used[i] == 0 for i in bad):
+        return True
+    merge = tested.merge
+    return merge is not None and merge.exact and _result(launch).name in tested.split_wrong
+
+
 def _case_codes(failing: list[Launch], module: ModuleType, tested: Apart,
                 tolerance: float) -> tuple[list[list[str]], list[Slicing]]:
     """The codes each failing case measurably fits (its NaN structure, the merge's mistake
@@ -783,7 +835,7 @@ def _case_codes(failing: list[Launch], module: ModuleType, tested: Apart,
             per_case.append([])
         elif case.nonfinite:
             code = nan_structure(launch, sl)
-            per_case.append([code] if code else [])
+            per_case.append([code] if code and not _nan_elsewhere(launch, sl, tested) else [])
         elif named:
             per_case.append([named])
         elif probe is not None:  # the merge measured alone is exact, or wrong in no named way

@@ -80,7 +80,7 @@ class _Recorded:
         return getattr(self._kernel, attr)
 
 
-def _kernels(module: ModuleType) -> dict[str, Any]:
+def launchable_kernels(module: ModuleType) -> dict[str, Any]:
     """The module's launchable Triton kernels that no other kernel of it calls."""
     try:
         from triton.runtime.jit import KernelInterface
@@ -100,7 +100,7 @@ def _kernels(module: ModuleType) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def recording(module: ModuleType, log: list[KernelCall]) -> Iterator[None]:
-    kernels = _kernels(module)
+    kernels = launchable_kernels(module)
     for name, kernel in kernels.items():
         setattr(module, name, _Recorded(name, kernel, log))
     try:
@@ -341,13 +341,15 @@ def agreed(conventions: list[Convention]) -> Convention | None:
 
 # -- the split kernel against the reference, slice by slice -------------------------------------
 def split_report(roles: Roles, ref: SliceStates, lengths: list[int], heads: int,
-                 block_n: int) -> tuple[bool | None, str, Convention]:
-    """(split right?, words, convention).  None: nothing could be compared."""
+                 block_n: int) -> tuple[bool | None, str, Convention, bool]:
+    """(split right?, words, convention, wrong on a non-empty slice?).  None: nothing could be
+    compared.  (A split whose only fault is NaN in its empty slices is not right, and not wrong
+    on a non-empty slice.)"""
     conv, scal, vec = convention(roles, ref)
     # the partition is the visit map's: where a slot the map calls empty stored an output, the
     # map does not say which slot read what (the visit store writes something else): no judgement
     if bool(((vec.abs().amax(-1) > 0).cpu() & ~(ref.sums > 0).cpu()).any()):
-        return None, "", conv
+        return None, "", conv, False
     finite = all(bool(torch.isfinite(t).all()) for t in [*scal.values(), vec])
     if finite and not conv.vector and not any(conv.scalars.values()):
         # nothing fits: a wrong split, or states in a convention or layout (slice-major, say) the
@@ -355,7 +357,7 @@ def split_report(roles: Roles, ref: SliceStates, lengths: list[int], heads: int,
         return None, (" None of the fields your split kernel stores matches the reference's slice states (a"
                       " maximum or log-sum-exp, base 2 or e, l_s, o_s normalised or not) in the layout"
                       " [sequence*head, slice]: either the split kernel is wrong or it stores another"
-                      " convention or layout."), conv
+                      " convention or layout."), conv, False
     nonempty = (ref.sums > 0).cpu()  # the masks are gathered on the CPU (bh x slots booleans: small)
     bad = torch.zeros_like(nonempty)
     fields: dict[str, str] = {}
@@ -404,7 +406,7 @@ def split_report(roles: Roles, ref: SliceStates, lengths: list[int], heads: int,
         words.append(f" Your split kernel stores NaN for the empty slices (those that hold no position) of"
                      f" sequence{'s' if len(seqs) > 1 else ''} {', '.join(map(str, seqs))}.")
     right = None if not conv.known and not bool(bad.any()) else not bool(bad.any()) and not bool(nan_empty.any())
-    return right, "".join(words), conv
+    return right, "".join(words), conv, bool(bad.any())
 
 
 def _factor_words(measured: torch.Tensor, ref: torch.Tensor, kind: str) -> str:
