@@ -204,12 +204,14 @@ def run(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w
     n_m, n_n = launching.visit_grid(seq, module.BLOCK_M, module.BLOCK_N)
     size = batch * heads * n_m * n_n
     visits = guarded.visits("visit map", (batch * heads, n_m, n_n), device, _margin(size + 1024))
-    returned = getattr(module, LAUNCHER)(*views, window, out=out, visits=visits)
+    with cost.launched_blocks() as launched:
+        returned = getattr(module, LAUNCHER)(*views, window, out=out, visits=visits)
     shared.synchronize(q)
     out = shared.returned_tensor(f"{LAUNCHER}() returned", returned, out, tuple(q.shape))
     strays = guarded.band("visit map").changed()
     return WindowLaunch(q=q, k=k, v=v, out=out, guard=guarded.band("output").side("after"), visits=visits,
-                        bands=guarded.bands, visits_before="before" in strays, visits_after="after" in strays)
+                        bands=guarded.bands, launched=launched, visits_before="before" in strays,
+                        visits_after="after" in strays)
 
 
 def window_mask(seq: int, window: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -781,7 +783,7 @@ def diagnose(
     # Read now, as the correctness launches left them, before any probe launches.
     banded = [shared.Banded.of(one.launch.bands, one.result, _where(one)) for one in checked]
     codes, written = _outputs_written([c for c in checked if not c.result.passed])
-    outside, started_before = _loop_outside(checked)
+    outside, started_before = _loop_outside(checked, module)
     codes.add(outside)
     if started_before:
         # what such a kernel outputs follows from loading keys before key 0
@@ -796,6 +798,9 @@ def diagnose(
     if started_before:  # its stores below block 0 land in the map's previous rows: no cell is read for bounds
         codes["loop-before-key-0"] += (" Its visits below block 0 land in the visit map's previous row, so the"
                                        " map's other cells are not read as the blocks your loop visited.")
+    elif "grid-past-the-end" in codes:  # programs past the last query block record into the next rows
+        codes["grid-past-the-end"] += (" Those programs' visits land in the rows of the next (batch, head), so the"
+                                       " map's cells are not read as the blocks your loop visited.")
     else:
         codes.add(_visit_findings(checked, visits, block_m, block_n))
     # NaN no measurement explains: did it come from a load past the end?
@@ -822,7 +827,8 @@ def _outputs_written(failing: list[Checked]) -> tuple[Findings, list[Checked]]:
         res = one.result
         where = _where(one)
         if res.unwritten:
-            found.say("unwritten-output", f" {res.unwritten} elements were never written{where}.")
+            found.say("unwritten-output", f" {res.unwritten} elements were never written{where}."
+                      + shared.unwritten_words(one.launch.out))
         if res.wrote_out_of_bounds:
             found.say("store-out-of-bounds", where + ".")
         if res.fully_written:
@@ -830,16 +836,28 @@ def _outputs_written(failing: list[Checked]) -> tuple[Findings, list[Checked]]:
     return found, written
 
 
-def _loop_outside(checked: list[Checked]) -> tuple[Findings, bool]:
-    """Step 0: a loop that runs outside the sequence, read from the visit map's margins;
-    and whether one started before key 0 (what its output holds follows from that)."""
+def _loop_outside(checked: list[Checked], module: ModuleType) -> tuple[Findings, bool]:
+    """Step 0: a loop that runs outside the sequence, read from the visit map's margins, or
+    a grid of more programs than (query blocks) x (batch, head) pairs, measured at the
+    launch, whose programs past the last query block record visits past the map's rows;
+    and whether a loop started before key 0 (what its output holds follows from that)."""
     found = Findings()
     strays = [c for c in checked if c.launch.visits_before or c.launch.visits_after]
     for one in strays:
         if one.launch.visits_before:
             found.say("loop-before-key-0", f" A visit was recorded at a K/V block index below 0{_where(one)}.")
         if one.launch.visits_after:
-            found.say("loop-past-the-end", f" A visit was recorded past the last K/V block{_where(one)}.")
+            batch, heads, seq, _ = one.launch.q.shape
+            needed = -(-seq // int(module.BLOCK_M)) * batch * heads  # one program a (query block, batch·head)
+            programs = max((x.get(cost.PROGRAMS, 0) for x in one.launch.launched), default=0)
+            blocks = -(-seq // int(module.BLOCK_M))
+            if programs > needed:
+                found.say("grid-past-the-end", f" The launch ran {programs} programs for {needed} (query block,"
+                          f" batch·head) pairs: cdiv({seq}, BLOCK_M = {module.BLOCK_M}) = {blocks} query blocks,"
+                          f" {batch * heads} (batch, head) pairs{_where(one)}; a visit was recorded past the visit"
+                          " map's last row.")
+            else:
+                found.say("loop-past-the-end", f" A visit was recorded past the last K/V block{_where(one)}.")
     return found, any(c.launch.visits_before for c in strays)
 
 
@@ -1001,15 +1019,15 @@ def _window_verdict(readouts: _WindowReadouts, unread: list[Checked], wrong: boo
     if unread and not wrong:
         one = unread[0]
         worst = "" if one.result.worst_row is None else f" The largest error is at row {one.result.worst_row}"
+        odd = [name for name, said in readouts.speaking().items() if said]  # read-outs that do show a wrong key
         if one.result.name in readouts.untrusted:
             detail = f"{readouts.slopes[one.result.name]}{worst}{_where(one)}."
-        elif len(readouts.found) - len(readouts.mute) <= len(unread):
+        elif not odd:
             detail = (f" The measured weights show no key a row should not see and none it misses: look at "
                       "how they are weighed (the scale, the q and k each head loads) and what happens to the "
                       f"values.{readouts.slopes.get(one.result.name, '')}{worst}"
                       f"{_where(one)}.")
         else:
-            odd = [name for name, said in readouts.found.items() if said]
             detail = (f" The failing cases disagree: on the {', '.join(x.result.name for x in unread)} "
                       f"case{'s' if len(unread) > 1 else ''} the measured weights show no key a row should not "
                       f"see and none it misses, on the {', '.join(odd)} case{'s' if len(odd) > 1 else ''} they "
@@ -1055,12 +1073,27 @@ def _visit_findings(checked: list[Checked], visits: VisitMap | None, block_m: in
         count, example = bounds[side]
         if count:
             what = "before the window" if side == "before" else "after the query block"
-            found.say(code, f" {count} visits were to blocks wholly {what}, over all cases: {example}{summary}")
+            grows = _growing_waste(visits) if side == "before" else ""
+            found.say(code, f" {count} visits were to blocks wholly {what}, over all cases: {example}{summary}{grows}")
     if all(c.result.passed for c in checked):
         uncounted = uncounted_blocks(checked, block_m, block_n)
         if uncounted:
             found.say("visits-uncounted", uncounted)
     return found
+
+
+def _growing_waste(visits: VisitMap) -> str:
+    """Where the default case's visits to blocks wholly before each query block's window
+    grow with the query block, in words: the work per row then grows with r, as with no
+    lower bound at all; "" where they do not (a block too many at the edge, say)."""
+    waste = []
+    for row, ideal in zip(visits.counts, visits.ideal, strict=False):
+        first = next((j for j, needed in enumerate(ideal) if needed), len(ideal))
+        waste.append(sum(1 for c in row[:first] if c))
+    if len(waste) < 3 or waste[-1] < 2 or any(b < a for a, b in zip(waste, waste[1:], strict=False)):
+        return ""
+    return (f" On the default case those visits grow with the query block ({', '.join(map(str, waste))} blocks,"
+            " query block by query block): the work per row grows with r instead of staying at WINDOW keys.")
 
 
 def _nan_probe(module: ModuleType, source: Checked) -> shared.NanProbe:
