@@ -54,7 +54,8 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
     written = []
     for one in failing:
         if one.result.unwritten:
-            found.say("unwritten-output", f" {one.result.unwritten} elements were never written{where(one)}.")
+            found.say("unwritten-output", f" {one.result.unwritten} elements were never written{where(one)}."
+                      + shared.unwritten_words(one.launch.out))
         if one.result.wrote_out_of_bounds:
             found.say("store-out-of-bounds", where(one) + ".")
         if one.result.fully_written:
