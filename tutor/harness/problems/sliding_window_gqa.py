@@ -742,6 +742,20 @@ def split_heads(keys: list[set[int]], values: list[set[int]], case: Case, b: int
             f" (right for both: {', '.join(str(h // case.group) for h in range(case.heads))}).")
 
 
+def straddled_heads(keys: list[set[int]], values: list[set[int]], case: Case) -> str:
+    """Where a query head's keys alone (or values alone) come from two K/V heads or more, in
+    words: no head index gives that (a mapping picks one head), so the load's (batch, K/V
+    head) base offset lands between heads' rows; "" otherwise."""
+    for side, sets in (("keys", keys), ("values", values)):
+        two = next((h for h, read in enumerate(sets) if len(read) > 1), None)
+        if two is not None:
+            read = "+".join(_head(g, case, kv=True) for g in sorted(sets[two]))
+            return (f" The {side} of query head {two % case.heads} come from K/V heads {read} at once: a head index"
+                    " picks one head, so it is not the group mapping but the K/V base offset, which lands between"
+                    " two heads' rows (a factor missing from it: the row length HEAD_DIM, or N_CTX).")
+    return ""
+
+
 def head_map(depends: list[set[int]] | None, case: Case, b: int = 0) -> str:
     """The whole measured map of sequence ``b``'s query heads, against the right one, in
     words ("" for more than 16 heads); a K/V head of another sequence is named with it."""
@@ -913,7 +927,7 @@ def _head_mapping(drill: Drill, module: ModuleType, written: list[Checked],
         # keys and values apart: a kernel can take K from one head and V from another
         keys, values = (kv_heads_read(module, one, generator, side) for side in "KV")
         found.say("wrong-kv-head", _describe_heads(wrong, case, _where(one), depends)
-                  + split_heads(keys, values, case, min(wrong) // case.heads))
+                  + split_heads(keys, values, case, min(wrong) // case.heads) + straddled_heads(keys, values, case))
     out = one.launch.out.to(torch.float64).flatten(0, 1)
     error = (out - one.expected.flatten(0, 1)).abs().nan_to_num(nan=float("inf"))
     bad_heads = {i for i in range(out.shape[0]) if float(error[i].max()) > drill.tolerance}

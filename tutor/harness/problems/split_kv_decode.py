@@ -972,7 +972,14 @@ def _say_visits(codes: Findings, visits: VisitMap | None, passed: bool) -> None:
                                       f" reads recorded no visit.)")
     extra = sum(c for row, ideal in zip(visits.counts, needed, strict=False)
                 for c, i in zip(row, ideal, strict=False) if not i)
-    if extra:
+    if extra and "visits-uncounted" in codes:
+        # a right output whose map misses needed blocks and shows others read: the map's own cells are
+        # misplaced (the visit store's offset or stride), so its blocks past the lengths are no measurement
+        codes["visits-uncounted"] += (f" The map also shows {extra} (head, block) visits past the sequences'"
+                                      " lengths: beside needed blocks it misses, that is what a visit store at the"
+                                      " wrong cell (its row offset or stride) records, so neither count is read as"
+                                      " your kernel's reads.")
+    elif extra:
         detail = (f" ({extra} blocks past the sequences' lengths were read, counted over all heads;"
                   f" the sequences hold {visits.ideal_blocks}.)")
         if "reads-past-length" in codes:
