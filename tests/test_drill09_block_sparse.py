@@ -204,8 +204,15 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
         "cap_on_partial_blocks_only": "on full blocks (on partial blocks the transform is softcap·tanh(s/softcap)",
         "tanh_overflows_on_negative_scores": "the output is NaN or Inf below s/softcap = -4",
         "full_blocks_visited_twice": "Read out with every score 0 (q = 0)",
+        "rescale_after_the_add": "the keys that get weight get 0.0",
+        "tanh_denominator_minus_one": "key 0 gets no weight in",
     }
     assert expected.get(entry.name, "") in words, words
+    refused = {  # a cause the measurements do not support (blind round 7)
+        "mask_by_multiplication": "the modifier breaks on scores far past the cap",  # NaN from the rows' blocks
+        "v_rows_of_block_zero": "where the mask says it sees nothing",  # the read-out's columns are V rows
+    }
+    assert entry.name not in refused or refused[entry.name] not in words, words
 
 
 def test_the_full_block_probe_lists_every_block_full_and_has_the_scores_it_says():

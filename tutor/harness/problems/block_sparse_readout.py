@@ -162,13 +162,20 @@ def far_score_words(module: ModuleType, seq: int, head_dim: int, device: str) ->
     from -60 to 60 softcaps), where softcap·tanh(s/softcap) is ±softcap and every weight
     finite: where the output is NaN or Inf only beyond some |s| while finite on the nearer
     scores, say from which s on, in words ("" otherwise)."""
-    q, k, v, bm, s, _ = modifier_probe(seq, head_dim, int(module.BLOCK_M), int(module.BLOCK_N), device, EXTREME_CAPS,
-                                       reach=None)
-    out = run(module, q, k, v, bm, PROBE_SOFTCAP).out[0, 0, 1:].to(torch.float32).cpu()
-    bad = ~torch.isfinite(out).all(dim=-1)
-    x = (s[1:] / PROBE_SOFTCAP).cpu()
+    def nan_rows(descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        q, k, v, bm, s, _ = modifier_probe(seq, head_dim, int(module.BLOCK_M), int(module.BLOCK_N), device,
+                                           EXTREME_CAPS, reach=None, descending=descending)
+        out = run(module, q, k, v, bm, PROBE_SOFTCAP).out[0, 0, 1:].to(torch.float32).cpu()
+        return ~torch.isfinite(out).all(dim=-1), (s[1:] / PROBE_SOFTCAP).cpu()
+
+    bad, x = nan_rows(False)
     near = x.abs() <= 3
     if not bool(bad.any()) or bool(bad[near].any()):
+        return ""
+    # the same scores on rows in the other order: NaN that stays with the rows, not the scores,
+    # comes from where those rows are (their blocks), not from the modifier
+    again, x_again = nan_rows(True)
+    if not torch.equal(again[torch.argsort(x_again)], bad[torch.argsort(x)]):
         return ""
     sides = []
     for sign, words in ((-1.0, "below"), (1.0, "above")):
@@ -307,7 +314,7 @@ def probe_columns(seq: int, head_dim: int) -> torch.Tensor:
 
 
 def modifier_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: str, caps: float = 3.0,
-                   reach: float | None = PROBE_SOFTCAP
+                   reach: float | None = PROBE_SOFTCAP, descending: bool = False
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, BlockMask, torch.Tensor, torch.Tensor]:
     """Tutor-chosen scores: row r >= 1 sees key 0 (score p_r, value e_0) and key r (score
     s_r, value e_(probe column of r)); s_r spans -``caps``..``caps`` softcaps.  The pivot
@@ -315,10 +322,13 @@ def modifier_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: 
     on the rows between beyond it, so that the two
     keys' effective scores stay within a readable ratio of each other whatever the
     transform (no cap: e^reach; a cap far above softcap: less) while the read reaches
-    scores far past the cap; ``reach=None``: every pivot 0.  q, k, v, the block mask, s
-    and p (float64, from the fp16 q the kernel gets)."""
+    scores far past the cap; ``reach=None``: every pivot 0.  ``descending``: the scores fall
+    with the row instead of rising (what a row's position does is then told from what its
+    score does).  q, k, v, the block mask, s and p (float64, from the fp16 q the kernel gets)."""
     rows = torch.arange(seq)
     target = torch.linspace(-caps * PROBE_SOFTCAP, caps * PROBE_SOFTCAP, max(seq - 1, 1), dtype=torch.float64)
+    if descending:
+        target = target.flip(0)
     pivot = torch.zeros_like(target)
     if reach is not None:  # every other row: the rows between keep pivot 0 (the transform's own level)
         odd = torch.arange(len(target)) % 2 == 1
