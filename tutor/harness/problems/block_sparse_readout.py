@@ -252,17 +252,17 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
                       f"key {c} at {float(w[h, r, c]):.3g}, where the mask says it sees nothing{where(one)}.")
     for code, kind_id, words in (("full-keys-missed", 2, "full"), ("partial-keys-missed", 1, "partial")):
         bad = (w == 0) & allowed & (kind == kind_id) & (p > MISSING_P)
-        by_row = {(h, r): missing_shape(w[h, r], allowed[r]) for h, r in bad.any(dim=-1).nonzero().tolist()}
+        shapes = missing_shapes(w, allowed) & bad.any(dim=-1)[..., None]  # (heads, rows, shape)
         # a row whose weight moved to other keys rules out keys merely left out: moved first, then lost
-        for how, how_code in (("moved", "weight-moved"), ("lost", "values-lost"), ("dropped", code)):
-            like = [hr for hr, shaped in by_row.items() if shaped == how]
-            if like and how_code not in found:
-                h, r = like[0]
+        for i, (how, how_code) in enumerate((("moved", "weight-moved"), ("lost", "values-lost"), ("dropped", code))):
+            like = shapes[..., i].nonzero()
+            if len(like) and how_code not in found:
+                h, r = (int(x) for x in like[0])
                 c = int(bad[h, r].nonzero()[0])
                 said = (f" {int(bad.sum())} visible (head, row, key) pairs of {words} blocks get no weight: row {r}"
                         f" gives key {c} exactly 0, the reference {float(p[h, r, c]):.3g}{where(one)}.")
                 found.say(how_code, said if how == "dropped" else said + shares_words(w[h, r], allowed[r]))
-            if like:
+            if len(like):
                 break  # one shape a kind of block
     if "weight-moved" in found:  # the read-out's columns are rows of V, not the keys scored: no mask claim
         for code in ("partial-unmasked", "unlisted-weighed"):
@@ -278,24 +278,24 @@ UNREAD = "unread"  # modifier_readout's key for the kinds of block its probes co
 SAME_SHARE = 0.03  # visible keys weighed within 3 % of each other: the same share (every score 0)
 
 
-def missing_shape(w: torch.Tensor, seen: torch.Tensor) -> str:
-    """How a row that gives a visible key no weight (read with every score 0, so softmax
-    gives each of its n visible keys 1/n) shares the rest: "dropped" (the keys that get
-    weight get the same share and add up to 1: the missing keys were left out of the
-    softmax), "lost" (each gets exactly 1/n, adding up to less: the row's sum counted the
-    missing keys, their values never reached the output), "moved" (unequal shares: the
-    missing weight sits on other keys), or "blank" (no weight anywhere: said by other
-    read-outs)."""
-    got = w[seen & (w > 0)]
-    total = float(w.sum())
-    if got.numel() == 0 or total < 0.02:
-        return "blank"
-    if float(got.max() / got.min()) > 1 + SAME_SHARE:
-        return "moved"
-    if abs(total - 1) < 0.02:
-        return "dropped"
-    n = int(seen.sum())
-    return "lost" if abs(float(got.mean()) * n - 1) < SAME_SHARE else "moved"
+def missing_shapes(w: torch.Tensor, seen: torch.Tensor) -> torch.Tensor:
+    """How each row shares its weight, read with every score 0 (softmax gives each of a row's
+    n visible keys 1/n), as (heads, rows, 3) booleans, one row at most true of: "moved"
+    (unequal shares among the keys that get weight: the missing weight sits on other keys),
+    "lost" (each gets exactly 1/n, adding up to less than 1: the row's sum counted keys whose
+    values never reached the output), "dropped" (equal shares adding up to 1: keys left out
+    of the softmax).  A row with no weight anywhere is none of them (other read-outs say it)."""
+    got = seen & (w > 0)
+    count = got.sum(dim=-1)
+    total = w.sum(dim=-1)
+    top = torch.where(got, w, torch.zeros_like(w)).amax(dim=-1)
+    low = torch.where(got, w, torch.full_like(w, float("inf"))).amin(dim=-1)
+    mean = torch.where(got, w, torch.zeros_like(w)).sum(dim=-1) / count.clamp_min(1)
+    weighed = (count > 0) & (total >= 0.02)
+    equal = top <= low * (1 + SAME_SHARE)
+    dropped = weighed & equal & ((total - 1).abs() < 0.02)
+    lost = weighed & equal & ~dropped & ((mean * seen.sum(dim=-1) - 1).abs() < SAME_SHARE)
+    return torch.stack([weighed & ~dropped & ~lost, lost, dropped], dim=-1)
 
 
 def shares_words(w: torch.Tensor, seen: torch.Tensor) -> str:
