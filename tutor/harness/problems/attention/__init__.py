@@ -90,12 +90,13 @@ def check_correctness(
             modes.append(causal)
             # the map comes from the default shape's causal launch (or its only launch), sized by the
             # module's BLOCK_M / BLOCK_N: a kernel launched with other tile sizes indexes another grid
-            if name == "default" and run.other_blocks(module):
-                pass
-            elif name == "default" and (causal or causal is None):
-                visits.append(visit_map(run, case_shape[2], block_m, block_n, bool(causal)))
-            elif name == "default" and causal is False:
-                full_visits = visit_map(run, case_shape[2], block_m, block_n, False)
+            if name == "default" and not run.other_blocks(module):
+                if causal is False:
+                    full_visits = visit_map(run, case_shape[2], block_m, block_n, False)
+                else:
+                    visits.append(visit_map(run, case_shape[2], block_m, block_n, bool(causal)))
+    # the first launch that ran with other tile sizes than the module's (its map is another grid)
+    other = next(((c.case, o) for c, (_, r) in zip(launches, runs, strict=True) if (o := r.other_blocks(module))), None)
     standard_passed = all(c.passed for c in cases)
     hostile_runs = [] if shape_only else hostile_launches(drill, module, plan.hostile, device, generator, cases)
 
@@ -104,9 +105,7 @@ def check_correctness(
         findings, said = guard_report(drill, module, launches, runs, device, generator)
         # a map store landed outside it: the map's indexing is measurably not the tutor's (a loop past its
         # bound, a wrong row), so no block count comes from it; nor where the kernel ran with other tile
-        # sizes than the module's BLOCK_M / BLOCK_N (measured at its launch), whose map is another grid
-        other = next(((c.case, o) for c, (_, r) in zip(launches, runs, strict=True)
-                      if (o := r.other_blocks(module))), None)
+        # sizes than the module's BLOCK_M / BLOCK_N (measured at its launch: ``other``), another grid
         trusted = not shared.visit_map_overrun(findings) and other is None
         if other is not None:
             said = [d for d in said if not (d.code == "write-past-end" and _only_map_written(runs))]
