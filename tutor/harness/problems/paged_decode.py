@@ -29,6 +29,7 @@ middle quarter, 173 apart in the exp2 domain, past fp32's range).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches, paged_reads
+from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.result import CaseResult
 
 GARBAGE_K_SCALE = 3.0  # poisoned keys: larger than real ones, so a read of them wins the softmax
@@ -222,16 +224,19 @@ class Launch:
     k_counts: Any = None  # per element of the K band's buffer: loads counted (interpreter), else None
     v_counts: Any = None
     result: CaseResult | None = None
+    calls: list[apart.KernelCall] = field(default_factory=list)  # the launcher's kernel launches, recorded
 
 
 def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool = False,
-              num_splits: int | None = None) -> tuple[torch.Tensor, shared.Guarded, list[Any] | None]:
+              num_splits: int | None = None, calls: list[apart.KernelCall] | None = None,
+              ) -> tuple[torch.Tensor, shared.Guarded, list[Any] | None]:
     """One launch of the student's kernel on inputs ``p`` (the case's shapes), each tensor in a
     guard band as a correctness launch has it: the same shapes, strides, dtypes and alignment,
     so a read-out launch runs the variant the correctness launch compiled.  Returns the output
     (fp16, unwritten elements still poisoned), the bands, and the counted loads of the K and
     V bands when ``count`` (Triton's interpreter only), else None.  ``num_splits``, where
-    given, is passed on to the launcher (the drill's contract has it)."""
+    given, is passed on to the launcher (the drill's contract has it).  ``calls``, where given,
+    receives each kernel launch the launcher made (:func:`split_kv_readout.recording`)."""
     guarded = shared.Guarded()
     margin = guarding.margin_elements(tuple(p.k_pages.shape), 2 * case.page_size * case.head_dim)
     q = guarded.input("Q", p.q, margin)
@@ -245,7 +250,8 @@ def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool
                                guarding.margin_elements(tuple(p.block_table.shape), 64), spare, inside=p.block_table)
     guarded.bands.append(table_band)
     buffers = [guarded.band("K").buffer, guarded.band("V").buffer]
-    with paged_reads.counting_reads(buffers, count) as counts:
+    recorded = apart.recording(module, calls) if calls is not None else contextlib.nullcontext()
+    with paged_reads.counting_reads(buffers, count) as counts, recorded:
         splits = {} if num_splits is None else {"num_splits": num_splits}
         returned = getattr(module, LAUNCHER)(q, k, v, table_band.view, p.lengths, out=out, **splits)
         shared.synchronize(out)
@@ -276,9 +282,10 @@ def one_slice(module: ModuleType, device: str) -> Callable[[Launch], torch.Tenso
 def run(module: ModuleType, case: Case, device: str, generator: torch.Generator, interpreter: bool = False) -> Launch:
     """A correctness launch; on the interpreter its loads of the K and V pools are counted."""
     p = make_inputs(case, device, generator)
-    out, guarded, counts = launch_on(module, case, p, device, count=interpreter)
+    calls: list[apart.KernelCall] = []
+    out, guarded, counts = launch_on(module, case, p, device, count=interpreter, calls=calls)
     kg, vg = gathered(p, case)
-    launch = Launch(case, p, out, guarded, attend(p.q, kg, vg, p.lengths))
+    launch = Launch(case, p, out, guarded, attend(p.q, kg, vg, p.lengths), calls=calls)
     if counts is not None:
         launch.k_counts, launch.v_counts = counts
     return launch

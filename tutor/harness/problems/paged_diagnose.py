@@ -28,6 +28,7 @@ import torch
 from tutor.catalog import Drill
 from tutor.harness.findings import Findings, index_runs
 from tutor.harness.problems import paged_weights
+from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.problems.paged_decode import Launch, attend_every_head, gathered, pages_needed
 from tutor.harness.problems.paged_weights import pairs_words
 from tutor.harness.result import CaseResult, Diagnosis
@@ -295,11 +296,25 @@ def read_findings(launches: list[Launch], failing: bool, relaunch: paged_weights
     return say_reads(facts, failing)
 
 
+def state_findings(failing: list[Launch]) -> Findings:
+    """Slice states the merge reads that the split launch left as they were (the first failing
+    case whose launches split into a split and a merge kernel, :func:`split_kv_readout.find_roles`)."""
+    found = Findings()
+    for x in failing:
+        c = x.case
+        roles = apart.find_roles(x.calls, x.guarded.band("K").view, x.out, c.batch * c.heads, c.head_dim)
+        words = apart.unwritten_states(roles) if roles is not None else ""
+        if words:
+            found.say("states-unwritten", f" On the {c.name} case:" + words)
+            break
+    return found
+
+
 def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
              relaunch: paged_weights.Relaunch | None = None,
              one_slice: Callable[[Launch], torch.Tensor | None] | None = None) -> list[Diagnosis]:
     failing = [x for x in launches if not _result(x).passed]
-    codes = Findings()
+    codes = state_findings(failing)
     reads = read_findings(launches, bool(failing), relaunch)
     codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice))
     heads = head_findings(failing, tolerance)

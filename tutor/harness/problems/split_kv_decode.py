@@ -506,6 +506,7 @@ class Apart:
     visits_trusted: bool = True  # False: the split alone measured slices that are not the visit map's blocks
     layouts_disagree: str = ""  # the merge is exact on states in a layout other than the split's, in words
     split_wrong: set[str] = dataclasses.field(default_factory=set)  # cases whose non-empty slices' states differ
+    unwritten: str = ""  # state tensors the split launch left as they were, in words (:func:`apart.unwritten_states`)
 
 
 def _visits_owner(run_: Launch, block_n: int, slots: int) -> torch.Tensor | None:
@@ -541,6 +542,7 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
             paired.append((x, roles))
     if not paired:
         return found
+    found.unwritten = next((words for _, roles in paired if (words := apart.unwritten_states(roles))), "")
     x0, roles0 = max(paired, key=lambda p: p[0].case.batch * p[0].case.heads)  # the most rows to probe
     assert x0.k_view is not None and x0.v_view is not None
     cost.step(f"your split kernel alone on keys of zero, shape {cost.shape_words(x0.case.shape)}")
@@ -675,7 +677,7 @@ def _merge_reads_another_convention(module: ModuleType, roles: apart.Roles, conv
                                   empty, keep_empty)
         if probe is None or not probe.exact:
             continue
-        a, c = (_arg_name(module, roles.merge, f) for f in (i, j))
+        a, c = (_arg_name(roles.merge, f) for f in (i, j))
         ka, kc = (KIND_WORDS.get(conv.scalars[f], conv.scalars[f]) for f in (i, j))
         return (f" Your two kernels disagree on which state lives where: measured against the reference's slice"
                 f" states, your split kernel stores {ka} in {a} and {kc} in {c}, while your merge kernel, run alone,"
@@ -684,12 +686,11 @@ def _merge_reads_another_convention(module: ModuleType, roles: apart.Roles, conv
     return ""
 
 
-def _arg_name(module: ModuleType, call: apart.KernelCall, field: apart.FieldKey) -> str:
+def _arg_name(call: apart.KernelCall, field: apart.FieldKey) -> str:
     """The merge kernel's own name for the tensor of a scalar state field ("MidM"; its
     field 1 where it packs two), or its argument position."""
     pos, f = field
-    names = getattr(apart.launchable_kernels(module).get(call.name), "arg_names", None)
-    name = names[pos] if names is not None and pos < len(names) else f"argument {pos + 1}"
+    name = call.arg_name(pos)
     return name if f == 0 else f"{name} (its field {f})"
 
 
@@ -719,6 +720,8 @@ def diagnose(
     codes = Findings((guard_said or {}).items())
     failing = [x for x in launches if not _result(x).passed]
     tested = test_apart_safely(launches, module) if failing else Apart()
+    if tested.unwritten:  # the cause, measured: said before the output's symptoms
+        codes.say("states-unwritten", tested.unwritten)
     per_case, measured = _case_codes(failing, module, tested, tolerance)
     codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested.visits_trusted))
     _large_scores(codes, failing)

@@ -53,6 +53,29 @@ class KernelCall:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     after: dict[int, torch.Tensor] = field(default_factory=dict)  # arg position -> fp32 copy right after the call
+    before: dict[int, torch.Tensor] = field(default_factory=dict)  # the same tensors' copies right before it
+    arg_names: list[str] = field(default_factory=list)  # the kernel's parameter names, in order
+
+    def unchanged(self, pos: int) -> bool:
+        """Did the launch leave the fp32 tensor at ``pos`` bit for bit as it was (NaN included)?"""
+        if pos not in self.before or pos not in self.after:
+            return False
+        return bool(torch.equal(self.before[pos].view(torch.int32), self.after[pos].view(torch.int32)))
+
+    def arg_name(self, pos: int) -> str:
+        return self.arg_names[pos] if pos < len(self.arg_names) else f"argument {pos + 1}"
+
+
+def _float32_copies(args: tuple[Any, ...]) -> dict[int, torch.Tensor]:
+    return {i: a.detach().clone() for i, a in enumerate(args)
+            if isinstance(a, torch.Tensor) and a.dtype == torch.float32 and a.numel() <= 1 << 24}
+
+
+def _arg_names(kernel: Any) -> list[str]:
+    """A Triton kernel's parameter names (through an autotuner or heuristics wrapper)."""
+    while not hasattr(kernel, "arg_names") and hasattr(kernel, "fn"):
+        kernel = kernel.fn
+    return list(getattr(kernel, "arg_names", []))
 
 
 class _Recorded:
@@ -65,10 +88,10 @@ class _Recorded:
         launch = self._kernel[grid]
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            before = _float32_copies(args)
             value = launch(*args, **kwargs)
-            after = {i: a.detach().clone() for i, a in enumerate(args)
-                     if isinstance(a, torch.Tensor) and a.dtype == torch.float32 and a.numel() <= 1 << 24}
-            self._log.append(KernelCall(self._name, grid, args, kwargs, after))
+            self._log.append(KernelCall(self._name, grid, args, kwargs, _float32_copies(args), before,
+                                        _arg_names(self._kernel)))
             return value
 
         return call
@@ -203,6 +226,32 @@ def find_roles(calls: list[KernelCall], k: torch.Tensor, out: torch.Tensor, bh: 
     if not fields or not all(merge.args[i].is_contiguous() for i in [*fields, vector]):
         return None
     return Roles(split, merge, list(fields), fields, vector, shared, slots, bh, head_dim)
+
+
+def unwritten_states(roles: Roles) -> str:
+    """The state tensors the merge reads that the split launch left bit for bit as they were
+    before it ran, in words ("" where it changed each): no store of the split reached them, or
+    each stored what they already held.  Measured per launch, whatever the layout.  Said only
+    where a state tensor the launch did change holds a non-empty state somewhere (a finite,
+    non-zero value): a split whose every slice is empty stores (-inf, 0, 0), which memory the
+    allocator hands back may already hold, and that is no store missing."""
+    split = roles.split
+    states = [roles.split_pos[pos] for pos in [*roles.tensors, roles.vector]]
+    left = [pos for pos in states if split.unchanged(pos)]
+    stored_some = any(bool((torch.isfinite(t) & (t != 0)).any()) for pos in states if pos not in left
+                      for t in [split.after[pos]])
+    if not left or not stored_some:
+        return ""
+    parts = []
+    for pos in left:
+        held = split.after[pos]
+        values = torch.unique(held.flatten()).tolist() if 0 < held.numel() <= 4096 else []
+        what = f", every value {values[0]:g}" if len(values) == 1 else ""
+        parts.append(f"{split.arg_name(pos)} ({held.numel()} values{what})")
+    it = "them" if len(parts) > 1 else "it"
+    return (f" Your split kernel ({split.name}) left {' and '.join(parts)} bit for bit as the launcher passed {it}:"
+            f" none of its stores reached {it} (or every store wrote what was already there), yet your merge"
+            f" kernel ({roles.merge.name}) reads {it} as slice states.")
 
 
 # -- the reference's slice states -------------------------------------------------------------
