@@ -93,10 +93,16 @@ BLOCK_MULTIPLE = (-1, -2)  # placeholder lengths: (one block of queries, two blo
 # to the larger one, so a causal loop bound one key short skips a whole block there
 # (found by a blind attempt that passed every other case)
 ONE_KEY_PAST = (-3, -4)
+# placeholder lengths: Nq = Nk = five rows past two query blocks of the student's BLOCK_M
+# (at least 37), so some sequence always has a third, partial query block: a mistake in the
+# query block's offset (start_m * BLOCK_N) or its row mask otherwise passes with BLOCK_M >= 64,
+# whose one query block held every sequence (blind round 8)
+PAST_TWO_QUERY_BLOCKS = (-5, -6)
 # Nq/Nk pairs: Nq = Nk (ragged), Nq = 1 (decode-like), a one-token sequence, a
 # chunk whose offset is not a multiple of the block, one whose lengths are.
 CPU_CASES = (
-    Case("default", 2, 32, ((1, 29), (37, 37), (1, 1), (21, 75), BLOCK_MULTIPLE)),  # the longest chunk is not first
+    # the longest chunk is not first
+    Case("default", 2, 32, ((1, 29), PAST_TWO_QUERY_BLOCKS, (1, 1), (21, 75), BLOCK_MULTIPLE)),
     Case("many-short", 1, 32, ((3, 5), (1, 2), (4, 4), (2, 7), (1, 1), (5, 9), (2, 2), (3, 3), (1, 6), (6, 6))),
     # scores ~ +-100: exp overflows fp32 unless the running maximum is subtracted
     Case("hostile", 1, 32, ((30, 50), (9, 9), (1, 12)), q_scale=20.0),
@@ -115,9 +121,11 @@ GPU_TIMING = Case("timing", 16, 128, tuple((256 + 64 * (i % 4), 1024 + 64 * i) f
 def cases_for(interpreter: bool, block_m: int, block_n: int) -> tuple[Case, ...]:
     """The correctness cases; the block-multiple sequence has one query block and two
     key blocks of the student's larger block size, the one-key-past sequence one query
-    block of it and one key more."""
+    block of it and one key more, the two-query-blocks sequence two query blocks of the
+    student's BLOCK_M and five rows (at least 37)."""
     big = max(block_m, block_n)
-    fixed = {BLOCK_MULTIPLE: (big, 2 * big), ONE_KEY_PAST: (big, big + 1)}
+    ragged = max(37, 2 * block_m + 5)
+    fixed = {BLOCK_MULTIPLE: (big, 2 * big), ONE_KEY_PAST: (big, big + 1), PAST_TWO_QUERY_BLOCKS: (ragged, ragged)}
     return tuple(dataclasses.replace(c, seqs=tuple(fixed.get(s, s) for s in c.seqs))
                  for c in (CPU_CASES if interpreter else GPU_CASES))
 
@@ -476,14 +484,15 @@ def diagonal_findings(read: RowRead, case: Case) -> Findings:
         if unmeasured:
             shown += f"; sequence{'s' * (len(unmeasured) > 1)} {index_runs(unmeasured)}: no key weighed at all"
         if read.empty:
-            shown += f" ({len(read.empty)} rows weigh no key at all: their output is 0/0)"
+            shown += f" ({len(read.empty)} rows weigh no key at all: their read-out weights are all 0)"
         values = set(single.values())
         c0 = single[min(single)] - packed[min(single)]
         c1 = single[min(single)] + offset[min(single)] - packed[min(single)]
         if any(offset[b] > 0 for b in single) and fits({b: -offset[b] for b in offset}):
             found.say("diagonal-not-offset", f" Measured per sequence: {shown}{where}.")
         elif len(values) == 1 and fits({b: next(iter(values)) for b in offset}):
-            empty = f" ({len(read.empty)} rows weigh no key at all: their output is 0/0)" if read.empty else ""
+            empty = (f" ({len(read.empty)} rows weigh no key at all: their read-out weights are all 0)"
+                     if read.empty else "")
             found.say("diagonal-shifted", f" Every measured sequence's rows: {_shift_words(next(iter(values)))}"
                       f"{empty}{where}.")
         elif len(set(packed.values())) > 1 and (fits({b: packed[b] + c0 for b in offset})
@@ -532,13 +541,20 @@ def other_sequence_findings(read: RowRead, case: Case) -> Findings:
         parts.append(f"rows of sequence {b} weigh key{'s' * (len(local) > 1)} {index_runs(local)} of sequence "
                      f"{other} (packed {index_runs(sorted(keys))})")
     pairs = list(read.other)
+    # do the rows that weigh another sequence's keys also miss their own first key?  Then their
+    # range is shifted past its start, not only run on past its end (blind round 8, w12)
+    shifted = any(s == b and 0 in keys for s, _, keys in read.missed for b, _ in pairs)
     if all(other > b for b, other in pairs):
         where = (" Every key weighed outside a sequence lies after that sequence's own last key: its rows' key range"
-                 " runs on past the sequence's end (the key length, the loop bound or the key mask built from it);"
-                 " the loads may start right.")
+                 " runs on past the sequence's end")
+        where += (", and they also miss their own first key: the range is shifted, so look at where its K and V"
+                  " loads start (cu_seqlens_k[b]) as well as where its loop and mask stop." if shifted else
+                  " (the key length, the loop bound or the key mask built from it); the loads may start right.")
     elif all(other < b for b, other in pairs):
         where = (" Every key weighed outside a sequence lies before that sequence's first key: look at where its K"
-                 " and V loads start (cu_seqlens_k[b]).")
+                 " and V loads start (cu_seqlens_k[b]), or at whether an earlier sequence's program stored rows"
+                 " past its own end into this sequence's place (the output store's mask), whose read-out then"
+                 " shows the earlier sequence's keys.")
     else:
         where = ""
     found.say("reads-other-sequence", f" {read.other_rows} rows weigh keys of another sequence: {'; '.join(parts)}"
