@@ -930,6 +930,7 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
 
     context = _Cases(
         passed_modes={(x.case.name, x.case.causal) for x in launches if x.case.passed},
+        failed_modes={x.case.causal for x in launches if not x.case.passed and x.case.name != "hostile"},
         standard_failed=any(not x.case.passed for x in launches if x.case.name != "hostile"),
     )
     for launch in launches:
@@ -951,6 +952,7 @@ class _Cases:
     """What one case's diagnosis needs to know of the others."""
 
     passed_modes: set[tuple[str, bool]]  # (case name, causal) of the cases that passed
+    failed_modes: set[bool]  # causal (True) and/or full (False): the modes some standard case failed in
     standard_failed: bool  # a case other than the hostile one failed
     explained: list[str] = field(default_factory=list)  # each explained launch's code ("" where none fits)
 
@@ -980,11 +982,12 @@ def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block
         return []
     code, detail = found
     if code in GENERIC:
+        # one mode wrong and the other right: right on this case's shape and on every other case's
+        # (a causal dQ that is wrong on one shape and right by chance on another is no guarded path:
+        # blind round 8, w105)
         other_mode = (case.name, not case.causal)
-        if case.causal and other_mode in cases.passed_modes:
-            code = "causal-only-wrong"
-        elif not case.causal and other_mode in cases.passed_modes:
-            code = "full-broken"
+        if other_mode in cases.passed_modes and (not case.causal) not in cases.failed_modes:
+            code = "causal-only-wrong" if case.causal else "full-broken"
     return [(code, detail + where)]
 
 

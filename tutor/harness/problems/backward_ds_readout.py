@@ -288,7 +288,8 @@ def dq_words(shape: LoopShape, head_dim: int) -> str:
                 " (or how dP enters dS)")
     if shape.zero:
         return ("its dQ is 0 where it should be -2 sm_scale (P K): in the dQ loop the D term does not reach dQ"
-                " (D left out of dS, or dS multiplied by a tensor that is 0 here, such as V, instead of K)")
+                " (D left out of dS or replaced by a quantity that is 0 here, such as the tile's own rowsum(P dP),"
+                " or dS multiplied by a tensor that is 0 here, such as V, instead of K)")
     if shape.factor is not None:
         return f"its dQ is {factor_words(shape.factor, head_dim, 'the dQ loop')}"
     if shape.per_row is not None:
@@ -314,7 +315,8 @@ def dk_words(shape: LoopShape, head_dim: int) -> str:
                 " dP = dO V^T term (or how dP enters dS)")
     if shape.zero:
         return ("its dK is 0 where it should be -2 sm_scale P^T Q: in the dK/dV loop the D term does not reach"
-                " dK (D left out of dS, or dS multiplied by a tensor that is 0 here instead of Q)")
+                " dK (D left out of dS or replaced by a quantity that is 0 here, such as the tile's own"
+                " rowsum(P dP), or dS multiplied by a tensor that is 0 here instead of Q)")
     if shape.factor is not None:
         return f"its dK is {factor_words(shape.factor, head_dim, 'the dK/dV loop')}"
     return ""

@@ -24,7 +24,9 @@ Cases: ``default`` (GQA 4, pages of 8), ``ragged`` (GQA 1, pages of 16), ``short
 lengths of one position, whole pages and partial last pages;
 scores of standard deviation 100 (``hostile``), and scores in four levels by
 quarter of each sequence (``orders``: the maximum in the first, the last and a
-middle quarter, 173 apart in the exp2 domain, past fp32's range).
+middle quarter, 173 apart in the exp2 domain, past fp32's range; and a sequence
+whose every score is -120 or less, whose exp2 underflows fp32 unless the
+running maximum starts at -inf).
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ CPU_CASES = (
     Case("short", 8, 1, 32, 16, (70, 5)),  # GQA 8, pages of 32: a sequence shorter than a page and a tile
     # long enough that each slice spans several tiles (the running maximum grows inside a slice)
     Case("hostile", 4, 1, 8, 16, (300, 29), 100.0),
-    Case("orders", 4, 2, 8, 16, (256, 256, 192), 1.0, "orders"),
+    Case("orders", 4, 2, 8, 16, (256, 256, 192, 157), 1.0, "orders"),
     # pages larger than a tile, and slices (384 table positions / 4 = 96) that start inside a
     # page: a position's offset is pos % PAGE_SIZE, not the tile's own column or the slice's
     Case("large-pages", 4, 2, 128, 16, (250, 130), 1.0),
@@ -93,7 +95,7 @@ GPU_CASES = (
     Case("ragged", 8, 8, 16, 64, (1001, 16, 7)),
     Case("short", 32, 4, 32, 128, (1500, 5)),
     Case("hostile", 16, 4, 16, 128, (1504, 29), 100.0),
-    Case("orders", 16, 2, 16, 128, (1024, 1024, 768), 1.0, "orders"),
+    Case("orders", 16, 2, 16, 128, (1024, 1024, 768, 637), 1.0, "orders"),
     Case("large-pages", 16, 4, 256, 128, (1500, 300), 1.0),
 )
 CPU_TIMING = (2, 8, 2, 16, 64, 32)  # batch, heads, kv_heads, page_size, length, head_dim
@@ -105,7 +107,11 @@ def cases_for(interpreter: bool) -> tuple[Case, ...]:
 
 
 # -- inputs -----------------------------------------------------------------------------
-ORDER_LEVELS = ((100.0, -20.0, -140.0, -260.0), (-260.0, -140.0, -20.0, 100.0), (-20.0, 100.0, -140.0, -260.0))
+# per sequence, the level of q.k/sqrt(d) in each quarter; the fourth sequence's scores are all
+# far below 0 (exp2 of them underflows fp32), so a maximum that starts at 0, or counts padding
+# rows' zero scores, or an empty slice's m stored as 0, zeroes its weights (blind round 8)
+ORDER_LEVELS = ((100.0, -20.0, -140.0, -260.0), (-260.0, -140.0, -20.0, 100.0), (-20.0, 100.0, -140.0, -260.0),
+                (-120.0, -150.0, -120.0, -180.0))
 
 
 @dataclass
@@ -229,6 +235,7 @@ class Launch:
 
 def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool = False,
               num_splits: int | None = None, calls: list[apart.KernelCall] | None = None,
+              poison: dict[str, frozenset[int]] | None = None,
               ) -> tuple[torch.Tensor, shared.Guarded, list[Any] | None]:
     """One launch of the student's kernel on inputs ``p`` (the case's shapes), each tensor in a
     guard band as a correctness launch has it: the same shapes, strides, dtypes and alignment,
@@ -236,7 +243,8 @@ def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool
     (fp16, unwritten elements still poisoned), the bands, and the counted loads of the K and
     V bands when ``count`` (Triton's interpreter only), else None.  ``num_splits``, where
     given, is passed on to the launcher (the drill's contract has it).  ``calls``, where given,
-    receives each kernel launch the launcher made (:func:`split_kv_readout.recording`)."""
+    receives each kernel launch the launcher made (:func:`split_kv_readout.recording`, which
+    fills the ``poison`` arguments of the kernels it names with a marker first)."""
     guarded = shared.Guarded()
     margin = guarding.margin_elements(tuple(p.k_pages.shape), 2 * case.page_size * case.head_dim)
     q = guarded.input("Q", p.q, margin)
@@ -250,7 +258,7 @@ def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool
                                guarding.margin_elements(tuple(p.block_table.shape), 64), spare, inside=p.block_table)
     guarded.bands.append(table_band)
     buffers = [guarded.band("K").buffer, guarded.band("V").buffer]
-    recorded = apart.recording(module, calls) if calls is not None else contextlib.nullcontext()
+    recorded = apart.recording(module, calls, poison) if calls is not None else contextlib.nullcontext()
     with paged_reads.counting_reads(buffers, count) as counts, recorded:
         splits = {} if num_splits is None else {"num_splits": num_splits}
         returned = getattr(module, LAUNCHER)(q, k, v, table_band.view, p.lengths, out=out, **splits)
@@ -265,6 +273,20 @@ def relauncher(module: ModuleType, device: str) -> Callable[[Launch, Paged], tor
         return launch_on(module, x.case, p, device)[0]
 
     return relaunch
+
+
+def rerecorder(module: ModuleType, device: str) -> Callable[[Launch], apart.Rerun]:
+    """A case's launch again on its own inputs, its kernel launches recorded, the arguments
+    named poisoned with a marker (:func:`split_kv_readout.unwritten_states`)."""
+    def rerun_of(x: Launch) -> apart.Rerun:
+        def rerun(poison: dict[str, frozenset[int]]) -> list[apart.KernelCall]:
+            calls: list[apart.KernelCall] = []
+            launch_on(module, x.case, x.inputs, device, calls=calls, poison=poison)
+            return calls
+
+        return rerun
+
+    return rerun_of
 
 
 def one_slice(module: ModuleType, device: str) -> Callable[[Launch], torch.Tensor | None]:
@@ -323,7 +345,7 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
     def diagnose() -> Diagnosed:
         relaunch = relauncher(module, device)  # the read-out, where no load was counted
         return Diagnosed(diagnosis=paged_diagnose.diagnose(drill, launches, drill.tolerance, relaunch,
-                                                           one_slice(module, device)))
+                                                           one_slice(module, device), rerecorder(module, device)))
 
     return Correctness(cases=[x.result for x in launches if x.result is not None],
                        shape=list(launches[0].case.shape), diagnose=diagnose)

@@ -75,16 +75,19 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
                        " that overflowed fp32, can be their source.")
         elif large_only:
             detail += (" Only the cases of large scores have them (hostile: scores of standard deviation 100;"
-                       " orders: a top score of 100), where an exp overflows fp32 first: every exp/exp2 must take a"
-                       " score minus a maximum at least as large (the running maximum with this tile's scores in it),"
+                       " orders: a top score of 100, and a fourth sequence whose every score is -120 or less), where"
+                       " an exp overflows fp32, or underflows to 0, first: every exp/exp2 must take a score minus the"
+                       " running maximum (started at -inf, with this tile's scores in it and no padding column's),"
                        " and the rescale exp2(old maximum - new maximum), not the other way round.")
         elif one_slice is not None:
             again = one_slice(x)
             if again is not None and bool(torch.isfinite(again.double()).all()):
                 detail += (" With num_splits=1 (one slice a sequence, nothing to merge) the same case's output is"
-                           " finite: the NaN comes with the slices. A slice that holds no position must store the"
-                           " empty state (m = -inf, l = 0, o = 0), which the merge weighs exp2(-inf - M) = 0; nothing"
-                           " may divide by a slice's own l or subtract -inf from -inf.")
+                           " finite: the NaN comes with the slices, from a slice's state or from where the merge"
+                           " finds it. A slice that holds no position must store the empty state (m = -inf, l = 0,"
+                           " o = 0), which the merge weighs exp2(-inf - M) = 0, and nothing may divide by a slice's"
+                           " own l or subtract -inf from -inf; and the merge must read each slice's state at the"
+                           " slot the split stored it (the same index of sequence, head and slice in both).")
         found.say("nan-in-output", detail)
     return found
 
@@ -296,25 +299,29 @@ def read_findings(launches: list[Launch], failing: bool, relaunch: paged_weights
     return say_reads(facts, failing)
 
 
-def state_findings(failing: list[Launch]) -> Findings:
+def state_findings(failing: list[Launch], rerun_of: Callable[[Launch], apart.Rerun] | None) -> Findings:
     """Slice states the merge reads that the split launch left as they were (the first failing
-    case whose launches split into a split and a merge kernel, :func:`split_kv_readout.find_roles`)."""
+    case whose launches split into a split and a merge kernel, :func:`split_kv_readout.find_roles`),
+    told apart by a launch with them poisoned (``rerun_of``)."""
     found = Findings()
+    if rerun_of is None:
+        return found
     for x in failing:
         c = x.case
         roles = apart.find_roles(x.calls, x.guarded.band("K").view, x.out, c.batch * c.heads, c.head_dim)
-        words = apart.unwritten_states(roles) if roles is not None else ""
-        if words:
-            found.say("states-unwritten", f" On the {c.name} case:" + words)
+        code, words = apart.unwritten_states(roles, rerun_of(x)) if roles is not None else ("", "")
+        if code:
+            found.say(code, f" On the {c.name} case:" + words)
             break
     return found
 
 
 def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
              relaunch: paged_weights.Relaunch | None = None,
-             one_slice: Callable[[Launch], torch.Tensor | None] | None = None) -> list[Diagnosis]:
+             one_slice: Callable[[Launch], torch.Tensor | None] | None = None,
+             rerun_of: Callable[[Launch], apart.Rerun] | None = None) -> list[Diagnosis]:
     failing = [x for x in launches if not _result(x).passed]
-    codes = state_findings(failing)
+    codes = state_findings(failing, rerun_of)
     reads = read_findings(launches, bool(failing), relaunch)
     codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice))
     heads = head_findings(failing, tolerance)

@@ -291,9 +291,12 @@ def run(module: ModuleType, case: Case, device: str, generator: torch.Generator)
 
 
 def launch_on(module: ModuleType, case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              lengths: torch.Tensor, fills: dict[str, str] | None = None) -> Launch:
+              lengths: torch.Tensor, fills: dict[str, str] | None = None,
+              poison: dict[str, frozenset[int]] | None = None) -> Launch:
     """One launch on these inputs, each inside a guard band: ``fills`` maps "Q", "K",
-    "V" to what their margins hold ("nan", the default; see :func:`guard.input_band`)."""
+    "V" to what their margins hold ("nan", the default; see :func:`guard.input_band`);
+    ``poison``: kernel name -> arguments filled with a marker before it runs
+    (:func:`split_kv_readout.recording`)."""
     b, h, n, d = case.shape
     block_n = int(module.BLOCK_N)
     fills = fills or {}
@@ -304,7 +307,7 @@ def launch_on(module: ModuleType, case: Case, q: torch.Tensor, k: torch.Tensor, 
     grid = (b * h, -(-n // block_n))
     visits = guarded.visits("visit map", grid, str(q.device), guarding.margin_elements(grid, 2 * grid[1]))
     calls: list[apart.KernelCall] = []
-    with apart.recording(module, calls):  # notes each kernel launch, for testing the two kernels apart
+    with apart.recording(module, calls, poison):  # notes each kernel launch, for testing the two kernels apart
         returned = getattr(module, LAUNCHER)(*views, lengths, out=out, visits=visits)
     shared.synchronize(q)
     out = shared.returned_tensor(f"{LAUNCHER}() returned", returned, out, (b, h, d))
@@ -506,7 +509,8 @@ class Apart:
     visits_trusted: bool = True  # False: the split alone measured slices that are not the visit map's blocks
     layouts_disagree: str = ""  # the merge is exact on states in a layout other than the split's, in words
     split_wrong: set[str] = dataclasses.field(default_factory=set)  # cases whose non-empty slices' states differ
-    unwritten: str = ""  # state tensors the split launch left as they were, in words (:func:`apart.unwritten_states`)
+    # state tensors the split launch left as they were: (code, words) (:func:`apart.unwritten_states`)
+    unwritten: tuple[str, str] = ("", "")
 
 
 def _visits_owner(run_: Launch, block_n: int, slots: int) -> torch.Tensor | None:
@@ -542,7 +546,10 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
             paired.append((x, roles))
     if not paired:
         return found
-    found.unwritten = next((words for _, roles in paired if (words := apart.unwritten_states(roles))), "")
+    for x, roles in paired:  # state tensors the split left as they were: which of two causes, measured
+        found.unwritten = apart.unwritten_states(roles, _rerun(module, x))
+        if found.unwritten[0]:
+            break
     x0, roles0 = max(paired, key=lambda p: p[0].case.batch * p[0].case.heads)  # the most rows to probe
     assert x0.k_view is not None and x0.v_view is not None
     cost.step(f"your split kernel alone on keys of zero, shape {cost.shape_words(x0.case.shape)}")
@@ -621,6 +628,14 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
             found.layouts_disagree = (_merge_reads_another_layout(module, roles, conv, x, empty, keep_empty)
                                       or _merge_reads_another_convention(module, roles, conv, x, empty, keep_empty))
     return found
+
+
+def _rerun(module: ModuleType, x: Launch) -> apart.Rerun:
+    """The case's launch again, on its own inputs, the arguments named poisoned."""
+    def rerun(poison: dict[str, frozenset[int]]) -> list[apart.KernelCall]:
+        return launch_on(module, x.case, x.q, x.k, x.v, x.lengths, poison=poison).calls
+
+    return rerun
 
 
 def _layout_words(layout: apart.Layout) -> str:
@@ -720,8 +735,8 @@ def diagnose(
     codes = Findings((guard_said or {}).items())
     failing = [x for x in launches if not _result(x).passed]
     tested = test_apart_safely(launches, module) if failing else Apart()
-    if tested.unwritten:  # the cause, measured: said before the output's symptoms
-        codes.say("states-unwritten", tested.unwritten)
+    if tested.unwritten[0]:  # the cause, measured: said before the output's symptoms
+        codes.say(*tested.unwritten)
     per_case, measured = _case_codes(failing, module, tested, tolerance)
     codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested.visits_trusted))
     _large_scores(codes, failing)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -78,16 +78,24 @@ def _arg_names(kernel: Any) -> list[str]:
     return list(getattr(kernel, "arg_names", []))
 
 
-class _Recorded:
-    """A Triton kernel that notes each launch (``kernel[grid](...)``) and passes through."""
+# a NaN payload no arithmetic produces (a computed NaN is 0x7FC00000): fp32 bits a store replaces
+MARKER_BITS = 0x7FBADBAD
 
-    def __init__(self, name: str, kernel: Any, log: list[KernelCall]) -> None:
-        self._name, self._kernel, self._log = name, kernel, log
+
+class _Recorded:
+    """A Triton kernel that notes each launch (``kernel[grid](...)``) and passes through;
+    the fp32 tensors at ``poison`` positions are filled with :data:`MARKER_BITS` first."""
+
+    def __init__(self, name: str, kernel: Any, log: list[KernelCall], poison: frozenset[int] = frozenset()) -> None:
+        self._name, self._kernel, self._log, self._poison = name, kernel, log, poison
 
     def __getitem__(self, grid: Any) -> Any:
         launch = self._kernel[grid]
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            for i in self._poison:
+                if i < len(args) and isinstance(args[i], torch.Tensor) and args[i].dtype == torch.float32:
+                    args[i].view(torch.int32).fill_(MARKER_BITS)
             before = _float32_copies(args)
             value = launch(*args, **kwargs)
             self._log.append(KernelCall(self._name, grid, args, kwargs, _float32_copies(args), before,
@@ -122,10 +130,13 @@ def launchable_kernels(module: ModuleType) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def recording(module: ModuleType, log: list[KernelCall]) -> Iterator[None]:
+def recording(module: ModuleType, log: list[KernelCall], poison: dict[str, frozenset[int]] | None = None,
+              ) -> Iterator[None]:
+    """Each launch of the module's kernels noted in ``log``; ``poison``: kernel name -> the
+    argument positions filled with :data:`MARKER_BITS` right before each of its launches."""
     kernels = launchable_kernels(module)
     for name, kernel in kernels.items():
-        setattr(module, name, _Recorded(name, kernel, log))
+        setattr(module, name, _Recorded(name, kernel, log, (poison or {}).get(name, frozenset())))
     try:
         yield
     finally:
@@ -228,30 +239,47 @@ def find_roles(calls: list[KernelCall], k: torch.Tensor, out: torch.Tensor, bh: 
     return Roles(split, merge, list(fields), fields, vector, shared, slots, bh, head_dim)
 
 
-def unwritten_states(roles: Roles) -> str:
-    """The state tensors the merge reads that the split launch left bit for bit as they were
-    before it ran, in words ("" where it changed each): no store of the split reached them, or
-    each stored what they already held.  Measured per launch, whatever the layout.  Said only
-    where a state tensor the launch did change holds a non-empty state somewhere (a finite,
-    non-zero value): a split whose every slice is empty stores (-inf, 0, 0), which memory the
-    allocator hands back may already hold, and that is no store missing."""
+Rerun = Callable[[dict[str, frozenset[int]]], list[KernelCall]]  # the same launch, those args poisoned
+
+
+def unwritten_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
+    """(code, words) for the state tensors the merge reads that the split launch left bit for
+    bit as they were ("" , "" where it changed each, or stored nothing non-empty anywhere: a
+    split whose every slice is empty stores (-inf, 0, 0), which memory the allocator hands
+    back may already hold).  Which of two causes, measured by ``rerun``, the same launch with
+    those tensors filled with a marker no arithmetic makes: still the marker everywhere, no
+    store reaches them (``states-unwritten``); replaced, the split stores there only the values
+    the launcher put there (``states-unchanged``: a quantity never moved from its start)."""
     split = roles.split
     states = [roles.split_pos[pos] for pos in [*roles.tensors, roles.vector]]
     left = [pos for pos in states if split.unchanged(pos)]
     stored_some = any(bool((torch.isfinite(t) & (t != 0)).any()) for pos in states if pos not in left
                       for t in [split.after[pos]])
     if not left or not stored_some:
-        return ""
-    parts = []
-    for pos in left:
-        held = split.after[pos]
-        values = torch.unique(held.flatten()).tolist() if 0 < held.numel() <= 4096 else []
-        what = f", every value {values[0]:g}" if len(values) == 1 else ""
-        parts.append(f"{split.arg_name(pos)} ({held.numel()} values{what})")
-    it = "them" if len(parts) > 1 else "it"
-    return (f" Your split kernel ({split.name}) left {' and '.join(parts)} bit for bit as the launcher passed {it}:"
-            f" none of its stores reached {it} (or every store wrote what was already there), yet your merge"
-            f" kernel ({roles.merge.name}) reads {it} as slice states.")
+        return "", ""
+    again = next((c for c in rerun({split.name: frozenset(left)}) if c.name == split.name), None)
+    if again is None:
+        return "", ""
+    never = [pos for pos in left if pos in again.after
+             and bool((again.after[pos].view(torch.int32) == MARKER_BITS).all())]
+    named = " and ".join(_state_words(split, pos) for pos in (never or left))
+    it = "them" if len(never or left) > 1 else "it"
+    if never:
+        return "states-unwritten", (
+            f" Your split kernel ({split.name}) left {named} bit for bit as the launcher passed {it}; launched again"
+            f" with {it} filled with a marker (a NaN pattern no arithmetic makes), every value still held the marker:"
+            f" no store of the split kernel reaches {it}, yet your merge kernel ({roles.merge.name}) reads {it}.")
+    return "states-unchanged", (
+        f" Your split kernel ({split.name}) stores to {named}, but only the values the launcher put there:"
+        f" launched again with {it} filled with a marker, the marker was replaced, and on the check's own launch"
+        f" {it} came out bit for bit as {it} went in, while its other states hold slices that read something.")
+
+
+def _state_words(call: KernelCall, pos: int) -> str:
+    held = call.after[pos]
+    values = torch.unique(held.flatten()).tolist() if 0 < held.numel() <= 4096 else []
+    what = f", every value {values[0]:g}" if len(values) == 1 else ""
+    return f"{call.arg_name(pos)} ({held.numel()} values{what})"
 
 
 # -- the reference's slice states -------------------------------------------------------------

@@ -132,11 +132,15 @@ def cases_for(interpreter: bool, block_m: int, block_n: int) -> tuple[Case, ...]
 
 # -- inputs, launches, reference ------------------------------------------------------------
 
+FAR_BELOW = 120.0  # the hostile case's third sequence: its scores (natural units) lie near -120
+
+
 def random_inputs(case: Case, device: str,
                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh standard-normal fp16 q (scaled by q_scale), k, v, packed.  In a hostile case
     the largest score of every row of the first sequence is its first key, of the second
-    its last key (a running maximum started from the wrong place shows).  With
+    its last key (a running maximum started from the wrong place shows), and every score of
+    the third lies near -120 (one started at 0 underflows every weight there).  With
     ``last_key_heavy`` each sequence's last key lies along its last query (score ~8 there,
     ~95% of that row's weight): a kernel that skips it is off by about a whole value row,
     not by 1/Nk of one."""
@@ -148,6 +152,13 @@ def random_inputs(case: Case, device: str,
         for b, key in ((0, case.cu_k[0]), (1, case.cu_k[2] - 1)):
             mean = q[case.cu_q[b]:case.cu_q[b + 1]].mean(dim=0)
             k[key] = 3 * mean / mean.norm(dim=-1, keepdim=True) * case.head_dim**0.5 / case.q_scale
+    if case.q_scale > 1 and len(case.seqs) >= 3:
+        # the third sequence's scores all lie near -FAR_BELOW: exp2 of them underflows fp32, so a
+        # running maximum that starts at 0 (not -inf) zeroes its weights (blind round 8, w43)
+        rows, keys = slice(case.cu_q[2], case.cu_q[3]), slice(case.cu_k[2], case.cu_k[3])
+        mean = q[rows].mean(dim=0)  # (heads, head_dim)
+        along = mean / (mean * mean).sum(-1, keepdim=True)  # q . along = 1
+        k[keys] = -FAR_BELOW * case.head_dim**0.5 * along + 0.05 * k[keys]
     if case.last_key_heavy:
         for b in range(len(case.seqs)):
             last_q = q[case.cu_q[b + 1] - 1]  # (heads, head_dim)
@@ -387,8 +398,9 @@ def shares(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_
     """How the kernel's K/V blocks of each sequence (``block_n`` keys from its start) share
     each row's weight against softmax, in words (:func:`block_shares_words`)."""
     s, allowed = scored(w, q, k, case)
-    spans = [slice(start, min(start + block_n, case.cu_k[b + 1]))
-             for b in range(len(case.seqs)) for start in range(case.cu_k[b], case.cu_k[b + 1], block_n)]
+    starts = [(b, start) for b in range(len(case.seqs)) for start in range(case.cu_k[b], case.cu_k[b + 1], block_n)]
+    spans = [slice(start, min(start + block_n, case.cu_k[b + 1])) for b, start in starts]
+    index = [(start - case.cu_k[b]) // block_n for b, start in starts]  # each block's number in its sequence
     rows_of = [b for b, (nq, _) in enumerate(case.seqs) for _ in range(nq)]
 
     def row_name(r: int) -> str:
@@ -397,7 +409,7 @@ def shares(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_
         return f"head {head} sequence {b} row {row - case.cu_q[b]}"
 
     return block_shares_words(w, s, allowed[None], block_n, row_name, "K/V block", "keys", spans,
-                              patterns_only=patterns_only)
+                              patterns_only=patterns_only, span_index=index)
 
 
 @dataclass
@@ -748,8 +760,13 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         bad = (~torch.isfinite(out.float()) & (out.view(torch.int16) != shared.POISON_BITS)).any(dim=-1).any(dim=-1)
         packed = bad.cpu().nonzero().flatten().tolist()
         seqs = sorted({_seq_of(nan_source.case, r) for r in packed})
+        far = ""
+        if nan_source.case.q_scale > 1 and seqs == [2]:  # only the sequence whose every score is near -120
+            far = (f" Sequence 2 of that case is the one whose every score lies near -{FAR_BELOW:.0f}, where exp"
+                   " or exp2 of a score minus a maximum far above it (0, for one: a running maximum that does not"
+                   " start at -inf) underflows to 0, and the final division is then 0/0.")
         found.say("nan-in-output", f" {nan_source.result.nonfinite} elements in {len(packed)} packed rows of "
-                  f"sequence{'s' * (len(seqs) > 1)} {index_runs(seqs)} (the {nan_source.case.name} case).")
+                  f"sequence{'s' * (len(seqs) > 1)} {index_runs(seqs)} (the {nan_source.case.name} case).{far}")
     drop_explained_nan(found)
     if failing and read_any and not _explained(found) and "read-past-end" not in found:
         one = failing[0]

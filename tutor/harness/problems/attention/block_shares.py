@@ -103,7 +103,7 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
                        row_name: Callable[[int], str] = lambda r: f"row {r}", unit: str = "block",
                        of: str = "keys", spans: list[slice] | None = None,
                        segments: torch.Tensor | None = None, segment: str = "slice", why: str | None = None,
-                       patterns_only: bool = False) -> str:
+                       patterns_only: bool = False, span_index: list[int] | None = None) -> str:
     """What the kernel's weight on each block of ``block_n`` keys is against softmax's, in
     words ("" when every row's blocks weigh what softmax gives them).  ``w`` (rows, queries,
     keys) read-out weights (NaN where unwritten), ``s`` the float64 scores in the exponent's
@@ -117,7 +117,9 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
     and a merge brings them to one.  ``why`` replaces the closing sentence said of blocks no
     pattern explains (a read-out on equal scores, where no rescale changes anything).
     ``patterns_only``: say only a pattern that fits (for weights whose temperature was not
-    measured: a fitting pattern measures it, a list of ratios would not)."""
+    measured: a fitting pattern measures it, a list of ratios would not).  ``span_index``: the
+    number each span is said by (its block within its own sequence, where spans of several
+    sequences share one packed axis), default its place in ``spans``."""
     s = s.expand_as(w).to(torch.float64)
     allowed = allowed.expand_as(w)
     spans = spans if spans is not None else even_spans(w.shape[-1], block_n)
@@ -163,14 +165,16 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
     worst = int(flat.argmax())
     ratios = log_ratio.flatten(0, -2)[worst].exp()
     used = use.flatten(0, -2)[worst]
-    cells = [f"{unit} {j} ×{r:.2f}" for j, (r, u) in enumerate(zip(ratios.tolist(), used.tolist(), strict=True)) if u]
+    index = span_index if span_index is not None else list(range(len(spans)))
+    cells = [f"{unit} {index[j]} ×{r:.2f}" for j, (r, u) in enumerate(zip(ratios.tolist(), used.tolist(), strict=True))
+             if u]
     shown = ", ".join(cells[:SHOWN]) + (f" and {len(cells) - SHOWN} more" if len(cells) > SHOWN else "")
     inconsistent = int((multi & (spread >= CONSISTENT)).sum())
     return (f" The {blocks} do not keep softmax's proportions to one another in {inconsistent} of the"
             f" {int(multi.sum())} rows where two or more hold {100 * BLOCK_MASS:.0f} % of softmax's weight; in"
             f" {row_name(worst)} they weigh, against softmax's share ({unit}s counted from 0), {shown}."
-            + _runs_words([(j, float(r)) for j, (r, u) in enumerate(zip(ratios.tolist(), used.tolist(), strict=True))
-                           if u], unit)
+            + _runs_words([(index[j], float(r)) for j, (r, u) in enumerate(zip(ratios.tolist(), used.tolist(),
+                                                                                   strict=True)) if u], unit)
             + (why if why is not None else
                f" What sets a {unit}'s share against the others: the rescale by exp(old maximum − new maximum) where a"
                f" step adds it, the weight a merge of partial results gives each part, and whether its {of} are"
