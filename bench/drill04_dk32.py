@@ -62,9 +62,17 @@ def main() -> None:
                 # outputs, visit maps recorded inside the loops): run 17 call 4 ran only the first
                 grads = dict(zip(("dq", "dk", "dv"), module.attention_backward(q, k, v, o, lse, do, causal),
                                  strict=True))
+                # plain tensors with visit maps: the variant that records visits, nothing else changed
+                n_m, n_n = -(-SHAPE[2] // int(module.BLOCK_M)), -(-SHAPE[2] // int(getattr(module, "BLOCK_N",
+                                                                                          module.BLOCK_M)))
+                bh = SHAPE[0] * SHAPE[1]
+                maps = (torch.zeros((bh, n_n, n_m), dtype=torch.int32, device="cuda"),
+                        torch.zeros((bh, n_m, n_n), dtype=torch.int32, device="cuda"))
+                mapped = dict(zip(("dq", "dk", "dv"), module.attention_backward(
+                    q, k, v, o, lse, do, causal, dkdv_visits=maps[0], dq_visits=maps[1]), strict=True))
                 banded, *_ = backward.run_backward(module, q, k, v, o, lse, do, causal, int(module.BLOCK_M),
                                                    int(getattr(module, "BLOCK_N", module.BLOCK_M)))
-                for how, got in (("plain", grads), ("check", banded)):
+                for how, got in (("plain", grads), ("visits", mapped), ("check", banded)):
                     err = {g: round(float((t.double() - ref.grads[g].reshape(t.shape)).abs().max()), 5)
                            for g, t in got.items()}
                     print(f"{name:30s} {extra or 'default':14s} {'causal' if causal else 'full  '} {how:6s} {err}",
