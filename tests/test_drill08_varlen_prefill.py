@@ -136,7 +136,7 @@ def test_readout_right_diagonal_says_nothing():
 def test_readout_names_the_unoffset_diagonal_with_its_measured_shift():
     found = va.diagonal_findings(va.read_rows(_weights(CASE, lambda b, i: i), CASE), CASE)
     assert list(found) == ["diagonal-not-offset"]
-    assert "54 keys short" in found["diagonal-not-offset"]  # sequence (21, 75)
+    assert "86 keys short" in found["diagonal-not-offset"]  # sequence (21, 107)
 
 
 def test_readout_names_a_uniform_shift_and_a_packed_index_mask():
@@ -152,7 +152,7 @@ def test_readout_names_a_uniform_shift_and_a_packed_index_mask():
 
 def test_readout_names_the_neighbour_read():
     w = _weights(CASE, _diag)
-    b = 3  # (21, 75): its rows also weigh the previous sequence's only key
+    b = 3  # (21, 107): its rows also weigh the previous sequence's only key
     w[:, CASE.cu_q[b]:CASE.cu_q[b + 1], CASE.cu_k[b] - 1] = 0.01
     found = va.other_sequence_findings(va.read_rows(w, CASE), CASE)
     assert list(found) == ["reads-other-sequence"]
