@@ -92,6 +92,21 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
     return found
 
 
+def _one_slice_words(x: Launch, tolerance: float, one_slice: Callable[[Launch], torch.Tensor | None] | None) -> str:
+    """Where the same case with ``num_splits=1`` (one slice a sequence, nothing to merge) is
+    right within the tolerance: that, in words (the mistake lives in cutting or merging the
+    slices); else "".  One launch more, only for a wrong, finite output."""
+    again = one_slice(x) if one_slice is not None else None
+    if again is None:
+        return ""
+    err = (again.double().cpu() - x.expected).abs().nan_to_num(nan=float("inf"))
+    if float(err.max()) > tolerance:
+        return ""
+    return (f" With num_splits=1 (one slice a sequence, nothing to merge) the same case is right (largest error"
+            f" {float(err.max()):.2g}): what is wrong comes with the slices - where each slice starts and stops, the"
+            " states it stores, or how the merge weighs them.")
+
+
 def _wrong_pairs(x: Launch, tolerance: float) -> list[list[int]]:
     err = (x.out.double().cpu() - x.expected).abs().nan_to_num(nan=float("inf")).amax(dim=-1)
     return (err > tolerance).nonzero().tolist()
@@ -331,6 +346,7 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
         clean = [x for x in failing if _result(x).written_and_finite]
         softmax, hot = paged_weights.softmax_reading(clean[0], relaunch) if clean and relaunch is not None \
             else ("", False)
-        codes.say("wrong-temperature" if hot else "wrong-output", heads["wrong-output"] + softmax)
+        slices = _one_slice_words(clean[0], tolerance, one_slice) if clean and not hot else ""
+        codes.say("wrong-temperature" if hot else "wrong-output", heads["wrong-output"] + softmax + slices)
     codes.add(reads)
     return codes.worded(drill)
