@@ -52,14 +52,7 @@ def agrees(expected: str, result) -> bool:
         return result.solved
     if expected.startswith("error:"):
         return result.error is not None and result.error.kind == expected.removeprefix("error:")
-    return ",".join(said_codes(result, expected)) == expected and (result.error is None)
-
-
-def said_codes(result, expected: str = "") -> list[str]:
-    """The codes said at error and finding level, and any info note the expected codes list
-    (as the tests count them: tests/helpers_mistakes.said)."""
-    listed = expected.split(",")
-    return [d.code for d in result.diagnosis if d.severity in ("error", "finding") or d.code in listed]
+    return ",".join(result.codes_said(expected.split(","))) == expected and (result.error is None)
 
 
 def fmt(x: float | None, spec: str) -> str:
@@ -104,7 +97,7 @@ def main() -> int:
             wall = time.perf_counter() - start
             rel = Path(rel).name if rel.startswith("/") else rel
             rows.append((rel, result, wall, expected))
-            said = ",".join(said_codes(result, expected))
+            said = ",".join(result.codes_said(expected.split(",")))
             print(f"{rel}: {result.outcome}, codes [{said}], expected {expected}"
                   f"{'' if agrees(expected, result) else '   <-- NOT what it must'} ({wall:.1f} s)", flush=True)
             if not agrees(expected, result):  # what a reader needs to see why, from this log alone

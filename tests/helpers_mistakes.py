@@ -37,7 +37,7 @@ def assert_covers(found: dict[str, mistakes.Mistake], correct_variants: set[str]
 
 def said(result: CheckResult, listed: tuple[str, ...] = ()) -> list[str]:
     """The codes said at error and finding level, and any info note among ``listed``."""
-    return [d.code for d in result.diagnosis if d.severity in ("error", "finding") or d.code in listed]
+    return result.codes_said(listed)
 
 
 def assert_gets_its_verdict(entry: mistakes.Mistake, result: CheckResult) -> None:

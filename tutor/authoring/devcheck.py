@@ -408,8 +408,7 @@ def matches(result: CheckResult, passes: bool, codes: tuple[str, ...]) -> bool:
     """Did a check say exactly this?  Info-level codes not listed in ``codes`` are ignored."""
     if result.error is not None or result.passed != passes:
         return False
-    said = [d.code for d in result.diagnosis if d.severity != "info" or d.code in codes]
-    return said == list(codes)
+    return result.codes_said(codes) == list(codes)
 
 
 def _kernel_rows(drill: Drill, toml: Path, root: Path, fixtures: list[_Fixture], device: DeviceChoice,

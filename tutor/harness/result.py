@@ -511,6 +511,11 @@ class CheckResult:
     def codes(self) -> list[str]:
         return [d.code for d in self.diagnosis]
 
+    def codes_said(self, listed: tuple[str, ...] | list[str] = ()) -> list[str]:
+        """The codes said at error and finding level, and any info note among ``listed``: what
+        a mistakes-file entry's ``codes`` are compared with (dev check, tests, bench)."""
+        return [d.code for d in self.diagnosis if d.severity != "info" or d.code in listed]
+
     # -- the later phases ---------------------------------------------------------
     def phase_dict(self, phase: PhaseName) -> dict[str, Any]:
         """The fields ``phase`` fills (tagged ``metadata=DIAGNOSIS``/``PERFORMANCE``) and

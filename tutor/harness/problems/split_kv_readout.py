@@ -71,11 +71,16 @@ def _float32_copies(args: tuple[Any, ...]) -> dict[int, torch.Tensor]:
             if isinstance(a, torch.Tensor) and a.dtype == torch.float32 and a.numel() <= 1 << 24}
 
 
-def _arg_names(kernel: Any) -> list[str]:
-    """A Triton kernel's parameter names (through an autotuner or heuristics wrapper)."""
-    while not hasattr(kernel, "arg_names") and hasattr(kernel, "fn"):
+def _unwrapped(kernel: Any, attr: str) -> Any:
+    """The Triton kernel object that has ``attr``, through autotuner or heuristics wrappers."""
+    while not hasattr(kernel, attr) and hasattr(kernel, "fn"):
         kernel = kernel.fn
-    return list(getattr(kernel, "arg_names", []))
+    return kernel
+
+
+def _arg_names(kernel: Any) -> list[str]:
+    """A Triton kernel's parameter names."""
+    return list(getattr(_unwrapped(kernel, "arg_names"), "arg_names", []))
 
 
 # a NaN payload no arithmetic produces (a computed NaN is 0x7FC00000): fp32 bits a store replaces
@@ -119,12 +124,7 @@ def launchable_kernels(module: ModuleType) -> dict[str, Any]:
         return {}
     found = {name: obj for name, obj in vars(module).items() if isinstance(obj, KernelInterface)}
 
-    def source(obj: Any) -> str:
-        while not hasattr(obj, "src") and hasattr(obj, "fn"):
-            obj = obj.fn
-        return str(getattr(obj, "src", ""))
-
-    sources = {name: source(obj) for name, obj in found.items()}
+    sources = {name: str(getattr(_unwrapped(obj, "src"), "src", "")) for name, obj in found.items()}
     return {name: obj for name, obj in found.items()
             if not any(name in text for other, text in sources.items() if other != name)}
 
@@ -253,8 +253,9 @@ def unwritten_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
     split = roles.split
     states = [roles.split_pos[pos] for pos in [*roles.tensors, roles.vector]]
     left = [pos for pos in states if split.unchanged(pos)]
-    stored_some = any(bool((torch.isfinite(t) & (t != 0)).any()) for pos in states if pos not in left
-                      for t in [split.after[pos]])
+    # a finite, non-zero value in a state the launch did change: some slice stored a non-empty state
+    stored_some = any(bool((torch.isfinite(split.after[pos]) & (split.after[pos] != 0)).any())
+                      for pos in states if pos not in left)
     if not left or not stored_some:
         return "", ""
     again = next((c for c in rerun({split.name: frozenset(left)}) if c.name == split.name), None)

@@ -75,6 +75,7 @@ def check_correctness(
     visits: list[VisitMap] = []
     full_visits: VisitMap | None = None
     runs: list[tuple[bool | None, launching.Launch]] = []
+    other: tuple[CaseResult, dict[str, int]] | None = None  # the first launch run with other tile sizes
     for name, case_shape in (plan.cases()[:1] if shape_only else [*plan.cases(), ("whole", plan.whole)]):
         q, k, v = launching.random_inputs(case_shape, device, generator)
         if name == "ragged":  # a last block of one row: its own key carries most of its weight
@@ -90,13 +91,14 @@ def check_correctness(
             modes.append(causal)
             # the map comes from the default shape's causal launch (or its only launch), sized by the
             # module's BLOCK_M / BLOCK_N: a kernel launched with other tile sizes indexes another grid
-            if name == "default" and not run.other_blocks(module):
+            ran_with = run.other_blocks(module)
+            if ran_with and other is None:
+                other = (case, ran_with)
+            if name == "default" and not ran_with:
                 if causal is False:
                     full_visits = visit_map(run, case_shape[2], block_m, block_n, False)
                 else:
                     visits.append(visit_map(run, case_shape[2], block_m, block_n, bool(causal)))
-    # the first launch that ran with other tile sizes than the module's (its map is another grid)
-    other = next(((c.case, o) for c, (_, r) in zip(launches, runs, strict=True) if (o := r.other_blocks(module))), None)
     standard_passed = all(c.passed for c in cases)
     hostile_runs = [] if shape_only else hostile_launches(drill, module, plan.hostile, device, generator, cases)
 
