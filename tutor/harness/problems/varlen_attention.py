@@ -560,8 +560,9 @@ def other_sequence_findings(read: RowRead, case: Case) -> Findings:
     if all(other > b for b, other in pairs):
         where = (" Every key weighed outside a sequence lies after that sequence's own last key: its rows' key range"
                  " runs on past the sequence's end")
-        where += (", and they also miss their own first key: the range is shifted, so look at where its K and V"
-                  " loads start (cu_seqlens_k[b]) as well as where its loop and mask stop." if shifted else
+        where += (", and rows of those sequences also miss their own first key: the range is shifted, so look at"
+                  " where its K and V loads start (cu_seqlens_k[b]) as well as where its loop and mask stop."
+                  if shifted else
                   " (the key length, the loop bound or the key mask built from it); the loads may start right.")
     elif all(other < b for b, other in pairs):
         where = (" Every key weighed outside a sequence lies before that sequence's first key: look at where its K"
