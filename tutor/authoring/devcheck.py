@@ -408,7 +408,9 @@ def matches(result: CheckResult, passes: bool, codes: tuple[str, ...]) -> bool:
     """Did a check say exactly this?  Info-level codes not listed in ``codes`` are ignored."""
     if result.error is not None or result.passed != passes:
         return False
-    return result.codes_said(codes) == list(codes)
+    from tutor.harness.result import codes_said
+
+    return codes_said(result.diagnosis, codes) == list(codes)
 
 
 def _kernel_rows(drill: Drill, toml: Path, root: Path, fixtures: list[_Fixture], device: DeviceChoice,

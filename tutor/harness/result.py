@@ -384,6 +384,12 @@ PERFORMANCE: dict[str, str] = {"phase": "performance"}
 PhaseName = Literal["diagnosis", "performance"]
 
 
+def codes_said(diagnosis: list[Diagnosis], listed: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """The codes said at error and finding level, and any info note among ``listed``: what a
+    mistakes-file entry's ``codes`` are compared with (dev check, tests, bench)."""
+    return [d.code for d in diagnosis if d.severity != "info" or d.code in listed]
+
+
 @dataclass
 class CheckResult:
     drill: str
@@ -512,9 +518,8 @@ class CheckResult:
         return [d.code for d in self.diagnosis]
 
     def codes_said(self, listed: tuple[str, ...] | list[str] = ()) -> list[str]:
-        """The codes said at error and finding level, and any info note among ``listed``: what
-        a mistakes-file entry's ``codes`` are compared with (dev check, tests, bench)."""
-        return [d.code for d in self.diagnosis if d.severity != "info" or d.code in listed]
+        """:func:`codes_said` of this check's diagnosis."""
+        return codes_said(self.diagnosis, listed)
 
     # -- the later phases ---------------------------------------------------------
     def phase_dict(self, phase: PhaseName) -> dict[str, Any]:
