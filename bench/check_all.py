@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from tutor.authoring.student_kernels import all_mistakes, materialise  # noqa: E402
 from tutor.catalog import all_drills  # noqa: E402
+from tutor.harness.result import MAYBE, codes_match  # noqa: E402
 from tutor.loop.runner import CheckRunner  # noqa: E402
 
 
@@ -52,7 +53,7 @@ def agrees(expected: str, result) -> bool:
         return result.solved
     if expected.startswith("error:"):
         return result.error is not None and result.error.kind == expected.removeprefix("error:")
-    return ",".join(result.codes_said(expected.split(","))) == expected and (result.error is None)
+    return codes_match(result.diagnosis, expected.split(",")) and (result.error is None)
 
 
 def fmt(x: float | None, spec: str) -> str:
@@ -97,7 +98,7 @@ def main() -> int:
             wall = time.perf_counter() - start
             rel = Path(rel).name if rel.startswith("/") else rel
             rows.append((rel, result, wall, expected))
-            said = ",".join(result.codes_said(expected.split(",")))
+            said = ",".join(result.codes_said([c.removesuffix(MAYBE) for c in expected.split(",")]))
             print(f"{rel}: {result.outcome}, codes [{said}], expected {expected}"
                   f"{'' if agrees(expected, result) else '   <-- NOT what it must'} ({wall:.1f} s)", flush=True)
             if not agrees(expected, result):  # what a reader needs to see why, from this log alone

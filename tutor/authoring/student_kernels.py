@@ -20,7 +20,9 @@ Format::
     gpu_codes = ["..."]                 # optional: what a compiled GPU check must report where it
                                         # measures otherwise: the interpreter-only read traces (say
                                         # nothing there), GPU-only shapes ("error:compile": the kernel
-                                        # does not compile at head_dim 128); [] = solved there
+                                        # does not compile at head_dim 128); [] = solved there;
+                                        # "code?": said or not as the random inputs decide
+                                        # (measured so on a GPU; say why beside it)
     [[mistake.edit]]
     find = '''        if CAUSAL:\n'''     # occurs exactly once in the base
     replace = ''''''

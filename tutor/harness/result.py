@@ -9,6 +9,8 @@ display only: every number comes from running the student's kernel.
 
 from __future__ import annotations
 
+import itertools
+
 import json
 import math
 from dataclasses import Field, dataclass, field, fields
@@ -388,6 +390,23 @@ def codes_said(diagnosis: list[Diagnosis], listed: tuple[str, ...] | list[str] =
     """The codes said at error and finding level, and any info note among ``listed``: what a
     mistakes-file entry's ``codes`` are compared with (dev check, tests, bench)."""
     return [d.code for d in diagnosis if d.severity != "info" or d.code in listed]
+
+
+MAYBE = "?"  # a documented code ending in it: one the random inputs decide (said or not, in its place)
+
+
+def codes_match(diagnosis: list[Diagnosis], documented: tuple[str, ...] | list[str]) -> bool:
+    """Does a diagnosis say exactly the documented codes, in their order (:func:`codes_said`)?
+    A code written ``"nan-in-output?"`` may be said or not: a mistake whose NaN depends on
+    the check's random lengths (measured so, and documented beside the entry)."""
+    listed = [c.removesuffix(MAYBE) for c in documented]
+    said = codes_said(diagnosis, listed)
+    optional = [i for i, c in enumerate(documented) if c.endswith(MAYBE)]
+    for keep in itertools.product((True, False), repeat=len(optional)):
+        dropped = {i for i, k in zip(optional, keep, strict=True) if not k}
+        if said == [c for i, c in enumerate(listed) if i not in dropped]:
+            return True
+    return False
 
 
 @dataclass

@@ -71,7 +71,7 @@ from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
-from tutor.harness.findings import Findings, drop_explained_nan, matches, visit_findings
+from tutor.harness.findings import Findings, drop_explained_nan, matches, visit_findings, worded
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import backward_ds_readout as dterm
 from tutor.harness.problems import backward_readout as readout
@@ -147,6 +147,10 @@ class BackwardLaunch:
     dkdv_visits: torch.Tensor
     dq_visits: torch.Tensor
     guarded: shared.Guarded | None = None  # the backward's tensors, each inside a guard band
+    # where the launch with visit maps failed and the same inputs without them passed: the
+    # former's error per gradient (the case is judged by the latter); empty otherwise
+    with_maps_err: dict[str, float | None] = field(default_factory=dict)
+    failed_without_maps: bool = False  # it failed with the maps, and again without them
 
 
 GRAD_BANDS = {"dq": "dQ", "dk": "dK", "dv": "dV"}  # each gradient's guard band, by the name the report uses
@@ -175,10 +179,13 @@ def run_forward(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.T
 def run_backward(
     module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
     do: torch.Tensor, causal: bool, block_m: int, block_n: int, fills: dict[str, str] | None = None,
+    record_visits: bool = True,
 ) -> tuple[dict[str, torch.Tensor], shared.Guarded, torch.Tensor, torch.Tensor]:
     """One backward launch, every tensor inside a guard band: the inputs between NaN
     margins (``fills`` maps a name of :data:`INPUT_BANDS` to another fill), dQ, dK, dV
-    poisoned, the visit maps zeroed with sentinel margins."""
+    poisoned, the visit maps zeroed with sentinel margins (``record_visits=False``: the
+    maps are not passed, ``dkdv_visits=None, dq_visits=None``, as a student's own call
+    would; they stay zero)."""
     batch, heads, seq, _ = q.shape
     device = str(q.device)
     fills = fills or {}
@@ -194,7 +201,8 @@ def run_backward(
     qv, kv, vv, ov, dov, lsev = views
     returned = getattr(module, BACKWARD)(
         qv, kv, vv, ov, lsev, dov, causal=causal, dq=outs["dq"], dk=outs["dk"], dv=outs["dv"],
-        dkdv_visits=maps["dK/dV visit map"], dq_visits=maps["dQ visit map"],
+        dkdv_visits=maps["dK/dV visit map"] if record_visits else None,
+        dq_visits=maps["dQ visit map"] if record_visits else None,
     )
     shared.synchronize(q)
     if returned is not None:
@@ -207,11 +215,15 @@ def run_backward(
 
 def launch_case(
     name: str, causal: bool, module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor,
-    tolerance: float, block_m: int, block_n: int, relative: bool = False,
+    tolerance: float, block_m: int, block_n: int, relative: bool = False, recheck_plain: bool = False,
 ) -> BackwardLaunch:
     """One case: the student's forward, then their backward, checked.  ``relative``
     (the hostile case): each gradient element is held to its own allowance
-    (:func:`allowances`) and its error is reported in the tolerance's units."""
+    (:func:`allowances`) and its error is reported in the tolerance's units.
+    ``recheck_plain`` (a compiled GPU run): where the backward with visit maps fails, the
+    same inputs once more without them; where that launch is right, the case is judged
+    by it (the kernel the student ships passes no maps; the two are two compilations),
+    and ``with_maps_err`` keeps what the launch with maps measured."""
     o, lse = run_forward(module, q, k, v, causal)
     ref = reference(q, k, v, do, causal)
     allowed = allowances(ref, q, k, v, do, tolerance) if relative else None
@@ -221,6 +233,39 @@ def launch_case(
     forward_ok = o_err <= tolerance
     forward_detail = f" (O is off by up to {o_err:.3g})"
     grads, guarded, dkdv_visits, dq_visits = run_backward(module, q, k, v, o, lse, do, causal, block_m, block_n)
+    judged = _judge(name, causal, q, grads, guarded, ref, allowed, tolerance, forward_ok)
+    with_maps_err: dict[str, float | None] = {}
+    if recheck_plain and forward_ok and not judged.case.passed:
+        plain, plain_guarded, _, _ = run_backward(module, q, k, v, o, lse, do, causal, block_m, block_n,
+                                                  record_visits=False)
+        again = _judge(name, causal, q, plain, plain_guarded, ref, allowed, tolerance, forward_ok)
+        if again.case.passed:
+            with_maps_err, judged, grads, guarded = judged.per_err, again, plain, plain_guarded
+    rechecked = recheck_plain and forward_ok and not judged.case.passed  # and failed without maps too
+    return BackwardLaunch(
+        case=judged.case, q=q, k=k, v=v, do=do, o=o, lse=lse, grads=grads, ref=ref,
+        forward_ok=forward_ok, forward_detail=forward_detail, per_grad_err=judged.per_err,
+        unwritten=judged.unwritten, nonfinite=judged.nonfinite, out_of_bounds=judged.oob,
+        dkdv_visits=dkdv_visits, dq_visits=dq_visits, guarded=guarded, with_maps_err=with_maps_err,
+        failed_without_maps=rechecked,
+    )
+
+
+@dataclass
+class _Judged:
+    """One backward launch's gradients measured against the reference."""
+
+    case: CaseResult
+    per_err: dict[str, float | None]
+    unwritten: dict[str, int]
+    nonfinite: dict[str, int]
+    oob: dict[str, bool]
+
+
+def _judge(name: str, causal: bool, q: torch.Tensor, grads: dict[str, torch.Tensor], guarded: shared.Guarded,
+           ref: Reference, allowed: dict[str, torch.Tensor] | None, tolerance: float, forward_ok: bool) -> _Judged:
+    """dQ, dK and dV against the reference (within ``allowed`` where given), and their
+    guard bands: the case's result is the worst of the three."""
     per_err, unwritten, nonfinite, oob = {}, {}, {}, {}
     worst_row, worst = None, -1.0
     measured: dict[str, shared.Measured] = {}
@@ -242,12 +287,7 @@ def launch_case(
                                max_err=None if None in errors else max(e for e in errors if e is not None))
     case = shared.case_result(name, causal, list(q.shape), together, tolerance, any(oob.values()), worst_row,
                               ok=forward_ok)
-    return BackwardLaunch(
-        case=case, q=q, k=k, v=v, do=do, o=o, lse=lse, grads=grads, ref=ref,
-        forward_ok=forward_ok, forward_detail=forward_detail, per_grad_err=per_err,
-        unwritten=unwritten, nonfinite=nonfinite, out_of_bounds=oob,
-        dkdv_visits=dkdv_visits, dq_visits=dq_visits, guarded=guarded,
-    )
+    return _Judged(case=case, per_err=per_err, unwritten=unwritten, nonfinite=nonfinite, oob=oob)
 
 
 # ------------------------------------------------------------------------------------
@@ -1053,13 +1093,17 @@ def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Calla
     stream stays the same with or without them."""
     plan = plan_for(interpreter=False)
 
-    def both(causal: bool, shape: tuple[int, int, int, int]) -> object:
+    def both(causal: bool, shape: tuple[int, int, int, int], record_visits: bool = True) -> object:
         q, k, v, do = random_case(shape, device, torch.Generator().manual_seed(0))
         o, lse = run_forward(module, q, k, v, causal)
-        return run_backward(module, q, k, v, o, lse, do, causal, int(module.BLOCK_M), int(module.BLOCK_N))
+        return run_backward(module, q, k, v, o, lse, do, causal, int(module.BLOCK_M), int(module.BLOCK_N),
+                            record_visits=record_visits)
 
-    return [functools.partial(both, mode == "causal", shape)
-            for shape in (plan.default, HOSTILE_SHAPE, plan.whole) for mode in drill.modes or ["full"]]
+    modes = drill.modes or ["full"]
+    # and the default shape's backward without visit maps: a failing case's recheck runs it
+    return [*(functools.partial(both, mode == "causal", shape)
+              for shape in (plan.default, HOSTILE_SHAPE, plan.whole) for mode in modes),
+            *(functools.partial(both, mode == "causal", plan.default, False) for mode in modes)]
 
 
 def check_correctness(
@@ -1082,12 +1126,20 @@ def check_correctness(
     maps: list[VisitMap] = []
     # on a GPU also a whole-block length at head_dim 128 (issue 21): a kernel that assumes 64 fails there
     extra = [] if interpreter or shape is not None else [("whole", plan.whole)]
+
+    def recheck() -> bool:
+        """Run a failing case again without visit maps?  Only compiled (the interpreter runs
+        the same operations either way), and until one case fails without them as well:
+        the kernel is then wrong on its own, and each further recheck would cost a compile."""
+        return not interpreter and not any(x.failed_without_maps for x in launches)
+
     for name, case_shape in [*plan.cases(), *extra]:
         q, k, v, do = random_case(case_shape, device, generator)
         for causal in modes:
             cost.step(f"the {name} case, shape {cost.shape_words(case_shape)}, {'causal' if causal else 'full'}"
                       " (forward, then backward)")
-            launch = launch_case(name, causal, module, q, k, v, do, drill.tolerance, block_m, block_n)
+            launch = launch_case(name, causal, module, q, k, v, do, drill.tolerance, block_m, block_n,
+                                 recheck_plain=recheck())
             launches.append(launch)
             # the maps come from the default shape's causal launch (or its only launch)
             if name == "default" and (causal or len(modes) == 1):
@@ -1098,7 +1150,7 @@ def check_correctness(
         cost.step(f"the hostile case, shape {cost.shape_words(HOSTILE_SHAPE)}, {'causal' if causal else 'full'}"
                   " (scores up to 150; forward, then backward)")
         launches.append(launch_case("hostile", causal, module, q, k, v, do, drill.tolerance, block_m, block_n,
-                                    relative=True))
+                                    relative=True, recheck_plain=recheck()))
 
     def probe(launch: BackwardLaunch) -> readout.PReadout | None:
         """The P read-out's probe: one backward launch at the case's own shape, dtypes,
@@ -1150,12 +1202,33 @@ def check_correctness(
         trusted = not shared.visit_map_overrun(findings)  # a map store landed outside it: no block count from it
         if not trusted and "write-past-end" in said:
             said["write-past-end"] += shared.MAP_UNTRUSTED
-        return Diagnosed(diagnosis=diagnose(drill, launches, maps if trusted else [], block_m, block_n, said, probe,
-                                            d_probe, ds_words),
-                         guard_findings=findings)
+        diagnosis = diagnose(drill, launches, maps if trusted else [], block_m, block_n, said, probe, d_probe,
+                             ds_words)
+        rechecked = _with_maps_words(launches, drill.tolerance)
+        if rechecked:
+            diagnosis += worded(drill, {"visit-maps-change-result": rechecked})
+        return Diagnosed(diagnosis=diagnosis, guard_findings=findings)
 
     return Correctness(cases=[x.case for x in launches], shape=list(plan.default), visits=maps,
                        diagnose=diagnose_launches)
+
+
+def _with_maps_words(launches: list[BackwardLaunch], tolerance: float) -> str:
+    """``visit-maps-change-result``'s detail: each case judged by its launch without visit
+    maps, and what the launch with them measured; "" where there is none."""
+    parts = []
+    for x in launches:
+        if not x.with_maps_err:
+            continue
+        wrong = ", ".join(f"{GRAD_BANDS[g]} off by up to {e:.3g}" if e is not None else f"{GRAD_BANDS[g]} not finite"
+                          for g, e in x.with_maps_err.items() if e is None or e > tolerance)
+        mode = "causal" if x.case.causal else "full"
+        parts.append(f"the {x.case.name} case (shape {cost.shape_words(x.case.shape)}, {mode}): with maps {wrong};"
+                     " without them every gradient within the tolerance")
+    if not parts:
+        return ""
+    units = " (in units of the tolerance)" if any(x.with_maps_err and x.case.name == "hostile" for x in launches) else ""
+    return f" Measured, tolerance {tolerance:g}{units}: " + "; ".join(parts) + "."
 
 
 def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device: str,

@@ -337,6 +337,11 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
              rerun_of: Callable[[Launch], apart.Rerun] | None = None) -> list[Diagnosis]:
     failing = [x for x in launches if not _result(x).passed]
     codes = state_findings(failing, rerun_of)
+    if codes:
+        # the merge combined slice states the split never wrote: what a read-out through the
+        # output measures is those values, not which positions the split's loads reached
+        # (counted loads, where the interpreter has them, still are)
+        relaunch = None
     reads = read_findings(launches, bool(failing), relaunch)
     codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice))
     heads = head_findings(failing, tolerance)

@@ -741,6 +741,7 @@ def diagnose(
         codes.say(*tested.unwritten)
     per_case, measured = _case_codes(failing, module, tested, tolerance)
     codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested.visits_trusted))
+    _wrong_before_nan(codes)
     _large_scores(codes, failing)
     _say_apart(drill, codes, failing, tested)
     if map_trusted:
@@ -910,6 +911,21 @@ def _case_findings(failing: list[Launch], per_case: list[list[str]], measured: l
             said = describe_wrong(launch, sl, tolerance, block_n, visits_trusted)
             found.say("wrong-output", said + where[:-1] + ").")
     return found
+
+
+def _wrong_before_nan(codes: Findings) -> None:
+    """A finite wrong output (which says where it is wrong) before the NaN of another case,
+    whichever case came first: the random lengths decide which case holds a sequence of
+    length 1, so the order of cases would make the order of the two codes a coin toss."""
+    if "wrong-output" in codes and "nan-in-output" in codes:
+        said = list(codes.items())
+        nan_at = [k for k, _ in said].index("nan-in-output")
+        if [k for k, _ in said].index("wrong-output") > nan_at:
+            wrong = codes["wrong-output"]
+            said = [x for x in said if x[0] != "wrong-output"]
+            said.insert(nan_at, ("wrong-output", wrong))
+            codes.clear()
+            codes.update(said)
 
 
 LARGE_SCORES = {  # the cases whose scores leave fp32's exp range, in words
