@@ -267,3 +267,32 @@ def test_the_factor_fit_finds_named_and_free_factors():
     free = bsr.fitted_factors(s, p, 0.6 * cap * torch.tanh(2.3 * s / cap), cap, 32)
     assert "a = 0.6 and b = 2.3," in free and "capped at" not in free  # a·b is not 1: no other cap is said
     assert bsr.fitted_factors(s, p, s**2 / 10, cap, 32) == ""  # no form fits: nothing said
+    # sm_scale and softcap swapped at the launch (blind round 9, w87): b = 800 saturates the tanh at
+    # every chosen score but 0, so every b past some value fits as well; no single b is quoted
+    clamped = bsr.fitted_factors(s, p, s.clamp(-cap, cap), cap, 32)
+    assert "It is min(max(s, -softcap), softcap), to 0.000: a hard clamp" in clamped
+    saturated = bsr.fitted_factors(s, p, 0.0354 * cap * torch.tanh(800 * s / cap), cap, 32)
+    assert "a = 0.0354 and any b of" in saturated and "measured only as at least" in saturated
+    assert "b = 800" not in saturated and "b = 3" not in saturated
+
+
+@pytest.mark.slow
+def test_unwritten_rows_that_are_exactly_the_rows_seeing_no_key_are_named(device, tmp_path):
+    entry = next(e for e in ENTRIES if e.name == "empty_rows_not_stored")
+    path = tmp_path / f"{entry.stem}.py"
+    path.write_text(entry.text(DRILL), encoding="utf-8")
+    said = {d.code: d.message for d in check_here(path, device, seed=3).diagnosis}
+    assert "exactly the" in said["unwritten-output"] and "rows that see no key under the block mask" in said[
+        "unwritten-output"]
+
+
+@pytest.mark.slow
+def test_a_running_maximum_started_at_zero_is_caught_on_every_seed_by_the_far_below_head(device, tmp_path):
+    entry = next(e for e in ENTRIES if e.name == "running_max_starts_at_zero")
+    path = tmp_path / f"{entry.stem}.py"
+    path.write_text(entry.text(DRILL), encoding="utf-8")
+    for seed in (2, 3):  # blind round 9's w96 passed on seed 2 before the hostile case had that head
+        result = check_here(path, device, seed=seed)
+        assert not result.passed
+        said = {d.code: d.message for d in result.diagnosis}
+        assert f"lies in head 1, whose every score lies near -{bs.FAR_BELOW:.0f}" in said["wrong-output"]

@@ -66,6 +66,7 @@ class Case:
     softcap: float
     window: int = 0
     q_scale: float = 1.0  # > 1: hostile scores
+    far_below: bool = False  # the last head's every score near -FAR_BELOW (see random_inputs)
 
 
 CPU_CASES = (
@@ -73,7 +74,8 @@ CPU_CASES = (
     Case("window", 1, 2, 90, 32, "window", 30.0, window=40),  # rows whose partial block gives them no key
     Case("random", 1, 2, 128, 32, "random", 20.0),  # an empty query block, one all-partial, one all-full
     Case("short", 2, 1, 20, 32, "causal", 50.0),  # shorter than one block
-    Case("hostile", 1, 2, 70, 32, "causal", 1000.0, q_scale=40.0),  # scores ~ +-100: tanh ~ identity
+    # scores ~ +-100 on head 0 (tanh ~ identity), near -120 on head 1
+    Case("hostile", 1, 2, 70, 32, "causal", 1000.0, q_scale=40.0, far_below=True),
     # |s| >> softcap: tanh saturates.  A softcap of 1 also gives a key masked to -inf *before* the
     # cap (-softcap after it) a weight of e^-1, and the last query block is all full, its last key
     # block ragged: keys past the end left in a full block move the output measurably
@@ -84,7 +86,7 @@ GPU_CASES = (
     Case("window", 1, 4, 700, 64, "window", 30.0, window=200),
     Case("random", 1, 4, 512, 64, "random", 20.0),
     Case("short", 2, 1, 20, 64, "causal", 50.0),
-    Case("hostile", 1, 2, 300, 64, "causal", 1000.0, q_scale=40.0),
+    Case("hostile", 1, 2, 300, 64, "causal", 1000.0, q_scale=40.0, far_below=True),
     Case("saturated", 1, 2, 270, 64, "random", 1.0, q_scale=16.0),  # 270 = 4 * 64 + 14: 50 keys past the end
 )
 GPU_TIMING = Case("timing", 4, 16, 4096, 64, "causal", 30.0)
@@ -224,11 +226,27 @@ def run(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b
                         bands=guarded.bands, stray_visits=bool(guarded.band("visit map").changed()))
 
 
+FAR_BELOW = 120.0  # a far_below case's last head: every score (natural units) lies near -120
+
+
 def random_inputs(case: Case, device: str, generator: torch.Generator) -> list[torch.Tensor]:
+    """Fresh standard-normal fp16 q (scaled by q_scale), k, v.  In a ``far_below`` case the
+    last head's every score lies within about +-10 of -FAR_BELOW: exp or exp2 of a score
+    minus a running maximum that started at 0, not -inf, underflows to 0 for every key
+    there, and the final division is 0/0 (blind round 9, w96), while its softmax is an
+    ordinary one over score differences of a few units."""
     shape = (case.batch, case.heads, case.seq, case.head_dim)
     q = torch.randn(shape, generator=generator) * case.q_scale
-    return [q.to(device, torch.float16)] + [torch.randn(shape, generator=generator).to(device, torch.float16)
-                                             for _ in range(2)]
+    k, v = (torch.randn(shape, generator=generator) for _ in range(2))
+    if case.far_below:
+        # q = A e0 + noise and k = -B e0 + noise on the last head, A * B / sqrt(d) = FAR_BELOW
+        a = case.q_scale
+        b = FAR_BELOW * case.head_dim**0.5 / a
+        q[:, -1] *= 0.25 / case.q_scale
+        k[:, -1] *= 0.25
+        q[:, -1, :, 0] += a
+        k[:, -1, :, 0] -= b
+    return [t.to(device, torch.float16) for t in (q, k, v)]
 
 
 @dataclass

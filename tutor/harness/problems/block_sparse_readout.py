@@ -21,12 +21,22 @@ from tutor.harness import guarded as shared
 from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
-from tutor.harness.problems.block_sparse import BlockMask, Checked, build_block_mask, reference, run, softcapped, where
+from tutor.harness.problems.block_sparse import (
+    FAR_BELOW,
+    BlockMask,
+    Checked,
+    build_block_mask,
+    reference,
+    run,
+    softcapped,
+    where,
+)
 from tutor.harness.result import GuardFinding, VisitMap
 
 MISSING_P = 1e-3  # a visible key the reference weighs this much and the kernel exactly 0 was never read
 CHANGED = 1e-3  # an output element moved this much by the full-block probe: the mask was read there
 FIT = 0.05  # max |effective score - candidate| (natural-log units) for a candidate to explain a read-out
+B_GRID_TOP = 999.0  # the fit's largest b (1e3) less rounding: a b range reaching it is open above
 PROBE_SOFTCAP = 5.0  # the modifier read-out's softcap: its scores span -3..3 softcaps
 EQUAL_SCORES_WHY = (" With every score equal, softmax gives each visible key the same weight and no rescale"
                     " changes anything, so the factors' ratios to one another are how many times more often one"
@@ -55,7 +65,7 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
     for one in failing:
         if one.result.unwritten:
             found.say("unwritten-output", f" {one.result.unwritten} elements were never written{where(one)}."
-                      + shared.unwritten_words(one.launch.out))
+                      + shared.unwritten_words(one.launch.out) + _empty_rows_unwritten(one))
         if one.result.wrote_out_of_bounds:
             found.say("store-out-of-bounds", where(one) + ".")
         if one.result.fully_written:
@@ -88,7 +98,8 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
                                                ", on the others it matches softcap·tanh(s/softcap)"))
         found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured "
                   f"weights put no weight on a masked key, miss no visible one, and {modifier}."
-                  f"{shares}{other_head_words(one, tolerance)}")
+                  f"{shares}{other_head_words(one, tolerance)}"
+                  + "".join(_far_below_wrong_words(x, tolerance) for x in written))
     found.add(visit_steps(checked, maps))
     # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
     # visible key: elsewhere a moved output has other causes (said above)
@@ -203,8 +214,55 @@ def nan_rows(one: Checked) -> Findings:
                   f"{int(empty.sum())} rows that see no key under the block mask{where(one)}.")
     else:
         found.say("nan-in-output", f" {int(bad.sum())} (head, row) pairs are NaN, in rows "
-                  f"{index_runs(rows)}{where(one)}.")
+                  f"{index_runs(rows)}{where(one)}." + _far_below_words(one, bad))
     return found
+
+
+FAR_BELOW_CAUSE = (" there exp or exp2 of a score minus a maximum far above it (0, for one: a running maximum that"
+                   " does not start at -inf) underflows to 0 for every key")
+
+
+def _empty_rows_unwritten(one: Checked) -> str:
+    """Where the unwritten rows are exactly the rows that see no key under the block mask,
+    in every head, in words (their output is 0: a store skipped for them leaves the
+    poison); "" otherwise."""
+    unwritten = (one.launch.out.view(torch.int16) == shared.POISON_BITS).any(dim=-1).flatten(0, 1)  # (bh, seq)
+    empty = ~one.bm.allowed().any(dim=-1).to(unwritten.device)
+    if not bool(empty.any()) or not bool((unwritten == empty[None, :]).all()):
+        return ""
+    rows = empty.nonzero().flatten().tolist()
+    return (f" The unwritten rows are exactly the {len(rows)} rows that see no key under the block mask (rows"
+            f" {index_runs(rows)}), in every head: their output is 0, and it must be stored like any other row's.")
+
+
+def _far_below_wrong_words(one: Checked, tolerance: float) -> str:
+    """Where every (head, row) pair of a ``far_below`` case that is off by more than the
+    tolerance lies in its last head, whose every score is near -FAR_BELOW: that, with how
+    many of those rows are all 0, in words; "" otherwise."""
+    case = one.case
+    if not case.far_below:
+        return ""
+    out = one.launch.out.to(torch.float64).flatten(0, 1)  # (bh, seq, d)
+    err = (out - one.expected.to(torch.float64).flatten(0, 1)).abs().amax(dim=-1)  # (bh, seq)
+    off = err > tolerance
+    last = torch.arange(off.shape[0], device=off.device) % case.heads == case.heads - 1
+    if not bool(off.any()) or bool(off[~last].any()):
+        return ""
+    zero = int(((out == 0).all(dim=-1) & off).sum())
+    return (f" In the {case.name} case every row off by more than the tolerance ({int(off.sum())}) lies in head"
+            f" {case.heads - 1}, whose every score lies near -{FAR_BELOW:.0f} ({zero} of those rows are all 0):"
+            + FAR_BELOW_CAUSE + ", and the row's sum is then 0.")
+
+
+def _far_below_words(one: Checked, bad: torch.Tensor) -> str:
+    """Where every NaN (head, row) pair lies in a ``far_below`` case's last head, whose every
+    score is near -FAR_BELOW: what underflows there, in words; "" otherwise."""
+    heads = one.case.heads
+    last = torch.arange(bad.shape[0], device=bad.device) % heads == heads - 1
+    if not one.case.far_below or bool(bad[~last].any()):
+        return ""
+    return (f" Those are all in head {heads - 1} of that case, whose every score lies near -{FAR_BELOW:.0f}:"
+            + FAR_BELOW_CAUSE + ", and the final division is then 0/0.")
 
 
 def other_head_words(one: Checked, tolerance: float) -> str:
@@ -248,7 +306,8 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
         bad = given & ~allowed & (kind == kind_id)
         if bool(bad.any()):
             h, r, c = (int(x) for x in bad.nonzero()[0])
-            found.say(code, f" {int(bad.any(dim=0).any(dim=-1).sum())} rows give weight to {words}: row {r} weighs "
+            n_rows = int(bad.any(dim=0).any(dim=-1).sum())
+            found.say(code, f" {n_rows} row{' gives' if n_rows == 1 else 's give'} weight to {words}: row {r} weighs "
                       f"key {c} at {float(w[h, r, c]):.3g}, where the mask says it sees nothing{where(one)}.")
     for code, kind_id, words in (("full-keys-missed", 2, "full"), ("partial-keys-missed", 1, "partial")):
         bad = (w == 0) & allowed & (kind == kind_id) & (p > MISSING_P)
@@ -304,8 +363,8 @@ def shares_words(w: torch.Tensor, seen: torch.Tensor) -> str:
     got = w[seen & (w > 0)]
     top = int(torch.where(seen, w, torch.zeros_like(w)).argmax())
     return (f" With every score 0 each of its {n} visible keys weighs 1/{n} = {1 / n:.3g}: the keys that get weight"
-            f" get {float(got.min()):.3g} to {float(got.max()):.3g} (key {top} the most, {float(w[top]) * n:.2g}/{n}),"
-            f" {float(w.sum()):.3g} in all.")
+            f" get {float(got.min()):.3g} to {float(got.max()):.3g} (key {top} the most: {float(w[top]) * n:.2g} times"
+            f" 1/{n}); together the row's weights come to {float(w.sum()):.3g}.")
 
 
 def probe_columns(seq: int, head_dim: int) -> torch.Tensor:
@@ -498,10 +557,13 @@ def scaled_cap_gap(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float
     return float((a * cap * (torch.tanh(b * s / cap) - torch.tanh(b * p / cap)) - f).abs().max())
 
 
-def fit_scaled_cap(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float) -> tuple[float, float, float]:
+def fit_scaled_cap(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor,
+                   cap: float) -> tuple[float, float, float, tuple[float, float]]:
     """The factors (a, b, gap) of the closest g = a·cap·tanh(b·x/cap) to the measured effective
     scores ``f`` = g(s) - g(p): least squares for a at each b > 0, b on a log grid refined
-    once; gap is the largest |f - fit|."""
+    once; gap is the largest |f - fit|.  Last, the smallest and largest b of the grid whose
+    own best a fits within FIT: where the tanh is saturated at nearly every chosen score,
+    every b past some value fits, and b is measured only as at least that."""
     def at(bs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         t = cap * (torch.tanh(bs[:, None] * s[None, :] / cap) - torch.tanh(bs[:, None] * p[None, :] / cap))
         a = (t * f).sum(-1) / (t * t).sum(-1).clamp_min(1e-300)
@@ -509,11 +571,13 @@ def fit_scaled_cap(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float
 
     grid = torch.logspace(-3, 3, 1201, dtype=torch.float64)
     _, gap = at(grid)
+    fitting = grid[gap <= FIT]
+    span = (float(fitting.min()), float(fitting.max())) if len(fitting) else (math.nan, math.nan)
     i = int(gap.argmin())
     fine = torch.linspace(float(grid[max(i - 1, 0)]), float(grid[min(i + 1, len(grid) - 1)]), 401, dtype=torch.float64)
     a, gap = at(fine)
     j = int(gap.argmin())
-    return float(a[j]), float(fine[j]), float(gap[j])
+    return float(a[j]), float(fine[j]), float(gap[j]), span
 
 
 def fitted_factors(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float, head_dim: int) -> str:
@@ -529,6 +593,10 @@ def fitted_factors(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float
     if gap <= FIT:
         return (f" It is a straight line, ({k_name})·s, to {gap:.3f} over s = {float(s.min()):.0f}.."
                 f"{float(s.max()):.0f}: no cap bends the scores.")
+    clamp = float((s.clamp(-cap, cap) - p.clamp(-cap, cap) - f).abs().max())
+    if clamp <= FIT:  # blind round 9, w04
+        return (f" It is min(max(s, -softcap), softcap), to {clamp:.3f}: a hard clamp, which leaves every score"
+                " inside ±softcap as it is, where softcap·tanh(s/softcap) bends them smoothly toward ±softcap.")
     named = [(scaled_cap_gap(s, p, f, cap, sign * va, vb), f"{'-' if sign < 0 else ''}{na}", nb)
              for na, va in names.items() for sign in (1.0, -1.0) for nb, vb in names.items()]
     gap, a_name, b_name = min(named)
@@ -536,8 +604,12 @@ def fitted_factors(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float
         a, b = (names[a_name.lstrip("-")] * (-1 if a_name.startswith("-") else 1), names[b_name])
         return (f" It is a·softcap·tanh(b·s/softcap) with a = {a_name} and b = {b_name}, to {gap:.3f}:{meaning}"
                 + _other_cap(a, b, cap))
-    a, b, gap = fit_scaled_cap(s, p, f, cap)
+    a, b, gap, (b_lo, b_hi) = fit_scaled_cap(s, p, f, cap)
     if gap <= FIT:
+        if b_hi >= B_GRID_TOP and b_lo < b_hi / 1.1:  # every b from b_lo up fits: the tanh saturates
+            return (f" It fits a·softcap·tanh(b·s/softcap) with a = {a:.3g} and any b of {b_lo:.3g} or more, to"
+                    f" {gap:.3f}: the tanh is saturated at nearly every chosen score, so b is measured only as at"
+                    f" least {b_lo:.3g}.{meaning}")
         return (f" It fits a·softcap·tanh(b·s/softcap) with a = {a:.3g} and b = {b:.3g}, to {gap:.3f}:{meaning}"
                 + _other_cap(a, b, cap))
     return ""

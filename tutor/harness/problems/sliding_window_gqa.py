@@ -116,7 +116,9 @@ CPU_CASES = (
     Case("default", 1, 4, 2, 140, 64, 48),
     Case("ragged", 1, 2, 1, 129, 64, 70),  # one K/V head for all (MQA); a last block of one row
     Case("short", 2, 6, 3, 37, 64, 16),  # shorter than one block; two sequences, so the batch index counts
-    Case("wide-window", 1, 2, 2, 100, 64, 128),  # window >= seq: plain causal attention
+    # window >= seq: plain causal attention; head_dim 32, so a kernel that writes 64 for HEAD_DIM
+    # somewhere fails on the CPU too (blind round 9, w96), not only on the GPU's head_dim-128 case
+    Case("wide-window", 1, 2, 2, 100, 32, 128),
     Case("hostile", 1, 2, 1, 150, 64, 80, q_scale=40.0),  # scores ~ +-100: exp overflows fp32 unless max is subtracted
     Case("block-edge", 1, 8, 2, 192, 64, 65),  # WINDOW = BLOCK_N + 1, a block-multiple length, 8 heads on 2
     Case("one-key", 1, 4, 1, 70, 64, 1),  # WINDOW = 1: each row sees itself only; 4 heads on 1
@@ -1082,17 +1084,18 @@ def _visit_findings(checked: list[Checked], visits: VisitMap | None, block_m: in
         return found
     summary = (f" ({visits.visited_blocks}/{visits.total_blocks} blocks visited on the default case; the window "
                f"needs {visits.ideal_blocks}, a fraction of {visits.ideal_blocks / visits.total_blocks:.3f}.)")
+    uncounted = uncounted_blocks(checked, block_m, block_n) if all(c.result.passed for c in checked) else ""
+    # a right output whose map leaves needed blocks unvisited records its tiles at other blocks than
+    # they read (blind round 9, w64): a block it shows outside the window is then no measured visit
     bounds = bound_visits(checked, block_m, block_n)
     for code, side in (("lower-bound-open", "before"), ("upper-bound-open", "after")):
         count, example = bounds[side]
-        if count:
+        if count and not uncounted:
             what = "before the window" if side == "before" else "after the query block"
             grows = _growing_waste(visits) if side == "before" else ""
             found.say(code, f" {count} visits were to blocks wholly {what}, over all cases: {example}{summary}{grows}")
-    if all(c.result.passed for c in checked):
-        uncounted = uncounted_blocks(checked, block_m, block_n)
-        if uncounted:
-            found.say("visits-uncounted", uncounted)
+    if uncounted:
+        found.say("visits-uncounted", uncounted)
     return found
 
 

@@ -116,7 +116,9 @@ def read_out_gap(out: torch.Tensor, w: torch.Tensor, v: torch.Tensor, relative: 
     return float(gap.max()) if gap.numel() else 0.0
 
 
-V_LOAD = "Check what the V load reads: its pointer (the tensor, the head offset), offsets and strides."
+V_LOAD = ("Check what the V load reads: its pointer (the tensor, the head offset), offsets and strides; and that"
+          " V reaches nothing but that weighted sum (a Q or K load that reads V's tensor makes the weights"
+          " themselves change with V).")
 
 
 def not_weighted_sum_words(gap: float, where: str, look: str = V_LOAD) -> str:
