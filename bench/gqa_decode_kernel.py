@@ -105,11 +105,11 @@ def _merge(
     s_ok = offs_s < NUM_SPLITS
     state = off_bh * NUM_SPLITS + offs_s
     m = tl.load(MidM + state, mask=s_ok, other=float("-inf"))
-    l = tl.load(MidL + state, mask=s_ok, other=0.0)
+    sums = tl.load(MidL + state, mask=s_ok, other=0.0)
     o = tl.load(MidO + state[:, None] * HEAD_DIM + offs_d[None, :], mask=s_ok[:, None], other=0.0)
     m_max = tl.max(m, 0)
     w = tl.exp2(m - m_max)  # an empty slice (m = -inf) weighs 0
-    acc = tl.sum(o * w[:, None], 0) / tl.sum(l * w, 0)
+    acc = tl.sum(o * w[:, None], 0) / tl.sum(sums * w, 0)
     tl.store(Out + off_bh * HEAD_DIM + offs_d, acc.to(Out.dtype.element_ty))
 
 

@@ -86,7 +86,6 @@ def main() -> int:
             row[f"{name}_gbs"] = gbytes / (row[f"{name}_ms"] / 1e3)
         rows.append(row)
         print(json.dumps(row), flush=True)
-        del k_rep, v_rep
 
     if args.json:
         args.json.write_text(json.dumps({"header": header, "rows": rows}, indent=1))

@@ -88,5 +88,7 @@ def test_the_timed_launch_is_verified_against_the_reference(tmp_path, name, righ
 
 def test_a_head_dim_128_case_runs_on_a_gpu_only():
     assert any(c.head_dim == 128 for c in swa.GPU_CASES)
-    assert all(c.head_dim == 64 for c in swa.CPU_CASES)  # the interpreter is slow
+    assert all(c.head_dim <= 64 for c in swa.CPU_CASES)  # the interpreter is slow
+    # and one CPU case at another head_dim than 64: a kernel that writes 64 for HEAD_DIM fails there
+    assert {c.head_dim for c in swa.CPU_CASES} == {32, 64}
     assert [c.head_dim for c in swa.cases_for(False)] == [c.head_dim for c in swa.GPU_CASES]

@@ -201,6 +201,9 @@ def test_whole_unwritten_heads_are_named_and_other_patterns_are_left_to_the_coun
     assert "(batch 1, head 2) is unwritten" in said and "other 5 (batch, head) pairs" in said
     rows = out.clone()
     rows[:, :, -3:] = poison  # the last rows of every head: the grid or the store's row mask
+    tail = shared.unwritten_words(rows)
+    assert "exactly rows 5..7, the last 3, of every (batch, head)" in tail and "the store's row mask" in tail
+    rows[1, 1, 4] = poison  # one head a row further: no longer the same tail everywhere
     assert shared.unwritten_words(rows) == ""
     mixed = heads.clone()
     mixed[0, 0, 0] = poison  # a head partly unwritten beside the whole one: no head-offset claim

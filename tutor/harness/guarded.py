@@ -157,13 +157,28 @@ def unwritten_words(out: torch.Tensor) -> str:
     unwritten = (out.view(torch.int16) == POISON_BITS).any(dim=-1)  # (batch, heads, rows)
     whole = unwritten.all(dim=-1)
     if not bool(whole.any()) or bool((unwritten.any(dim=-1) & ~whole).any()):
-        return ""
+        return _tail_rows_words(unwritten)
     pairs = [f"(batch {b}, head {h})" for b, h in whole.nonzero().tolist()]
     listed = ", ".join(pairs[:4]) + (f" and {len(pairs) - 4} more" if len(pairs) > 4 else "")
     return (f" Every element of {listed} is unwritten and every row of the other"
             f" {int((~whole).sum())} (batch, head) pair{'s' * (int((~whole).sum()) != 1)} is written: the row blocks"
             " of a head are all reached, so look at the (batch, head) part - a grid over fewer (batch, head)"
             " pairs than there are, or a store offset that sends two heads' rows to the same place.")
+
+
+def _tail_rows_words(unwritten: torch.Tensor) -> str:
+    """Where the unwritten rows are exactly the last rows, from one row on, of every (batch,
+    head) and every row before it is written, in words (blind round 9, w54); "" otherwise."""
+    rows = unwritten.shape[-1]
+    per_row = unwritten.flatten(0, 1)  # (batch*heads, rows)
+    first = int(per_row[0].nonzero()[0]) if bool(per_row[0].any()) else rows
+    tail = torch.arange(rows, device=unwritten.device) >= first
+    if first in (0, rows) or not bool((per_row == tail[None, :]).all()):
+        return ""
+    return (f" The unwritten rows are exactly rows {first}..{rows - 1}, the last {rows - first}, of every (batch,"
+            f" head), and every row before them is written: the grid, or the loop over query blocks, stops short"
+            f" of the end (seq // BLOCK_M blocks, say, where cdiv(seq, BLOCK_M) reaches a last, partial one), or"
+            f" the store's row mask leaves them out.")
 
 
 # -- what the bands saw, as findings and the detail of write-past-end / read-past-end ----------

@@ -10,7 +10,6 @@ display only: every number comes from running the student's kernel.
 from __future__ import annotations
 
 import itertools
-
 import json
 import math
 from dataclasses import Field, dataclass, field, fields

@@ -1227,7 +1227,8 @@ def _with_maps_words(launches: list[BackwardLaunch], tolerance: float) -> str:
                      " without them every gradient within the tolerance")
     if not parts:
         return ""
-    units = " (in units of the tolerance)" if any(x.with_maps_err and x.case.name == "hostile" for x in launches) else ""
+    hostile = any(x.with_maps_err and x.case.name == "hostile" for x in launches)
+    units = " (in units of the tolerance)" if hostile else ""
     return f" Measured, tolerance {tolerance:g}{units}: " + "; ".join(parts) + "."
 
 
