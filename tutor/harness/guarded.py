@@ -146,6 +146,11 @@ def case_result(name: str, causal: bool, shape: list[int], measured: Measured, t
     )
 
 
+def unwritten_rows(out: torch.Tensor) -> torch.Tensor:
+    """(..., rows) bool: which rows of a poisoned fp16 output still hold the poison somewhere."""
+    return (out.view(torch.int16) == POISON_BITS).any(dim=-1)
+
+
 def unwritten_words(out: torch.Tensor) -> str:
     """Where a (batch, heads, rows, head_dim) output still holds the poison, in words, when
     it is whole (batch, head) slices while every row of the others was written: the grid and
@@ -154,7 +159,7 @@ def unwritten_words(out: torch.Tensor) -> str:
     place; "" for any other pattern (the count says it)."""
     if out.dim() != 4:
         return ""
-    unwritten = (out.view(torch.int16) == POISON_BITS).any(dim=-1)  # (batch, heads, rows)
+    unwritten = unwritten_rows(out)  # (batch, heads, rows)
     whole = unwritten.all(dim=-1)
     if not bool(whole.any()) or bool((unwritten.any(dim=-1) & ~whole).any()):
         return _tail_rows_words(unwritten)

@@ -51,7 +51,7 @@ from tutor.harness.findings import drop_explained_nan, index_runs
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention.cases import block_visit_map, evaluate
-from tutor.harness.problems.attention.reference import score_rounding_allowance
+from tutor.harness.problems.attention.reference import FAR_BELOW, score_rounding_allowance
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 
@@ -224,9 +224,6 @@ def run(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b
     out = shared.returned_tensor(f"{LAUNCHER}() returned", returned, out, tuple(q.shape))
     return SparseLaunch(q=q, k=k, v=v, out=out, guard=guarded.band("output").side("after"), visits=visits,
                         bands=guarded.bands, stray_visits=bool(guarded.band("visit map").changed()))
-
-
-FAR_BELOW = 120.0  # a far_below case's last head: every score (natural units) lies near -120
 
 
 def random_inputs(case: Case, device: str, generator: torch.Generator) -> list[torch.Tensor]:

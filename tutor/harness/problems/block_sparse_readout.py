@@ -21,8 +21,8 @@ from tutor.harness import guarded as shared
 from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
+from tutor.harness.problems.attention.reference import far_below_words
 from tutor.harness.problems.block_sparse import (
-    FAR_BELOW,
     BlockMask,
     Checked,
     build_block_mask,
@@ -218,15 +218,11 @@ def nan_rows(one: Checked) -> Findings:
     return found
 
 
-FAR_BELOW_CAUSE = (" there exp or exp2 of a score minus a maximum far above it (0, for one: a running maximum that"
-                   " does not start at -inf) underflows to 0 for every key")
-
-
 def _empty_rows_unwritten(one: Checked) -> str:
     """Where the unwritten rows are exactly the rows that see no key under the block mask,
     in every head, in words (their output is 0: a store skipped for them leaves the
     poison); "" otherwise."""
-    unwritten = (one.launch.out.view(torch.int16) == shared.POISON_BITS).any(dim=-1).flatten(0, 1)  # (bh, seq)
+    unwritten = shared.unwritten_rows(one.launch.out).flatten(0, 1)  # (bh, seq)
     empty = ~one.bm.allowed().any(dim=-1).to(unwritten.device)
     if not bool(empty.any()) or not bool((unwritten == empty[None, :]).all()):
         return ""
@@ -235,34 +231,37 @@ def _empty_rows_unwritten(one: Checked) -> str:
             f" {index_runs(rows)}), in every head: their output is 0, and it must be stored like any other row's.")
 
 
+def _in_far_head(one: Checked, pairs: torch.Tensor) -> bool:
+    """Are the (head, row) pairs marked in ``pairs`` (bh, seq) some, and all in the last head of
+    a ``far_below`` case, whose every score is near -FAR_BELOW?"""
+    heads = one.case.heads
+    last = torch.arange(pairs.shape[0], device=pairs.device) % heads == heads - 1
+    return one.case.far_below and bool(pairs.any()) and not bool(pairs[~last].any())
+
+
 def _far_below_wrong_words(one: Checked, tolerance: float) -> str:
     """Where every (head, row) pair of a ``far_below`` case that is off by more than the
-    tolerance lies in its last head, whose every score is near -FAR_BELOW: that, with how
-    many of those rows are all 0, in words; "" otherwise."""
-    case = one.case
-    if not case.far_below:
+    tolerance lies in its last head: that, with how many of those rows are all 0; the
+    underflow is named only where every one of them is 0, the outcome it has; "" otherwise."""
+    if not one.case.far_below:
         return ""
     out = one.launch.out.to(torch.float64).flatten(0, 1)  # (bh, seq, d)
-    err = (out - one.expected.to(torch.float64).flatten(0, 1)).abs().amax(dim=-1)  # (bh, seq)
-    off = err > tolerance
-    last = torch.arange(off.shape[0], device=off.device) % case.heads == case.heads - 1
-    if not bool(off.any()) or bool(off[~last].any()):
+    off = (out - one.expected.to(torch.float64).flatten(0, 1)).abs().amax(dim=-1) > tolerance  # (bh, seq)
+    if not _in_far_head(one, off):
         return ""
-    zero = int(((out == 0).all(dim=-1) & off).sum())
-    return (f" In the {case.name} case every row off by more than the tolerance ({int(off.sum())}) lies in head"
-            f" {case.heads - 1}, whose every score lies near -{FAR_BELOW:.0f} ({zero} of those rows are all 0):"
-            + FAR_BELOW_CAUSE + ", and the row's sum is then 0.")
+    n_off, zero = int(off.sum()), int(((out == 0).all(dim=-1) & off).sum())
+    subject = (f"In the {one.case.name} case every row off by more than the tolerance ({n_off}, {zero} of them all"
+               f" 0) lies in head {one.case.heads - 1}")
+    return far_below_words(subject, ", and the row's output is then 0" if zero == n_off else None)
 
 
 def _far_below_words(one: Checked, bad: torch.Tensor) -> str:
-    """Where every NaN (head, row) pair lies in a ``far_below`` case's last head, whose every
-    score is near -FAR_BELOW: what underflows there, in words; "" otherwise."""
-    heads = one.case.heads
-    last = torch.arange(bad.shape[0], device=bad.device) % heads == heads - 1
-    if not one.case.far_below or bool(bad[~last].any()):
+    """Where every NaN (head, row) pair lies in a ``far_below`` case's last head: what
+    underflows there, in words; "" otherwise."""
+    if not _in_far_head(one, bad):
         return ""
-    return (f" Those are all in head {heads - 1} of that case, whose every score lies near -{FAR_BELOW:.0f}:"
-            + FAR_BELOW_CAUSE + ", and the final division is then 0/0.")
+    return far_below_words(f"Those are all in head {one.case.heads - 1} of that case",
+                           ", and the final division is then 0/0")
 
 
 def other_head_words(one: Checked, tolerance: float) -> str:

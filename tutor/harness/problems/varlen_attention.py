@@ -52,7 +52,7 @@ from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Proble
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.attention.readout import one_hot_values
-from tutor.harness.problems.attention.reference import score_rounding_allowance
+from tutor.harness.problems.attention.reference import FAR_BELOW, far_below_words, score_rounding_allowance
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 if TYPE_CHECKING:
@@ -133,7 +133,6 @@ def cases_for(interpreter: bool, block_m: int, block_n: int) -> tuple[Case, ...]
 
 # -- inputs, launches, reference ------------------------------------------------------------
 
-FAR_BELOW = 120.0  # the hostile case's third sequence: its scores (natural units) lie near -120
 
 
 def random_inputs(case: Case, device: str,
@@ -698,7 +697,7 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
     failing = [c for c in checked if not c.result.passed]
     for one in failing:
         if one.result.unwritten:
-            poisoned = (one.launch.out.view(torch.int16) == shared.POISON_BITS).any(dim=-1).any(dim=-1).cpu()
+            poisoned = shared.unwritten_rows(one.launch.out).any(dim=-1).cpu()
             rows = poisoned.nonzero().flatten().tolist()
             seqs = sorted({_seq_of(one.case, r) for r in rows})
             found.say("output-unwritten", f" {len(rows)} packed rows never written, in sequence"
@@ -764,9 +763,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         seqs = sorted({_seq_of(nan_source.case, r) for r in packed})
         far = ""
         if nan_source.case.q_scale > 1 and seqs == [2]:  # only the sequence whose every score is near -120
-            far = (f" Sequence 2 of that case is the one whose every score lies near -{FAR_BELOW:.0f}, where exp"
-                   " or exp2 of a score minus a maximum far above it (0, for one: a running maximum that does not"
-                   " start at -inf) underflows to 0, and the final division is then 0/0.")
+            far = far_below_words("Those rows are all in sequence 2 of that case",
+                                  ", and the final division is then 0/0")
         found.say("nan-in-output", f" {nan_source.result.nonfinite} elements in {len(packed)} packed rows of "
                   f"sequence{'s' * (len(seqs) > 1)} {index_runs(seqs)} (the {nan_source.case.name} case).{far}")
     drop_explained_nan(found)

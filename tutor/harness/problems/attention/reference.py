@@ -15,6 +15,22 @@ import torch
 # (rows, keys) -> bool: may query row r see key c?  Both are index tensors.
 KeyRule = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
+# a hostile case's "far below" rows (drills 08, 09): every score (natural units) near -FAR_BELOW, so
+# exp or exp2 of a score minus a running maximum that started at 0, not -inf, underflows fp32
+FAR_BELOW = 120.0
+
+
+def far_below_words(subject: str, then: str | None = "") -> str:
+    """Rows whose every score lies near -FAR_BELOW, named by ``subject`` (e.g. "Those rows are
+    all in sequence 2 of that case"), and what underflows there, followed by ``then`` (what
+    the row's output becomes, e.g. ", and the final division is then 0/0"); with ``then``
+    None, only where they are (the measurement does not show the underflow's outcome)."""
+    where = f" {subject}, whose every score lies near -{FAR_BELOW:.0f}"
+    if then is None:
+        return where + "."
+    return (where + ": there exp or exp2 of a score minus a maximum far above it (0, for one: a running maximum"
+            f" that does not start at -inf) underflows to 0 for every key{then}.")
+
 
 def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     """softmax(q k^T / sqrt(d)) v in float64, causal or full."""
