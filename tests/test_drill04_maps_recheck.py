@@ -47,6 +47,9 @@ def test_a_case_wrong_only_with_maps_is_judged_without_them(tmp_path):
     assert rechecked.with_maps_err["dk"] is not None and rechecked.with_maps_err["dk"] > DRILL.tolerance
     assert rechecked.per_grad_err["dk"] is not None and rechecked.per_grad_err["dk"] <= DRILL.tolerance
     assert int(rechecked.dkdv_visits.sum()) > 0  # the map shown is the launch with maps' own
+    # and so are its guard bands (a store past a map's end is read from the launch that wrote the map)
+    assert rechecked.guarded is not None
+    assert rechecked.guarded.band("dK/dV visit map").view.data_ptr() == rechecked.dkdv_visits.data_ptr()
     words = bwd._with_maps_words([rechecked], DRILL.tolerance)
     assert "the default case (shape 1x1x40x16, full): with maps dK off by up to" in words
     assert "dQ" not in words and "dV" not in words  # only the gradient the maps changed
