@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from tutor.authoring.student_kernels import all_mistakes, materialise  # noqa: E402
 from tutor.catalog import all_drills  # noqa: E402
-from tutor.harness.result import MAYBE, codes_match  # noqa: E402
+from tutor.harness.result import code_name, codes_match  # noqa: E402
 from tutor.loop.runner import CheckRunner  # noqa: E402
 
 
@@ -98,7 +98,7 @@ def main() -> int:
             wall = time.perf_counter() - start
             rel = Path(rel).name if rel.startswith("/") else rel
             rows.append((rel, result, wall, expected))
-            said = ",".join(result.codes_said([c.removesuffix(MAYBE) for c in expected.split(",")]))
+            said = ",".join(result.codes_said([code_name(c) for c in expected.split(",")]))
             print(f"{rel}: {result.outcome}, codes [{said}], expected {expected}"
                   f"{'' if agrees(expected, result) else '   <-- NOT what it must'} ({wall:.1f} s)", flush=True)
             if not agrees(expected, result):  # what a reader needs to see why, from this log alone

@@ -9,7 +9,7 @@ from helpers_harness import check_files
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
-from tutor.harness.result import CheckResult
+from tutor.harness.result import CheckResult, code_name
 
 
 def entries(drill: str) -> dict[str, mistakes.Mistake]:
@@ -31,7 +31,7 @@ def assert_covers(found: dict[str, mistakes.Mistake], correct_variants: set[str]
     for stem, m in found.items():
         assert all(code in get_drill(m.drill).diagnoses for code in m.codes), stem
         assert m.passes or m.codes, f"{stem}: a wrong kernel must name its diagnosis"
-        gpu = [c.removesuffix("?") for c in (m.gpu_codes or ()) if not c.startswith("error:")]
+        gpu = [code_name(c) for c in (m.gpu_codes or ()) if not c.startswith("error:")]
         assert all(code in get_drill(m.drill).diagnoses for code in gpu), stem
 
 

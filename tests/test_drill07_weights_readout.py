@@ -17,6 +17,7 @@ from tutor.catalog import get_drill
 from tutor.harness.device import select_device
 from tutor.harness.problems import paged_decode as paged
 from tutor.harness.problems import paged_diagnose, paged_weights
+from tutor.harness.result import code_name
 
 DRILL = get_drill("07")
 ENTRIES = {e.name: e for e in mistakes.load(DRILL)}
@@ -57,7 +58,7 @@ def test_every_pool_row_has_one_class_and_held_rows_their_position():
 def on_gpu(entry: mistakes.Mistake) -> tuple[str, ...]:
     """What a compiled (GPU) check must (or, for a code written "code?", may) say: the entry's
     gpu_codes where it has them."""
-    return entry.codes if entry.gpu_codes is None else tuple(c.removesuffix("?") for c in entry.gpu_codes)
+    return entry.codes if entry.gpu_codes is None else tuple(code_name(c) for c in entry.gpu_codes)
 
 
 def read_out(entry: mistakes.Mistake) -> list[str]:

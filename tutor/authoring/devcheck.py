@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from tutor.authoring import student_kernels as mistakes_mod
 from tutor.catalog import DRILL_KINDS, SEVERITIES, Drill, UnknownDrill, drill_tomls, read_drill
+from tutor.harness.result import code_name, codes_match  # no torch: the result's plain dataclasses
 from tutor.paths import CONTENT_ROOT_ENV, content_root
 
 if TYPE_CHECKING:
@@ -324,7 +325,7 @@ def _gpu_codes(fixture: _Fixture) -> tuple[str, ...]:
     """The codes a fixture documents for a compiled GPU check (none where it has no ``gpu_codes``)."""
     if fixture.mistake is None or fixture.mistake.gpu_codes is None:
         return ()
-    return tuple(c.removesuffix("?") for c in fixture.mistake.gpu_codes)
+    return tuple(code_name(c) for c in fixture.mistake.gpu_codes)
 
 
 def _coverage_rows(drill: Drill, toml: Path, root: Path, fixtures: list[_Fixture],
@@ -416,8 +417,6 @@ def matches(result: CheckResult, passes: bool, codes: tuple[str, ...]) -> bool:
     """Did a check say exactly this?  Info-level codes not listed in ``codes`` are ignored."""
     if result.error is not None or result.passed != passes:
         return False
-    from tutor.harness.result import codes_match
-
     return codes_match(result.diagnosis, codes)
 
 

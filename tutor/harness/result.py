@@ -394,11 +394,16 @@ def codes_said(diagnosis: list[Diagnosis], listed: tuple[str, ...] | list[str] =
 MAYBE = "?"  # a documented code ending in it: one the random inputs decide (said or not, in its place)
 
 
+def code_name(documented: str) -> str:
+    """A documented code as the check says it: ``"nan-in-output?"`` -> ``"nan-in-output"``."""
+    return documented.removesuffix(MAYBE)
+
+
 def codes_match(diagnosis: list[Diagnosis], documented: tuple[str, ...] | list[str]) -> bool:
     """Does a diagnosis say exactly the documented codes, in their order (:func:`codes_said`)?
     A code written ``"nan-in-output?"`` may be said or not: a mistake whose NaN depends on
     the check's random lengths (measured so, and documented beside the entry)."""
-    listed = [c.removesuffix(MAYBE) for c in documented]
+    listed = [code_name(c) for c in documented]
     said = codes_said(diagnosis, listed)
     optional = [i for i, c in enumerate(documented) if c.endswith(MAYBE)]
     for keep in itertools.product((True, False), repeat=len(optional)):
