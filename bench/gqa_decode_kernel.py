@@ -19,12 +19,33 @@ and ``tests/test_gqa_decode_kernel.py`` checks it under the interpreter.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
 import torch
 import triton
 import triton.language as tl
 
+
+def _drill05_fast() -> ModuleType:
+    """solutions/05_split_kv_decode_fast.py, whose merge kernel and split count this file uses
+    (registered under its stem, as Triton's JIT wants its functions' module importable)."""
+    path = Path(__file__).resolve().parent.parent / "solutions" / "05_split_kv_decode_fast.py"
+    if path.stem in sys.modules:
+        return sys.modules[path.stem]
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+FAST = _drill05_fast()
 BLOCK_N = 64  # positions per step off a GPU (on one, autotuned)
-TILE_MULTIPLE = 128  # the largest tile a configuration uses: slices are a multiple of it
+TILE_MULTIPLE = FAST.TILE_MULTIPLE  # the largest tile a configuration uses: slices are a multiple of it
 MIN_DOT_ROWS = 16  # tl.dot needs at least 16 rows: a group of fewer query heads is padded with masked rows
 
 
@@ -91,39 +112,6 @@ _CONFIGS = [triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=s)
 _gqa_split_tuned = triton.autotune(configs=_CONFIGS, key=["HEAD_DIM", "MAX_LEN", "NUM_SPLITS", "GROUP"])(_gqa_split)
 
 
-@triton.jit
-def _merge(
-    MidM, MidL, MidO, Out,
-    HEAD_DIM: tl.constexpr,
-    NUM_SPLITS: tl.constexpr,
-    SPLITS_POW2: tl.constexpr,
-):
-    # drill 05's exact merge: every slice brought to the largest maximum, one program per query head
-    off_bh = tl.program_id(0)
-    offs_s = tl.arange(0, SPLITS_POW2)
-    offs_d = tl.arange(0, HEAD_DIM)
-    s_ok = offs_s < NUM_SPLITS
-    state = off_bh * NUM_SPLITS + offs_s
-    m = tl.load(MidM + state, mask=s_ok, other=float("-inf"))
-    sums = tl.load(MidL + state, mask=s_ok, other=0.0)
-    o = tl.load(MidO + state[:, None] * HEAD_DIM + offs_d[None, :], mask=s_ok[:, None], other=0.0)
-    m_max = tl.max(m, 0)
-    w = tl.exp2(m - m_max)  # an empty slice (m = -inf) weighs 0
-    acc = tl.sum(o * w[:, None], 0) / tl.sum(sums * w, 0)
-    tl.store(Out + off_bh * HEAD_DIM + offs_d, acc.to(Out.dtype.element_ty))
-
-
-def split_count(batch: int, kv_heads: int, max_len: int, device: torch.device | str) -> int:
-    """About four programs per SM (``batch * kv_heads * splits``), no slice shorter than two
-    of the largest tiles, at most 32; 4 off a GPU."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        return 4
-    sms = torch.cuda.get_device_properties(device).multi_processor_count
-    most = max(1, max_len // (2 * TILE_MULTIPLE))
-    return max(1, min(most, 32, triton.cdiv(4 * sms, batch * kv_heads)))
-
-
 def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lengths: torch.Tensor,
               num_splits: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """One decode step with grouped K/V heads: ``out[b, h] = softmax(q[b, h] K[b, h // G, :len]^T
@@ -133,6 +121,7 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, len
     if heads % kv_heads:
         raise ValueError(f"{heads} query heads do not split into groups over {kv_heads} K/V heads")
     group = heads // kv_heads
+    # drill 05's split count, for batch * kv_heads programs a slice: about four per SM
     num_splits = num_splits or split_count(batch, kv_heads, max_len, q.device)
     q, k_cache, v_cache = q.contiguous(), k_cache.contiguous(), v_cache.contiguous()
     lengths = lengths.to(device=q.device, dtype=torch.int32).contiguous()
@@ -150,6 +139,13 @@ def attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, len
         _gqa_split_tuned[grid](*args, **shape)
     else:
         _gqa_split[grid](*args, **shape, BLOCK_N=BLOCK_N)
-    _merge[(batch * heads,)](mid_m, mid_l, mid_o, out, HEAD_DIM=head_dim, NUM_SPLITS=num_splits,
-                             SPLITS_POW2=max(2, triton.next_power_of_2(num_splits)))
+    # drill 05's exact merge, one program per query head (the states are stored per query head)
+    FAST._decode_combine[(batch * heads,)](mid_m, mid_l, mid_o, out, HEAD_DIM=head_dim, NUM_SPLITS=num_splits,
+                                           SPLITS_POW2=max(2, triton.next_power_of_2(num_splits)))
     return out
+
+
+def split_count(batch: int, kv_heads: int, max_len: int, device: torch.device | str) -> int:
+    """Drill 05's split count (``05_split_kv_decode_fast.split_count``) for ``batch * kv_heads``
+    programs a slice: about four programs per SM, slices of two tiles or more, at most 32."""
+    return int(FAST.split_count(batch, kv_heads, max_len, device))

@@ -27,7 +27,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKED = ROOT / "bench" / "gqa_decode_kernel.py"
-PER_HEAD = ROOT / "solutions" / "05_split_kv_decode_fast.py"
 # batch, query heads, K/V heads, cache length, head_dim
 GPU_SHAPES = [(b, 32, kvh, n, 128) for b in (8, 32) for kvh in (8, 4) for n in (4096, 16384)]
 CPU_SHAPES = [(2, 8, 2, 128, 32)]
@@ -50,7 +49,8 @@ def main() -> int:
 
     sys.path.insert(0, str(ROOT))
     device = "cpu" if interpreter else "cuda"
-    packed, per_head = load(PACKED), load(PER_HEAD)
+    packed = load(PACKED)
+    per_head = packed.FAST  # solutions/05_split_kv_decode_fast.py, loaded once by the packed kernel's file
     gpu = "CPU (Triton interpreter: timings relative only)" if interpreter else torch.cuda.get_device_name(0)
     header = f"device: {gpu}; torch {torch.__version__}; triton {triton.__version__}; python {platform.python_version()}"
     print(header, flush=True)
