@@ -337,19 +337,18 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
              rerun_of: Callable[[Launch], apart.Rerun] | None = None) -> list[Diagnosis]:
     failing = [x for x in launches if not _result(x).passed]
     codes = state_findings(failing, rerun_of)
-    if codes:
-        # the merge combined slice states the split never wrote: what a read-out through the
-        # output measures is those values, not which positions the split's loads reached
-        # (counted loads, where the interpreter has them, still are)
-        relaunch = None
-    reads = read_findings(launches, bool(failing), relaunch)
+    # where the merge combined slice states the split never wrote, a read-out through the output
+    # measures those values, not which positions the split's loads reached (counted loads, where
+    # the interpreter has them, still do): no read-out then
+    readout = None if codes else relaunch
+    reads = read_findings(launches, bool(failing), readout)
     codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice))
     heads = head_findings(failing, tolerance)
     if "heads-mixed" in heads:
         codes.say("heads-mixed", heads["heads-mixed"])
     elif "wrong-output" in heads:
         clean = [x for x in failing if _result(x).written_and_finite]
-        softmax, hot = paged_weights.softmax_reading(clean[0], relaunch) if clean and relaunch is not None \
+        softmax, hot = paged_weights.softmax_reading(clean[0], readout) if clean and readout is not None \
             else ("", False)
         slices = _one_slice_words(clean[0], tolerance, one_slice) if clean and not hot else ""
         codes.say("wrong-temperature" if hot else "wrong-output", heads["wrong-output"] + softmax + slices)
