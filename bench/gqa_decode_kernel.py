@@ -19,31 +19,19 @@ and ``tests/test_gqa_decode_kernel.py`` checks it under the interpreter.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import torch
 import triton
 import triton.language as tl
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: the shared parts
+from bench_common import load
 
-def _drill05_fast() -> ModuleType:
-    """solutions/05_split_kv_decode_fast.py, whose merge kernel and split count this file uses
-    (registered under its stem, as Triton's JIT wants its functions' module importable)."""
-    path = Path(__file__).resolve().parent.parent / "solutions" / "05_split_kv_decode_fast.py"
-    if path.stem in sys.modules:
-        return sys.modules[path.stem]
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-FAST = _drill05_fast()
+# solutions/05_split_kv_decode_fast.py, whose merge kernel and split count this file uses (loaded once)
+_FAST_PATH = Path(__file__).resolve().parent.parent / "solutions" / "05_split_kv_decode_fast.py"
+FAST = sys.modules.get(_FAST_PATH.stem) or load(_FAST_PATH)
 BLOCK_N = 64  # positions per step off a GPU (on one, autotuned)
 TILE_MULTIPLE = FAST.TILE_MULTIPLE  # the largest tile a configuration uses: slices are a multiple of it
 MIN_DOT_ROWS = 16  # tl.dot needs at least 16 rows: a group of fewer query heads is padded with masked rows
