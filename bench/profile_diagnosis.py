@@ -5,7 +5,7 @@
 For each drill, its student-like mistakes on the solution that FAIL (the first
 ``--per-drill`` of them) are checked in this process: the verdict phase, then
 the diagnosis phase under cProfile, twice (the first one pays first-use costs,
-the second is reported).  Prints each diagnosis's seconds, launches and compiles
+the second is reported; ``--first``: the first).  Prints each diagnosis's seconds, launches and compiles
 (``CheckResult.costs``) and the functions of tutor/ that took the most of it.
 """
 
@@ -28,6 +28,10 @@ def main() -> int:
     parser.add_argument("--drills", nargs="+", default=["01", "02", "04", "05", "06"])
     parser.add_argument("--per-drill", type=int, default=2)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--only", nargs="+", help="these mistakes only (their names)")
+    parser.add_argument("--first", action="store_true",
+                        help="profile the first diagnosis in this process (what a save's fresh worker pays) "
+                             "instead of the second")
     args = parser.parse_args()
 
     from tutor.harness.device import select_device
@@ -44,7 +48,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="flashtutor-profile-") as tmp:
         for drill_id in args.drills:
             drill = get_drill(drill_id)
-            failing = [m for m in load(drill) if m.base == "solution" and not m.passes][: args.per_drill]
+            failing = [m for m in load(drill) if m.base == "solution" and not m.passes
+                       and (not args.only or m.name in args.only)][: args.per_drill]
             for mistake in failing:
                 path = Path(tmp) / f"{drill_id}_{mistake.name}.py"
                 path.write_text(mistake.text(drill), encoding="utf-8")
@@ -53,7 +58,7 @@ def main() -> int:
                 first_s = 0.0
                 for attempt in range(2):
                     result, state = run_verdict(job, dev)
-                    if attempt == 1:
+                    if attempt == (0 if args.first else 1):
                         profile.enable()
                     run_diagnosis(job, dev, result, state)
                     profile.disable()

@@ -46,6 +46,7 @@ from tutor.catalog import Drill
 from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
+from tutor.harness import launch as launching
 from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
@@ -426,40 +427,50 @@ class RowRead:
 
 
 def read_rows(w: torch.Tensor, case: Case) -> RowRead:
-    seq_of_key = torch.zeros(case.cu_k[-1], dtype=torch.long)
+    """Each (head, row)'s measured weights against its sequence's keys and diagonal, in
+    order of sequence, head and row.  Whole tensors a sequence at a time: a row-by-row
+    loop took 8.3 s on the GPU's cases (H100, run 24); only rows that show something
+    (NaN, another sequence's keys, a missed key, a key past the diagonal) are listed."""
+    total_k = case.cu_k[-1]
+    seq_of_key = torch.zeros(total_k, dtype=torch.long)
     for b in range(len(case.seqs)):
         seq_of_key[case.cu_k[b]:case.cu_k[b + 1]] = b
     read = RowRead({}, {}, 0, [], [], {}, [])
-    given = (w.nan_to_num(nan=0.0) > 0).cpu()
-    finite = torch.isfinite(w).all(dim=-1).cpu()
+    given = (w.nan_to_num(nan=0.0) > 0).cpu()  # (H, total_q, total_k): the keys each row weighs
+    finite = torch.isfinite(w).all(dim=-1).cpu()  # (H, total_q): rows whose read-out is defined
     for b, (nq, nk) in enumerate(case.seqs):
-        k0, k1 = case.cu_k[b], case.cu_k[b + 1]
+        k0, k1, q0 = case.cu_k[b], case.cu_k[b + 1], case.cu_q[b]
+        rows = given[:, q0:q0 + nq]  # (H, nq, total_k)
+        fin = finite[:, q0:q0 + nq]
+        own = rows[..., k0:k1]  # (H, nq, nk)
+        outside = rows.clone()
+        outside[..., k0:k1] = False
+        outside &= fin[..., None]
+        keys = torch.arange(nk)
+        diag = torch.arange(nq) + nk - nq  # each row's last visible key, i + Nk - Nq
+        has_own = own.any(dim=-1)
+        last_own = torch.where(own, keys, -1).amax(dim=-1)  # (H, nq): the last key the row weighs
+        missed = ~own & (keys[None, :] <= diag[:, None]) & fin[..., None]  # keys it must see, unweighed
+        after = (own & (keys[None, :] > diag[:, None])).sum(dim=-1) * fin  # keys past its diagonal
+        nan_count = int((~fin).sum())
+        if nan_count:
+            read.nan_rows[b] = nan_count
+        read.other_rows += int(outside.any(dim=-1).sum())
+        for key in outside.any(dim=1).any(dim=0).nonzero().flatten().tolist():
+            read.other.setdefault((b, int(seq_of_key[key])), set()).add(key)
+        read.shifts.setdefault(b, set()).update((last_own - diag)[fin & has_own].tolist())
+        if not read.shifts[b]:
+            del read.shifts[b]
         for h in range(case.heads):
-            for i in range(nq):
-                p = case.cu_q[b] + i
-                if not bool(finite[h, p]):
-                    read.nan_rows[b] = read.nan_rows.get(b, 0) + 1
-                    read.empty.append((b, i))
-                    continue
-                row = given[h, p]
-                outside = row.clone()
-                outside[k0:k1] = False
-                if bool(outside.any()):
-                    read.other_rows += 1
-                    for key in outside.nonzero().flatten().tolist():
-                        read.other.setdefault((b, int(seq_of_key[key])), set()).add(key)
-                own = row[k0:k1].nonzero().flatten()
-                diag = i + nk - nq
-                if len(own):  # the last key the row weighs, against its diagonal (clamped at the sequence's end)
-                    read.shifts.setdefault(b, set()).add(int(own[-1]) - diag)
-                else:
-                    read.empty.append((b, i))
-                missed = (~row[k0:k0 + diag + 1]).nonzero().flatten().tolist()  # keys it must see, unweighed
-                if missed:
-                    read.missed.append((b, i, missed))
-                after = int((own > diag).sum())
-                if after:
-                    read.future.append((b, i, after))
+            read.empty.extend((b, i) for i in (~(fin[h] & has_own[h])).nonzero().flatten().tolist())
+            missed_rows = missed[h].any(dim=-1)
+            if bool(missed_rows.any()):
+                where = missed[h].nonzero()  # (row, key) pairs in row order
+                per_row = torch.bincount(where[:, 0], minlength=nq)[missed_rows].tolist()
+                for i, part in zip(missed_rows.nonzero().flatten().tolist(),
+                                   torch.split(where[:, 1], per_row), strict=True):
+                    read.missed.append((b, i, part.tolist()))
+            read.future.extend((b, i, int(after[h, i])) for i in after[h].nonzero().flatten().tolist())
     return read
 
 
@@ -805,7 +816,10 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
     sequences padded to a batch, with a mask that is the offset causal one inside each
     sequence and excludes the padding (``baselines.padded_sdpa``)."""
     case = cases_for(True, 32, 32)[0] if interpreter else GPU_TIMING
-    q, k, v = random_inputs(case, device, generator)
+    # drawn on the device (nothing compares these values): at the GPU's timing shape a CPU
+    # draw and its copy took about 1.1 s of the performance phase (H100, run 24)
+    q, k, v = launching.timing_tensors([(case.cu_q[-1], case.heads, case.head_dim),
+                                        *[(case.cu_k[-1], case.heads, case.head_dim)] * 2], device, generator)
     out = torch.empty_like(q)
     cu_q = torch.tensor(case.cu_q, dtype=torch.int32, device=device)
     cu_k = torch.tensor(case.cu_k, dtype=torch.int32, device=device)
