@@ -98,6 +98,7 @@ class VerdictState:
     generator: torch.Generator
     visits_by_mode: dict[str, VisitMap]  # the default shape's counted maps
     diagnose: Callable[[], Diagnosed] | None = None  # the diagnosis still to run (a failing kernel's)
+    diagnosis_variants: Callable[[], list[Callable[[], object]]] | None = None  # Correctness.diagnosis_variants
 
 
 def _read(path: Path) -> bytes | None:
@@ -159,7 +160,7 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
             with tracing_reads(dev.interpreter):
                 _take_diagnosis(result, found.diagnose())
         else:
-            state.diagnose = found.diagnose
+            state.diagnose, state.diagnosis_variants = found.diagnose, found.diagnosis_variants
             result.diagnosis_phase = DiagnosisPhase("pending")
     except LoadFailed as failed:
         result.error = failed.error
@@ -195,6 +196,8 @@ def run_diagnosis(job: CheckJob, dev: Device, result: CheckResult, state: Verdic
     started = time.perf_counter()
     meter = cost.Meter(dev.interpreter)
     try:
+        if state.diagnosis_variants is not None and parallel_compile(dev):
+            _compile_diagnosis_variants(state.diagnosis_variants)
         with tracing_reads(dev.interpreter):
             _take_diagnosis(result, state.diagnose())
         result.diagnosis_phase = DiagnosisPhase("done")
@@ -205,6 +208,18 @@ def run_diagnosis(job: CheckJob, dev: Device, result: CheckResult, state: Verdic
     result.diagnosis_phase.duration_s = time.perf_counter() - started
     result.costs["diagnosis"] = meter.cost()
     return result
+
+
+def _compile_diagnosis_variants(variants: Callable[[], list[Callable[[], object]]]) -> None:
+    """The diagnosis's own variants compiled at once, not one after another as its probes
+    meet them.  Only a head start: whatever goes wrong here is the probe's own launch's to
+    report, inside the diagnosis."""
+    try:
+        compile_concurrently(variants())
+    except cost.LaunchAborted:
+        raise
+    except Exception:  # noqa: BLE001 - see above
+        pass
 
 
 def _counted_modes(state: VerdictState) -> list[str]:
@@ -268,8 +283,12 @@ def _compile_timed_concurrently(state: VerdictState, timed: TimedLaunches) -> di
     compiled at once (:func:`compile_concurrently`); then the counting launches
     run, from their cache; returns the roofline's counted maps."""
     modes = _counted_modes(state)
-    compile_concurrently([*(functools.partial(_timing_map, state, timed, mode) for mode in modes),
-                          *timed.student.values()])
+    counting: list[Callable[[], object]] = [functools.partial(_timing_map, state, timed, mode) for mode in modes]
+    problem = state.problem
+    if problem is not None and problem.timing_work is not None and state.module is not None:  # its own counting launch
+        # (drill 08's): compiled here too, not on its own in the roofline (0.45-0.97 s, H100, run 24)
+        counting.append(functools.partial(problem.timing_work, state.drill, state.module, timed))
+    compile_concurrently([*counting, *timed.student.values()])
     return {mode: _timing_map(state, timed, mode) for mode in modes}
 
 

@@ -67,6 +67,9 @@ class Correctness:
     cases: list[CaseResult]
     shape: list[int]  # the default case's shape, as reported
     diagnose: Callable[[], Diagnosed]  # the diagnosis phase, over these launches
+    # launches of the variants the diagnosis will compile beyond the verdict's own (drill 07's
+    # num_splits=1 run), for the check to compile at once before it on a GPU; None: none
+    diagnosis_variants: Callable[[], list[Callable[[], object]]] | None = None
     visits: list[VisitMap] = field(default_factory=list)  # the first one is headlined
     # the default shape's full launch, where the drill also runs a causal one: its
     # visited blocks against the causal map's are the counted work ratio

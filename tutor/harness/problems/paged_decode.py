@@ -44,6 +44,7 @@ from tutor.catalog import Drill
 from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
+from tutor.harness import launch as launching
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches, paged_reads
 from tutor.harness.problems import split_kv_readout as apart
@@ -132,24 +133,48 @@ def pages_needed(length: int, page_size: int) -> int:
     return -(-length // page_size)
 
 
-def make_inputs(case: Case, device: str, generator: torch.Generator) -> Paged:
-    """A scrambled pool: the listed pages, one poisoned page per sequence (named by its
-    table past its last page), two spare poisoned pages; positions past a length poisoned."""
-    b, h, kvh, ps, d = case.batch, case.heads, case.kv_heads, case.page_size, case.head_dim
-    needed = [pages_needed(n, ps) for n in case.lengths]
+def page_layout(case: Case, generator: torch.Generator) -> tuple[torch.Tensor, list[tuple[int, int]]]:
+    """The scrambled pool's block table (int32, CPU) and each page's owner (:class:`Paged`):
+    each sequence's pages in a random order, then its poisoned page, two spares in no table."""
+    needed = [pages_needed(n, case.page_size) for n in case.lengths]
     max_pages = max(needed) + 1
-    num_pages = sum(needed) + b + SPARE_PAGES
+    num_pages = sum(needed) + case.batch + SPARE_PAGES
     perm = torch.randperm(num_pages, generator=generator).tolist()
     owner: list[tuple[int, int]] = [(-1, -1)] * num_pages
-    table = torch.empty((b, max_pages), dtype=torch.int32)
+    rows = []
     i = 0
-    for s in range(b):
+    for s in range(case.batch):
+        row = []
         for j in range(max_pages):
             if j <= needed[s]:  # the pages it holds, then its poisoned one
                 page = perm[i]
                 i += 1
                 owner[page] = (s, j if j < needed[s] else -1)
-            table[s, j] = page  # columns past the poisoned one repeat it
+            row.append(page)  # columns past the poisoned one repeat it
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.int32), owner
+
+
+def timing_inputs(case: Case, device: str, generator: torch.Generator) -> Paged:
+    """The timed launch's inputs: a pool and tables laid out as :func:`make_inputs` lays
+    them, its values drawn on the device itself (``launching.timing_tensors``) and nothing
+    poisoned: only a kernel that passed is timed, and only the timed launch's own check
+    (``verify``) compares these values.  At the GPU's timing shape a CPU draw and its copy
+    took about 1.2 s of the performance phase (H100, run 24)."""
+    table, owner = page_layout(case, generator)
+    pages = (len(owner), case.kv_heads, case.page_size, case.head_dim)
+    q, k, v = launching.timing_tensors([(case.batch, case.heads, case.head_dim), pages, pages], device, generator)
+    return Paged(q * case.score_std, k, v, table.to(device),
+                 torch.tensor(case.lengths, dtype=torch.int32, device=device), owner)
+
+
+def make_inputs(case: Case, device: str, generator: torch.Generator) -> Paged:
+    """A scrambled pool: the listed pages, one poisoned page per sequence (named by its
+    table past its last page), two spare poisoned pages; positions past a length poisoned."""
+    b, h, kvh, ps, d = case.batch, case.heads, case.kv_heads, case.page_size, case.head_dim
+    table, owner = page_layout(case, generator)
+    num_pages = len(owner)
+    needed = [pages_needed(n, ps) for n in case.lengths]
     std = case.score_std  # q.k / sqrt(d) of unit keys then has about this standard deviation
     q = torch.randn((b, h, d), generator=generator) * std
     k = torch.randn((num_pages, kvh, ps, d), generator=generator)
@@ -347,8 +372,18 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
         return Diagnosed(diagnosis=paged_diagnose.diagnose(drill, launches, drill.tolerance, relaunch,
                                                            one_slice(module, device), rerecorder(module, device)))
 
+    def diagnosis_variants() -> list[Callable[[], object]]:
+        """The num_splits=1 runs the diagnosis may make (``one_slice``: a variant of its own,
+        two compiles, 1.2 s one after the other in run 24 on the H100): the first failing case's
+        and the first written, finite failing one's."""
+        failing = [x for x in launches if x.result is not None and not x.result.passed]
+        clean = [x for x in failing if x.result is not None and x.result.written_and_finite]
+        again = one_slice(module, device)
+        picked = failing[:1] + [x for x in clean[:1] if x is not failing[0]]
+        return [functools.partial(again, x) for x in picked]
+
     return Correctness(cases=[x.result for x in launches if x.result is not None],
-                       shape=list(launches[0].case.shape), diagnose=diagnose)
+                       shape=list(launches[0].case.shape), diagnose=diagnose, diagnosis_variants=diagnosis_variants)
 
 
 def compile_warmups(drill: Drill, module: ModuleType, device: str) -> list[Callable[[], object]]:
@@ -363,7 +398,7 @@ def timing_launches(drill: Drill, module: ModuleType, interpreter: bool, device:
     cache gathered into contiguous (batch, kv_heads, length, D) tensors beforehand."""
     batch, heads, kv_heads, page_size, length, head_dim = CPU_TIMING if interpreter else GPU_TIMING
     case = Case("timing", heads, kv_heads, page_size, head_dim, (length,) * batch)
-    p = make_inputs(case, device, generator)
+    p = timing_inputs(case, device, generator)
     k, v = gathered(p, case)
     k, v = k.contiguous(), v.contiguous()
     out = torch.empty_like(p.q)
