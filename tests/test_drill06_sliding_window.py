@@ -241,3 +241,21 @@ def test_the_weight_readout_is_the_kernels_window(tmp_path, name, shift):
         assert support == list(range(first, r + 1)), r
         assert float(weights[0, r].sum()) == pytest.approx(1.0, abs=5e-3)
     assert visits[0].tolist() == [[1, 0, 0], [1, 1, 0], [0, 1, 1]]
+
+
+@pytest.mark.parametrize("mask", ["none", "far side only"])
+def test_a_mask_that_removes_nothing_is_said_only_where_every_visited_key_is_weighed(mask):
+    """Weights spread over every key of the blocks the window's loop visits (a mask whose
+    sides are joined with |, blind round 9 w15) read as "removes no key at all"; weights
+    whose far side is masked (only the causal side dropped) do not."""
+    seq, window, bm, bn = 140, 48, 64, 64
+    visits = torch.tensor(blocks_needed(seq, window, bm, bn), dtype=torch.int32)[None]  # (1, n_m, n_n)
+    rows, cols = torch.arange(seq)[:, None], torch.arange(seq)[None, :]
+    in_blocks = visits[0][rows // bm, cols // bn] != 0
+    seen = in_blocks if mask == "none" else in_blocks & (cols > rows - window)
+    weights = (seen / seen.sum(dim=-1, keepdim=True)).double()[None]
+    case = swa.Case("default", 1, 1, 1, seq, 64, window)
+    found = {f.code: f.detail for f in swa.read_window(weights, visits, case, bm, bn)}
+    assert "future-keys-seen" in found
+    assert ("removes no key at all" in found["future-keys-seen"]) == (mask == "none")
+    assert ("keys before its window too" in found["future-keys-seen"]) == (mask == "none")

@@ -369,6 +369,14 @@ def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int
     return (first_block[:, rows] * block_n).clamp(max=seq)
 
 
+def visited_keys(visits: torch.Tensor, block_m: int, block_n: int, seq: int) -> torch.Tensor:
+    """(batch*H, seq, seq): whether each row's query block visited the K/V block of each key."""
+    n_m, n_n = visits.shape[1], visits.shape[2]
+    rows = (torch.arange(seq, device=visits.device) // block_m).clamp(max=n_m - 1)
+    blocks = (torch.arange(seq, device=visits.device) // block_n).clamp(max=n_n - 1)
+    return visits[:, rows][:, :, blocks] != 0
+
+
 def _span(indices: list[int], noun: str = "key") -> str:
     """ "key 4", "keys 3..10", "rows 0..2, 9" (:func:`tutor.harness.findings.index_runs`)."""
     return f"{noun}{'s' if len(indices) > 1 else ''} {index_runs(indices)}"
@@ -429,6 +437,14 @@ def read_window(
                f"the causal side is {most} key{'s' if most > 1 else ''} late."
                if bool((ahead == reach)[exists].all()) else
                f" The furthest any row looks ahead is {most} key{'s' if most > 1 else ''}.")
+        # every key of every visited block weighed, before the window as well where there are such keys
+        # (blind round 9, w15: the two sides joined with |): no key removed at all
+        in_blocks = visited_keys(visits, block_m, block_n, seq)
+        if in_blocks.shape == seen.shape and bool((seen == in_blocks)[finite].all()):
+            older = " - keys before its window too -" if bool((seen & ~allowed & (cols <= rows)).any()) else ""
+            how += (f" Every row weighs every key of each K/V block it visits{older} and nothing else: the mask "
+                    "removes no key at all: check that it is applied to the scores, and that its two sides are joined "
+                    "with & (both must hold).")
         findings.append(WindowFinding("future-keys-seen", f" Row {r} puts {share:.2f} of its weight on "
                                       f"{_span(keys)}, after it.{how}"))
 
