@@ -92,3 +92,15 @@ def test_a_head_dim_128_case_runs_on_a_gpu_only():
     # and one CPU case at another head_dim than 64: a kernel that writes 64 for HEAD_DIM fails there
     assert {c.head_dim for c in swa.CPU_CASES} == {32, 64}
     assert [c.head_dim for c in swa.cases_for(False)] == [c.head_dim for c in swa.GPU_CASES]
+
+
+def test_a_query_read_from_another_head_is_named_by_its_head(tmp_path):
+    """q loaded at the K/V head's base (blind round 9, w71): query head h reads head h // G's
+    query, with its own K/V; the weights show no wrong key, so the head swap is the finding."""
+    module = _load(tmp_path, "q_base_from_kv_base")
+    case = swa.Case("t", 1, 4, 2, 40, 64, 16)
+    q, k, v = swa.random_inputs(case, "cpu", torch.Generator().manual_seed(7))
+    launch = swa.run(module, q, k, v, case.window)
+    checked = swa.Checked(case, None, launch, swa.window_reference(q, k, v, case.window))
+    words = swa._other_head_words(checked, DRILL.tolerance)
+    assert "another head's query and its own K/V (head 1: head 0's; head 2: head 1's; head 3: head 1's)" in words

@@ -259,3 +259,46 @@ def test_a_mask_that_removes_nothing_is_said_only_where_every_visited_key_is_wei
     assert "future-keys-seen" in found
     assert ("removes no key at all" in found["future-keys-seen"]) == (mask == "none")
     assert ("keys before its window too" in found["future-keys-seen"]) == (mask == "none")
+
+
+def _weights_of(seen: torch.Tensor) -> torch.Tensor:
+    """Uniform weights over ``seen`` (rows with no key: NaN, as 0/0 gives), (1, seq, seq) float64."""
+    return (seen / seen.sum(dim=-1, keepdim=True)).double()[None]
+
+
+@pytest.mark.parametrize("sides", ["far", "causal and far", "none"])
+def test_a_mask_on_in_block_indices_is_named_only_where_it_fits_key_for_key(sides):
+    """Weights made by a mask comparing offs_n (0..BLOCK_N-1) on the far side, or on both,
+    over the blocks the right loop visits, read as ``mask-index-in-block`` naming those
+    sides; the right mask over the same blocks does not."""
+    seq, window, bm, bn = 140, 48, 64, 64
+    visits = torch.tensor(blocks_needed(seq, window, bm, bn), dtype=torch.int32)[None]
+    rows, cols = torch.arange(seq)[:, None], torch.arange(seq)[None, :]
+    in_blocks = visits[0][rows // bm, cols // bn] != 0
+    causal_cols = cols % bn if sides == "causal and far" else cols
+    far_cols = cols % bn if sides != "none" else cols
+    weights = _weights_of(in_blocks & (causal_cols <= rows) & (far_cols > rows - window))
+    case = swa.Case("default", 1, 1, 1, seq, 64, window)
+    finite = torch.isfinite(weights).all(dim=-1)
+    found = swa.block_relative_mask((weights > 0) & finite[..., None], finite, visits, case, bm, bn)
+    if sides == "none":
+        assert found is None
+        return
+    assert found is not None and found.code == "mask-index-in-block"
+    assert ("causal side" in found.detail) == (sides == "causal and far")
+    assert "far side" in found.detail and "see no key and come out NaN" in found.detail
+
+
+@pytest.mark.parametrize("rule", ["tile's first row", "rounded down"])
+def test_the_far_edge_rules_are_said_only_where_every_row_follows_them(rule):
+    seq, window, bm, bn = 140, 48, 64, 64
+    rows = torch.arange(seq)
+    floor = torch.zeros((1, seq), dtype=torch.long)
+    own = (rows - window + 1).clamp(min=0)
+    start = ((rows // bm * bm - window + 1).clamp(min=0) if rule == "tile's first row"
+             else own // bn * bn)[None]
+    usable = torch.ones((1, seq), dtype=torch.bool)
+    words = swa._far_edge_words(start, floor, usable, window, bm, bn)
+    assert ("first row's window" in words) == (rule == "tile's first row")
+    assert ("rounded down to a whole block" in words) == (rule == "rounded down")
+    assert swa._far_edge_words(own[None], floor, usable, window, bm, bn) == ""  # each row's own window

@@ -369,6 +369,67 @@ def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int
     return (first_block[:, rows] * block_n).clamp(max=seq)
 
 
+def block_relative_mask(seen: torch.Tensor, finite: torch.Tensor, visits: torch.Tensor, case: Case,
+                        block_m: int, block_n: int) -> WindowFinding | None:
+    """``mask-index-in-block``, where the keys every row weighs are exactly those of a mask
+    that compares a position inside its block (a key's offs_n, 0..BLOCK_N-1, or a row's
+    0..BLOCK_M-1) where the position in the sequence belongs, on one side of the window or
+    both, over the K/V blocks the row's query block visits; rows that weigh nothing (NaN)
+    must be rows that mask leaves no key, and some row the read-out speaks for must weigh
+    other keys than its window.  Of the masks that fit, those with the fewest
+    in-block sides are named (more than one: this case cannot tell them apart).  None where
+    none fits (blind round 9, w12: the far side compared offs_n)."""
+    seq, window = case.seq, case.window
+    rows = torch.arange(seq, device=seen.device)[:, None]
+    cols = torch.arange(seq, device=seen.device)[None, :]
+    in_blocks = visited_keys(visits, block_m, block_n, seq)
+    if in_blocks.shape != seen.shape or not bool(finite.any()):
+        return None
+    right = in_blocks & window_mask(seq, window, seen.device)[None]
+    if bool((right == seen)[finite].all()) and not bool(right[~finite].any()):
+        return None  # the right mask over the blocks it visits: whatever is wrong is not the mask
+    fits: list[tuple[int, str, torch.Tensor]] = []
+    for row_in_block in (False, True):
+        row_index = rows % block_m if row_in_block else rows
+        for causal_in_block in (False, True):
+            for far_in_block in (False, True):
+                if not (row_in_block or causal_in_block or far_in_block):
+                    continue  # the right mask, tried above
+                c_causal = cols % block_n if causal_in_block else cols
+                c_far = cols % block_n if far_in_block else cols
+                predicted = in_blocks & (c_causal <= row_index) & (c_far > row_index - window)
+                agrees = (predicted == seen)[finite].all() and not predicted[~finite].any()
+                if bool(agrees):
+                    sides = [side for side, on in (("the causal side (c <= r)", causal_in_block),
+                                                    ("the far side (c > r - WINDOW)", far_in_block)) if on]
+                    what = " and ".join(sides) if sides else "both sides"
+                    index = ("the key's index inside its K/V block (0..BLOCK_N-1, offs_n) on " + what
+                             if sides else "")
+                    if row_in_block:
+                        index = ("the row's index inside its query block (0..BLOCK_M-1) on both sides"
+                                 + (f", and {index}" if index else ""))
+                    fits.append((row_in_block + causal_in_block + far_in_block, index, predicted))
+    if not fits:
+        return None
+    fewest = min(n for n, _, _ in fits)
+    best = [f for f in fits if f[0] == fewest]  # several: this case cannot tell which index it is
+    index, predicted = " or ".join(i for _, i, _ in best), best[0][2]
+    allowed = window_mask(seq, window, seen.device)
+    # a row the read-out speaks for must show the mask wrong: NaN rows alone fit too many causes
+    # (a V load past the end makes the same rows NaN: v_load_unmasked)
+    shown = ((predicted != allowed[None]).any(dim=-1) & finite)
+    if not bool(shown.any()):
+        return None
+    h, r = map(int, shown.nonzero()[0])
+    got = predicted[h, r].nonzero().flatten().tolist()
+    empty = (~finite).any(dim=0).nonzero().flatten().tolist()
+    nan = (f"; {_span(empty, 'row')} {'sees' if len(empty) == 1 else 'see'} no key and "
+           f"{'comes' if len(empty) == 1 else 'come'} out NaN" if empty else "")
+    return WindowFinding("mask-index-in-block", f" Measured: the keys every row weighs are exactly those of a mask "
+                         f"that compares {index}; row {r} weighs "
+                         f"{_span(got) if got else 'no key'}, not keys {max(r - window + 1, 0)}..{r}{nan}.")
+
+
 def visited_keys(visits: torch.Tensor, block_m: int, block_n: int, seq: int) -> torch.Tensor:
     """(batch*H, seq, seq): whether each row's query block visited the K/V block of each key."""
     n_m, n_n = visits.shape[1], visits.shape[2]
@@ -421,6 +482,10 @@ def read_window(
                               f" row {r} gets {float(weights[h, r, c]):.2f} from key {c}: a negative weight, so the "
                               f"output is not a weighted average of the rows of V: check what the V load reads "
                               f"(its pointer, head offset and strides).")]
+
+    relative = block_relative_mask(seen, finite, visits, case, block_m, block_n)
+    if relative is not None:
+        return [relative]
 
     future = seen & (cols > rows)
     if future.any():
@@ -544,10 +609,12 @@ def read_window(
             if too_old.any():
                 h, r = divmod(int(torch.where(too_old, weights, 0.0).sum(dim=-1).argmax()), seq)
                 keys = too_old[h, r].nonzero().flatten().tolist()
+                edge = _far_edge_words(first_seen, floor, usable, window, block_m, block_n)
                 findings.append(WindowFinding("weight-outside-window", f" Row {r} puts "
                                               f"{float(weights[h, r, keys].sum()):.2f} of its weight on {_span(keys)}, "
                                               f"before its window (keys {r - window + 1}..{r})."
-                                              f"{_where_too_old(too_old, floor, block_n, window)}"))
+                                              f"{_where_too_old(too_old, floor, block_n, window)}"
+                                              f"{edge}"))
             if missed.any():
                 h, r = map(int, missed.any(dim=-1).nonzero()[0])
                 keys = missed[h, r].nonzero().flatten().tolist()
@@ -592,6 +659,30 @@ def _where_too_old(too_old: torch.Tensor, floor: torch.Tensor, block_n: int, win
                 "block only.")
     if first_old and not later_old:
         return " Every such key lies in the first K/V block the loop visits for its row."
+    return ""
+
+
+def _far_edge_words(first_seen: torch.Tensor, floor: torch.Tensor, usable: torch.Tensor, window: int,
+                    block_m: int, block_n: int) -> str:
+    """Where each row's first weighed key lies, where every row the read-out speaks for fits
+    one rule that is not the row's own window (blind round 9, w47 and w55): the window of its
+    query block's first row, or its own window's first key rounded down to a K/V block
+    ("" otherwise).  Each rule is cut by the first block the loop visits, as the kernel is."""
+    seq = first_seen.shape[-1]
+    rows = torch.arange(seq, device=first_seen.device)
+    own = torch.maximum((rows - window + 1).clamp(min=0), floor)
+    rules = (
+        ((rows // block_m * block_m - window + 1).clamp(min=0),
+         " Every row of a query block weighs from the key where its first row's window starts "
+         "(start_m * BLOCK_M - WINDOW + 1) on, as if the far side were the tile's first row's, not each row's own."),
+        ((rows - window + 1).clamp(min=0) // block_n * block_n,
+         " Each row weighs from the start of the K/V block that holds its window's first key on, as if the far "
+         "side were rounded down to a whole block."),
+    )
+    for start, words in rules:
+        predicted = torch.maximum(start, floor)
+        if bool((first_seen == predicted)[usable].all()) and bool((predicted != own)[usable].any()):
+            return words
     return ""
 
 
@@ -920,7 +1011,7 @@ def _measured(
     said_window = agreed_findings(readouts.speaking())
     for window in said_window:
         found.say(window.code, window.detail)
-    found.add(_window_verdict(readouts, unread, bool(wrong), bool(said_window)))
+    found.add(_window_verdict(readouts, unread, bool(wrong), bool(said_window), drill.tolerance))
     nan_found, nan_source = _unexplained_nan(unexplained_nan, bool(said_window), readouts.nan_rows, readouts.partly)
     found.add(nan_found)
     return found, nan_source
@@ -1044,7 +1135,17 @@ class _WindowReadouts:
         return {name: found for name, found in self.found.items() if name not in self.mute}
 
 
-def _window_verdict(readouts: _WindowReadouts, unread: list[Checked], wrong: bool, said_window: bool) -> Findings:
+def _other_head_words(one: Checked, tolerance: float) -> str:
+    """:func:`readout.other_head_words` on a checked case: each K/V head repeated for the
+    query heads of its group, so that a query head's own K/V is the one at its index."""
+    x, group = one.launch, one.case.group
+    return reading.other_head_words(x.out, one.expected, x.q, x.k.repeat_interleave(group, dim=1),
+                                    x.v.repeat_interleave(group, dim=1),
+                                    lambda q, k, v: window_reference(q, k, v, one.case.window), tolerance)
+
+
+def _window_verdict(readouts: _WindowReadouts, unread: list[Checked], wrong: bool, said_window: bool,
+                    tolerance: float) -> Findings:
     """Step 3's ``wrong-output`` where the read-outs name no cause: the failing cases whose
     weights show nothing wrong, or read-outs that differ with no one cause fitting all."""
     found = Findings()
@@ -1058,7 +1159,7 @@ def _window_verdict(readouts: _WindowReadouts, unread: list[Checked], wrong: boo
             detail = (f" The measured weights show no key a row should not see and none it misses: look at "
                       "how they are weighed (the scale, the q and k each head loads) and what happens to the "
                       f"values.{readouts.slopes.get(one.result.name, '')}{worst}"
-                      f"{_where(one)}.")
+                      f"{_where(one)}.{_other_head_words(one, tolerance)}")
         else:
             detail = (f" The failing cases disagree: on the {', '.join(x.result.name for x in unread)} "
                       f"case{'s' if len(unread) > 1 else ''} the measured weights show no key a row should not "
