@@ -296,3 +296,35 @@ def test_a_running_maximum_started_at_zero_is_caught_on_every_seed_by_the_far_be
         assert not result.passed
         said = {d.code: d.message for d in result.diagnosis}
         assert f"lies in head 1, whose every score lies near -{bs.FAR_BELOW:.0f}" in said["wrong-output"]
+
+
+def test_the_block_multiplicities_count_additions_and_refuse_uneven_shares():
+    """Read with every score 0, a row whose K/V block 0 was added three times, block 1 once and
+    block 2 never (blind round 9, w09) shows weights 3:1:0 a block; shares that differ inside
+    a block are no count of additions."""
+    from tutor.harness.problems import block_sparse_readout as readout
+
+    block_n, seen = 4, torch.ones(12, dtype=torch.bool)
+    times = torch.tensor([3, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0], dtype=torch.float64)
+    w = times / times.sum()
+    counts = readout.block_multiplicities(w, seen, block_n)
+    assert counts == {0: 3, 1: 1, 2: 0}
+    words = readout.multiplicity_words(counts)
+    assert "K/V block 0: 3 times" in words and "K/V block 1: once" in words and "K/V block 2: never" in words
+    assert readout.multiplicity_words({0: 1, 1: 1}) == ""  # every block once: nothing to say
+    uneven = w.clone()
+    uneven[1] *= 1.5
+    assert readout.block_multiplicities(uneven / uneven.sum(), seen, block_n) is None
+
+
+@pytest.mark.slow
+def test_weights_wrong_only_at_the_cases_own_scores_are_read_there(device, tmp_path):
+    """Hidden keys zeroed after the exponential (blind round 9, w60): every read-out at small
+    scores is right, so the weights are read once more at the failing case's own scores, where
+    a row's weights add up to 0 (its maximum is a hidden key's, far above its visible ones)."""
+    entry = next(e for e in ENTRIES if e.name == "mask_by_multiplying_p")
+    path = tmp_path / f"{entry.stem}.py"
+    path.write_text(entry.text(DRILL), encoding="utf-8")
+    result = check_here(path, device, seed=3)
+    (said,) = [d.message for d in result.diagnosis if d.code == "wrong-output"]
+    assert "at the case's own scores" in said and "its weights add up to 0 " in said

@@ -96,9 +96,10 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
                     f"the modifier read-out on {unread} blocks could not be read (its rows are no clean softmax"
                     " of the chosen scores)" + ("" if "full" in unread and "partial" in unread else
                                                ", on the others it matches softcap·tanh(s/softcap)"))
+        heads = other_head_words(one, tolerance)
         found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured "
                   f"weights put no weight on a masked key, miss no visible one, and {modifier}."
-                  f"{shares}{other_head_words(one, tolerance)}"
+                  f"{shares}{heads}" + ("" if heads else own_scores_words(module, one, device, generator))
                   + "".join(_far_below_wrong_words(x, tolerance) for x in written))
     found.add(visit_steps(checked, maps))
     # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
@@ -112,6 +113,44 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
     found.add(guard_said)
     drop_explained_nan(found)  # NaN read from past a tensor's end: not the rescale's -inf - (-inf)
     return found
+
+
+OWN_SCORES_CLOSE = 0.01  # a row's weights within this of softmax's, summed over its keys: the same weights
+
+
+def own_scores_words(module: ModuleType, one: Checked, device: str, generator: torch.Generator) -> str:
+    """The case's weights read out at its own scores (its q and k as checked, not scaled down as
+    the mask and modifier read-outs have them), against softmax's of the capped, masked scores,
+    in words: the row where they differ most, or that they agree, so the error lies in how the
+    values are combined.  "" where the output is no weighted sum of V (nothing read).  Blind
+    round 9 (w51, w60): kernels right at the read-outs' small scores, wrong at the case's."""
+    case, bm, x = one.case, one.bm, one.launch
+    shape = (case.batch, case.heads, case.seq, case.head_dim)
+    w, _ = reading.weights_through(lambda v: run(module, x.q, x.k, v, bm, case.softcap).out, shape,
+                                   case.batch * case.heads, device)
+    rows = (case.batch * case.heads, case.seq, case.head_dim)
+    v = torch.randn(shape, generator=generator).to(device, torch.float16)
+    if reading.read_out_gap(run(module, x.q, x.k, v, bm, case.softcap).out.reshape(rows), w,
+                            v.reshape(rows)) > reading.LINEAR_SLACK:
+        return ""
+    allowed = bm.allowed().to(w.device)
+    s = softcapped(reading.scores(x.q, x.k), case.softcap).masked_fill(~allowed, float("-inf"))
+    p = torch.softmax(s, dim=-1).nan_to_num(nan=0.0)  # a row that sees no key weighs nothing
+    gap = (w - p).abs().nan_to_num(nan=float("inf"))
+    apart = gap.sum(dim=-1)  # (heads, seq): how far each row's weights are from softmax's, in all
+    worst = int(apart.flatten().argmax())
+    h, r = divmod(worst, case.seq)
+    c = int(gap[h, r].argmax())
+    total = float(w[h, r].sum())
+    said = f" Read out through one-hot values at the case's own scores (q and k as checked{where(one)}):"
+    if float(apart[h, r]) <= OWN_SCORES_CLOSE:
+        return (f"{said} every row's weights are softmax's of its capped, masked scores (they differ by at most "
+                f"{float(apart[h, r]):.2g} in all, a row), so the error lies in how the values are combined, not in"
+                " the weights.")
+    kind = "NaN" if math.isnan(float(w[h, r, c])) else f"{float(w[h, r, c]):.3g}"
+    return (f"{said} head {h} row {r} weighs key {c} at {kind} where softmax of its capped, masked scores gives "
+            f"{float(p[h, r, c]):.3g}; its weights add up to {total:.3g} and differ from softmax's by "
+            f"{float(apart[h, r]):.3g} in all.")
 
 
 def nan_probe(module: ModuleType, checked: list[Checked]) -> shared.NanProbe | None:
@@ -319,7 +358,7 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
                 c = int(bad[h, r].nonzero()[0])
                 said = (f" {int(bad.sum())} visible (head, row, key) pairs of {words} blocks get no weight: row {r}"
                         f" gives key {c} exactly 0, the reference {float(p[h, r, c]):.3g}{where(one)}.")
-                found.say(how_code, said if how == "dropped" else said + shares_words(w[h, r], allowed[r]))
+                found.say(how_code, said if how == "dropped" else said + shares_words(w[h, r], allowed[r], bm.block_n))
             if len(like):
                 break  # one shape a kind of block
     if "weight-moved" in found:  # the read-out's columns are rows of V, not the keys scored: no mask claim
@@ -356,14 +395,66 @@ def missing_shapes(w: torch.Tensor, seen: torch.Tensor) -> torch.Tensor:
     return torch.stack([weighed & ~dropped & ~lost, lost, dropped], dim=-1)
 
 
-def shares_words(w: torch.Tensor, seen: torch.Tensor) -> str:
-    """The row's weights against the 1/n equal scores give each visible key, in words."""
+def shares_words(w: torch.Tensor, seen: torch.Tensor, block_n: int) -> str:
+    """The row's weights against the 1/n equal scores give each visible key, in words; and,
+    where they are whole multiples of one share, a K/V block at a time, how many times each
+    block's rows of V were added (:func:`block_multiplicities`)."""
     n = int(seen.sum())
     got = w[seen & (w > 0)]
     top = int(torch.where(seen, w, torch.zeros_like(w)).argmax())
     return (f" With every score 0 each of its {n} visible keys weighs 1/{n} = {1 / n:.3g}: the keys that get weight"
             f" get {float(got.min()):.3g} to {float(got.max()):.3g} (key {top} the most: {float(w[top]) * n:.2g} times"
-            f" 1/{n}); together the row's weights come to {float(w.sum()):.3g}.")
+            f" 1/{n}); together the row's weights come to {float(w.sum()):.3g}."
+            + multiplicity_words(block_multiplicities(w, seen, block_n)))
+
+
+WHOLE = 0.05  # a share within 5 % of a whole multiple of the smallest: that many additions
+
+
+def block_multiplicities(w: torch.Tensor, seen: torch.Tensor, block_n: int) -> dict[int, int] | None:
+    """Read with every score 0, each addition of a key's row of V weighs the same, so the
+    weight on each key is (times its row was added) x one share, the smallest weight taken as
+    one share.  Where every key of a K/V
+    block that holds visible keys weighs one whole multiple of the smallest weight any key
+    gets, {block: times added} (0 for a block of visible keys none of whose rows was added);
+    None where the weights are no such multiples (they are no count of additions)."""
+    got = w > 0
+    if not bool(got.any()):
+        return None
+    unit = float(w[got].min())
+    counts: dict[int, int] = {}
+    for j in range(-(-w.shape[-1] // block_n)):
+        keys = slice(j * block_n, (j + 1) * block_n)
+        if not bool(seen[keys].any()) and not bool(got[keys].any()):
+            continue
+        ratios = (w[keys][got[keys]] / unit).tolist()
+        times = round(ratios[0]) if ratios else 0
+        uneven = any(abs(x - times) > WHOLE * max(times, 1) for x in ratios)
+        if uneven or (ratios and bool((~got[keys] & seen[keys]).any())):
+            return None  # shares within a block differ, or part of a block's visible keys got nothing
+        counts[j] = times
+    return counts
+
+
+def multiplicity_words(counts: dict[int, int] | None) -> str:
+    """Blocks whose rows of V were added other than once, in words ("" where none was, or
+    where the weights are no count of additions)."""
+    if counts is None or all(times == 1 for times in counts.values()):
+        return ""
+    by_times: dict[int, list[int]] = {}
+    for j, times in counts.items():
+        by_times.setdefault(times, []).append(j)
+
+    def said(times: int, blocks: list[int]) -> str:
+        how = "never" if times == 0 else "once" if times == 1 else "twice" if times == 2 else f"{times} times"
+        return f"K/V block{'s' if len(blocks) > 1 else ''} {index_runs(blocks)}: {how}"
+
+    parts = "; ".join(said(times, blocks) for times, blocks in sorted(by_times.items(), reverse=True))
+    return (f" Those shares are whole multiples of one share, block by block, so they count how many times each"
+            f" K/V block's rows of V were added for this row (the least-added block counted as once): {parts}."
+            f" A block added more than once is one the loop"
+            f" reached again (an index entry read at the wrong place or past its count names a block already"
+            f" added), or one whose values were added in place of another's.")
 
 
 def probe_columns(seq: int, head_dim: int) -> torch.Tensor:
