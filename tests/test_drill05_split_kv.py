@@ -403,3 +403,52 @@ def test_another_heads_query_or_cache_is_measured_and_named(tmp_path):
         words = {d.code: d.message for d in result.diagnosis}
         assert named[name] in words.get("wrong-output", ""), (name, words)
         assert "head 0's" in words["wrong-output"]
+
+
+@pytest.mark.slow
+def test_a_sequence_that_reads_nothing_is_not_blamed_on_large_scores(tmp_path):
+    """Slices that stop at length - 1 (blind round 10, w08): the orders case's length-1
+    sequence reads no position and comes out 0/0.  That case has large scores too, but the
+    visit map shows the NaN sequence read nothing, and that is what is said; and the ragged
+    case, launched with a split count of its own, still checks the right kernel's merge."""
+    entry = next(e for e in ENTRIES if e.name == "slice_end_one_short")
+    path = tmp_path / f"{entry.stem}.py"
+    path.write_text(entry.text(DRILL), encoding="utf-8")
+    (result,) = check_jobs([job(path, "05", seed=3)])
+    (said,) = [d.message for d in result.diagnosis if d.code == "nan-in-output"]
+    assert "read no position of its cache" in said and "Only the cases of large scores" not in said
+
+
+def test_the_ragged_case_passes_a_split_count_of_its_own_where_the_launcher_takes_one():
+    from types import SimpleNamespace
+
+    ragged = next(c for c in decode.CPU_PLAN.cases if c.name == "ragged")
+    default = next(c for c in decode.CPU_PLAN.cases if c.name == "default")
+
+    def takes(q, k, v, lengths, out=None, visits=None, num_splits=None):
+        return out
+
+    def refuses(q, k, v, lengths, out=None, visits=None):
+        return out
+
+    assert decode.split_count_for(SimpleNamespace(attention=takes, NUM_SPLITS=4), ragged) == 3
+    assert decode.split_count_for(SimpleNamespace(attention=takes, NUM_SPLITS=3), ragged) == 5
+    assert decode.split_count_for(SimpleNamespace(attention=refuses, NUM_SPLITS=4), ragged) is None
+    assert decode.split_count_for(SimpleNamespace(attention=takes, NUM_SPLITS=4), default) is None
+
+
+@pytest.mark.slow
+def test_a_combine_that_reads_the_modules_split_count_does_not_pass(tmp_path):
+    """The launcher hands the combine kernel the module's NUM_SPLITS, not num_splits=
+    (blind round 10, w54): right at the default count only.  The ragged case launches with a
+    count of its own, where the merge reads slice states past those allocated: the
+    interpreter stops it at that load."""
+    text = shipped_solution("05").read_text(encoding="utf-8")
+    right = "HEAD_DIM=head_dim, NUM_SPLITS=num_splits, SPLITS_POW2=max(2, triton.next_power_of_2(num_splits)),"
+    assert text.count(right) == 1
+    path = tmp_path / "05_combine_uses_module_split_count.py"
+    path.write_text(text.replace(right, "HEAD_DIM=head_dim, NUM_SPLITS=NUM_SPLITS, "
+                                        "SPLITS_POW2=max(2, triton.next_power_of_2(NUM_SPLITS)),"), encoding="utf-8")
+    (result,) = check_jobs([job(path, "05", seed=3)])
+    assert not result.passed and result.error is not None
+    assert "MidM" in result.error.message and "out-of-bounds" in result.error.message

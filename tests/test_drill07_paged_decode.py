@@ -199,3 +199,35 @@ def test_the_solutions_split_count_follows_the_batch(monkeypatch):
     counts = {batch: solution.split_count(batch, 8, 16384, "cuda") for batch in (1, 8, 32, 64, 256)}
     assert counts == {1: 16, 8: 8, 32: 2, 64: 1, 256: 1}
     assert solution.split_count(1, 1, 2 * solution.BLOCK_N, "cuda") == 2  # no slice shorter than a tile
+
+
+@pytest.mark.slow
+def test_a_merge_whose_slot_mask_admits_one_slot_too_many_does_not_pass(tmp_path):
+    """``offs_s <= NUM_SPLITS`` in the merge (blind round 10, w67): harmless where the split
+    count is a power of two (no padded slot), wrong at any other.  The ragged case launches
+    with 3 slices of its own, where the merge reads one slot past the slice states: the
+    interpreter stops it at that load."""
+    text = shipped_solution("07").read_text(encoding="utf-8")
+    assert text.count("    s_ok = offs_s < NUM_SPLITS") == 1
+    path = tmp_path / "07_merge_slot_mask_inclusive.py"
+    path.write_text(text.replace("    s_ok = offs_s < NUM_SPLITS", "    s_ok = offs_s <= NUM_SPLITS"), encoding="utf-8")
+    (result,) = check_jobs([job(path, "07", seed=3)])
+    assert not result.passed and result.error is not None
+    assert "MidM" in result.error.message and "out-of-bounds" in result.error.message
+
+
+def test_a_case_with_its_own_split_count_passes_it_only_to_a_launcher_that_takes_it():
+    from types import SimpleNamespace
+
+    ragged = next(c for c in paged.CPU_CASES if c.name == "ragged")
+    default = next(c for c in paged.CPU_CASES if c.name == "default")
+
+    def takes(q, k, v, table, lengths, out=None, num_splits=None):
+        return out
+
+    def refuses(q, k, v, table, lengths, out=None):
+        return out
+
+    assert paged.case_splits(SimpleNamespace(attention=takes), ragged) == 3
+    assert paged.case_splits(SimpleNamespace(attention=refuses), ragged) is None
+    assert paged.case_splits(SimpleNamespace(attention=takes), default) is None

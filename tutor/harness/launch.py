@@ -9,7 +9,8 @@ too (:mod:`tutor.harness.guard`): a load past the end of an input reads NaN.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Literal
@@ -88,6 +89,16 @@ def heavy_last_key(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     k = k.clone()
     k[:, :, -1] = heavy.to(k.dtype)
     return k
+
+
+def accepts_keyword(function: Callable[..., object], name: str) -> bool:
+    """Whether ``function`` takes the keyword argument ``name`` (by name, or through **kwargs);
+    False where its signature cannot be read."""
+    try:
+        params = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def random_tensors(shape: tuple[int, ...], device: str, generator: torch.Generator, count: int) -> list[torch.Tensor]:
