@@ -231,3 +231,18 @@ def test_a_case_with_its_own_split_count_passes_it_only_to_a_launcher_that_takes
     assert paged.case_splits(SimpleNamespace(attention=takes), ragged) == 3
     assert paged.case_splits(SimpleNamespace(attention=refuses), ragged) is None
     assert paged.case_splits(SimpleNamespace(attention=takes), default) is None
+
+
+def test_nan_in_the_same_place_of_every_group_is_said_as_such():
+    """NaN in query heads 3 and 7 of every sequence, 8 heads on 2 K/V heads (blind round 10,
+    w63: the group mask one short): the last place of each group of 4; other patterns say nothing."""
+    from types import SimpleNamespace
+
+    from tutor.harness.problems import paged_diagnose
+
+    x = SimpleNamespace(case=paged.Case("t", 8, 2, 8, 32, (5, 9, 3)))
+    every = [[b, h] for b in range(3) for h in (3, 7)]
+    words = paged_diagnose._group_position_words(x, every)
+    assert "query heads, 3, 7: place 3 of every group of 4 query heads (h % 4)" in words
+    assert paged_diagnose._group_position_words(x, every[:-1]) == ""  # not every sequence
+    assert paged_diagnose._group_position_words(x, [[b, 3] for b in range(3)]) == ""  # not every group

@@ -67,7 +67,8 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
     if nan:
         x = nan[0]
         bad = (~torch.isfinite(x.out.double().cpu())).any(dim=-1).nonzero().tolist()
-        detail = (f" {_result(x).nonfinite} elements, in (sequence, head) {pairs_words(bad)}{_where(x)}.")
+        detail = (f" {_result(x).nonfinite} elements, in (sequence, head) {pairs_words(bad)}{_where(x)}."
+                  + _group_position_words(x, bad))
         large_only = {_result(y).name for y in nan} <= {"hostile", "orders"}
         if large_only and stray_reads:
             detail += (" Only the cases of large scores have them (hostile, orders), and the kernel's loads read"
@@ -90,6 +91,23 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
                            " slot the split stored it (the same index of sequence, head and slice in both).")
         found.say("nan-in-output", detail)
     return found
+
+
+def _group_position_words(x: Launch, bad: list[list[int]]) -> str:
+    """Where the (sequence, head) pairs ``bad`` are the same query heads of every sequence,
+    and those are the same places in every K/V group (blind round 10, w63: the last head of
+    each group), in words; "" otherwise."""
+    case = x.case
+    group = case.group
+    heads = {h for _, h in bad}
+    if group < 2 or any({h for b2, h in bad if b2 == b} != heads for b in range(case.batch)):
+        return ""
+    places = sorted({h % group for h in heads})
+    if len(places) == group or heads != {h for h in range(case.heads) if h % group in places}:
+        return ""
+    return (f" Every sequence has them in the same query heads, {index_runs(sorted(heads))}: place"
+            f"{'s' if len(places) > 1 else ''} {index_runs(places)} of every group of {group} query heads"
+            f" (h % {group}), so look at how the group's query heads are counted, masked and stored.")
 
 
 def _one_slice_words(x: Launch, tolerance: float, one_slice: Callable[[Launch], torch.Tensor | None] | None) -> str:
