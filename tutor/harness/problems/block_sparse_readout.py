@@ -145,8 +145,8 @@ def own_scores_words(module: ModuleType, one: Checked, device: str, generator: t
     said = f" Read out through one-hot values at the case's own scores (q and k as checked{where(one)}):"
     if float(apart[h, r]) <= OWN_SCORES_CLOSE:
         return (f"{said} every row's weights are softmax's of its capped, masked scores (they differ by at most "
-                f"{float(apart[h, r]):.2g} in all, a row), so the error lies in how the values are combined, not in"
-                " the weights.")
+                f"{float(apart[h, r]):.2g} in all, a row), so on this case the error lies in how the values are"
+                " combined, not in the weights.")
     kind = "NaN" if math.isnan(float(w[h, r, c])) else f"{float(w[h, r, c]):.3g}"
     return (f"{said} head {h} row {r} weighs key {c} at {kind} where softmax of its capped, masked scores gives "
             f"{float(p[h, r, c]):.3g}; its weights add up to {total:.3g} and differ from softmax's by "
