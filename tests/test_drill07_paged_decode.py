@@ -228,9 +228,14 @@ def test_a_case_with_its_own_split_count_passes_it_only_to_a_launcher_that_takes
     def refuses(q, k, v, table, lengths, out=None):
         return out
 
-    assert paged.case_splits(SimpleNamespace(attention=takes), ragged) == 3
-    assert paged.case_splits(SimpleNamespace(attention=refuses), ragged) is None
-    assert paged.case_splits(SimpleNamespace(attention=takes), default) is None
+    from tutor.harness import launch
+
+    def splits(launcher, case):
+        return launch.split_count(SimpleNamespace(attention=launcher), paged.LAUNCHER, case.num_splits)
+
+    assert splits(takes, ragged) == 3
+    assert splits(refuses, ragged) is None
+    assert splits(takes, default) is None
 
 
 def test_nan_in_the_same_place_of_every_group_is_said_as_such():

@@ -101,6 +101,16 @@ def accepts_keyword(function: Callable[..., object], name: str) -> bool:
     return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
+def split_count(module: ModuleType, launcher: str, wanted: int | None) -> int | None:
+    """The ``num_splits=`` a split-KV launch passes: ``wanted`` where it is given and the
+    module's ``launcher`` takes that keyword, else None (the launcher's own choice: one
+    written without the keyword is launched as it is, since nothing in the contract's first
+    arguments changes)."""
+    if wanted is None or not accepts_keyword(getattr(module, launcher), "num_splits"):
+        return None
+    return wanted
+
+
 def random_tensors(shape: tuple[int, ...], device: str, generator: torch.Generator, count: int) -> list[torch.Tensor]:
     """``count`` fresh standard-normal fp16 tensors, drawn in order (drill 04 adds dO to q, k, v)."""
     return [torch.randn(shape, generator=generator, dtype=torch.float32).to(device, torch.float16)

@@ -261,14 +261,6 @@ class Launch:
     calls: list[apart.KernelCall] = field(default_factory=list)  # the launcher's kernel launches, recorded
 
 
-def case_splits(module: ModuleType, case: Case) -> int | None:
-    """The num_splits= a case's launches pass: its own count where it has one and the launcher
-    takes the keyword, else None (the launcher's choice)."""
-    if case.num_splits is None or not launching.accepts_keyword(getattr(module, LAUNCHER), "num_splits"):
-        return None
-    return case.num_splits
-
-
 def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool = False,
               num_splits: int | None = None, calls: list[apart.KernelCall] | None = None,
               poison: dict[str, frozenset[int]] | None = None,
@@ -279,7 +271,7 @@ def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool
     (fp16, unwritten elements still poisoned), the bands, and the counted loads of the K and
     V bands when ``count`` (Triton's interpreter only), else None.  ``num_splits``, where
     given, is passed on to the launcher (the drill's contract has it); else the case's own
-    count, where it has one (:func:`case_splits`).  ``calls``, where given,
+    count, where it has one and the launcher takes the keyword (:func:`launch.split_count`).  ``calls``, where given,
     receives each kernel launch the launcher made (:func:`split_kv_readout.recording`, which
     fills the ``poison`` arguments of the kernels it names with a marker first)."""
     guarded = shared.Guarded()
@@ -297,7 +289,7 @@ def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool
     buffers = [guarded.band("K").buffer, guarded.band("V").buffer]
     recorded = apart.recording(module, calls, poison) if calls is not None else contextlib.nullcontext()
     with paged_reads.counting_reads(buffers, count) as counts, recorded:
-        split_count = num_splits if num_splits is not None else case_splits(module, case)
+        split_count = num_splits if num_splits is not None else launching.split_count(module, LAUNCHER, case.num_splits)
         splits = {} if split_count is None else {"num_splits": split_count}
         returned = getattr(module, LAUNCHER)(q, k, v, table_band.view, p.lengths, out=out, **splits)
         shared.synchronize(out)

@@ -220,6 +220,11 @@ def window_mask(seq: int, window: int, device: torch.device | str | None = None)
     """(seq, seq) bool: may row r see key c?  r - window < c <= r."""
     rows = torch.arange(seq, device=device)[:, None]
     cols = torch.arange(seq, device=device)[None, :]
+    return in_window(rows, cols, window)
+
+
+def in_window(rows: torch.Tensor, cols: torch.Tensor, window: int) -> torch.Tensor:
+    """May row ``rows`` see key ``cols`` (broadcast)?  r - window < c <= r: the drill's mask."""
     return (cols <= rows) & (cols > rows - window)
 
 
@@ -228,7 +233,7 @@ def window_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: 
     group of query heads, row r seeing keys r - window < c <= r."""
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    return masked_attention(q, k, v, lambda r, c: (c <= r) & (c > r - window))
+    return masked_attention(q, k, v, lambda r, c: in_window(r, c, window))
 
 
 def hostile_allowance(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, expected: torch.Tensor, window: int,
@@ -237,9 +242,8 @@ def hostile_allowance(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, expecte
     :func:`reference.score_rounding_allowance` over each row's window."""
     group = q.shape[1] // k.shape[1]
     seq = q.shape[-2]
-    rows, cols = torch.arange(seq, device=q.device)[:, None], torch.arange(seq, device=q.device)[None, :]
     return score_rounding_allowance(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), expected,
-                                    (cols <= rows) & (cols > rows - window), tolerance, shared.ROUNDINGS,
+                                    window_mask(seq, window, q.device), tolerance, shared.ROUNDINGS,
                                     shared.FP16_U)
 
 
@@ -385,7 +389,8 @@ def block_relative_mask(seen: torch.Tensor, finite: torch.Tensor, visits: torch.
     in_blocks = visited_keys(visits, block_m, block_n, seq)
     if in_blocks.shape != seen.shape or not bool(finite.any()):
         return None
-    right = in_blocks & window_mask(seq, window, seen.device)[None]
+    allowed = window_mask(seq, window, seen.device)
+    right = in_blocks & allowed[None]
     if bool((right == seen)[finite].all()) and not bool(right[~finite].any()):
         return None  # the right mask over the blocks it visits: whatever is wrong is not the mask
     fits: list[tuple[int, str, torch.Tensor]] = []
@@ -414,7 +419,6 @@ def block_relative_mask(seen: torch.Tensor, finite: torch.Tensor, visits: torch.
     fewest = min(n for n, _, _ in fits)
     best = [f for f in fits if f[0] == fewest]  # several: this case cannot tell which index it is
     index, predicted = " or ".join(i for _, i, _ in best), best[0][2]
-    allowed = window_mask(seq, window, seen.device)
     # a row the read-out speaks for must show the mask wrong: NaN rows alone fit too many causes
     # (a V load past the end makes the same rows NaN: v_load_unmasked)
     shown = ((predicted != allowed[None]).any(dim=-1) & finite)

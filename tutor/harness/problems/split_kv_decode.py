@@ -298,9 +298,10 @@ def split_count_for(module: ModuleType, case: Case) -> int | None:
     """The num_splits= this case's launch passes: None (the launcher's default) unless the case
     asks for its own count and the launcher takes the keyword (a launcher written without it
     is launched as it is: nothing in the contract's first arguments changes)."""
-    if not case.own_splits or not launching.accepts_keyword(getattr(module, LAUNCHER), "num_splits"):
+    if not case.own_splits:
         return None
-    return OWN_SPLITS[1] if getattr(module, "NUM_SPLITS", None) == OWN_SPLITS[0] else OWN_SPLITS[0]
+    own = OWN_SPLITS[1] if getattr(module, "NUM_SPLITS", None) == OWN_SPLITS[0] else OWN_SPLITS[0]
+    return launching.split_count(module, LAUNCHER, own)
 
 
 def run(module: ModuleType, case: Case, device: str, generator: torch.Generator) -> Launch:
