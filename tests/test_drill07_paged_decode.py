@@ -251,3 +251,22 @@ def test_nan_in_the_same_place_of_every_group_is_said_as_such():
     assert "query heads, 3, 7: place 3 of every group of 4 query heads (h % 4)" in words
     assert paged_diagnose._group_position_words(x, every[:-1]) == ""  # not every sequence
     assert paged_diagnose._group_position_words(x, [[b, 3] for b in range(3)]) == ""  # not every group
+
+
+@pytest.mark.slow
+def test_a_slice_size_rounded_down_fails_at_ordinary_scores(tmp_path):
+    """Slices of the table's width / num_splits rounded down to a tile (blind round 10, w94)
+    leave the end of the longest sequence unread.  Only the hostile case showed it before, and
+    only where its peaked softmax had weight there (seed 2 passed); the short case's 7-column
+    table of 32-position pages, split 4 ways into slices of 32, leaves 52 of its first
+    sequence's 180 positions unread at ordinary scores."""
+    text = shipped_solution("07").read_text(encoding="utf-8")
+    right = "    split_size = triton.cdiv(triton.cdiv(max_len, num_splits), BLOCK_N) * BLOCK_N"
+    assert text.count(right) == 1
+    path = tmp_path / "07_split_size_rounded_down.py"
+    path.write_text(text.replace(right, "    split_size = max(BLOCK_N, (max_len // num_splits) // BLOCK_N * BLOCK_N)"),
+                    encoding="utf-8")
+    (result,) = check_jobs([job(path, "07", seed=2)])
+    short = next(c for c in result.cases if c.name == "short")
+    assert not result.passed and not short.passed
+    assert "positions-unread" in result.codes, result.codes

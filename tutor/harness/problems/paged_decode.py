@@ -86,7 +86,10 @@ CPU_CASES = (
     # GQA 4, pages of 8: a partial last page (53 = 6*8 + 5), one position, whole pages
     Case("default", 8, 2, 8, 32, (53, 1, 24, 37), 2.0),
     Case("ragged", 2, 2, 16, 16, (40, 16, 7), num_splits=3),  # GQA 1 (one query head per K/V head), pages of 16
-    Case("short", 8, 1, 32, 16, (70, 5)),  # GQA 8, pages of 32: a sequence shorter than a page and a tile
+    # GQA 8, pages of 32: a sequence shorter than a page and a tile, and one of 6 pages whose
+    # 7-column table (224 positions), split 4 ways with each slice rounded down to a tile
+    # (4 x 32), leaves positions 128..179 unread at ordinary scores (blind round 10, w94)
+    Case("short", 8, 1, 32, 16, (180, 5)),
     # long enough that each slice spans several tiles (the running maximum grows inside a slice)
     Case("hostile", 4, 1, 8, 16, (300, 29), 100.0),
     Case("orders", 4, 2, 8, 16, (256, 256, 192, 157), 1.0, "orders"),
