@@ -21,6 +21,7 @@ from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.problems import PROBLEMS, problem_for
 from tutor.harness.problems import varlen_attention as va
+from tutor.harness.problems.attention import readout
 from tutor.harness.result import CheckResult
 
 DRILL = get_drill("08")
@@ -129,24 +130,24 @@ def _diag(b: int, i: int) -> int:
 
 
 def test_readout_right_diagonal_says_nothing():
-    read = va.read_rows(_weights(CASE, _diag), CASE)
-    assert not va.diagonal_findings(read, CASE) and not va.other_sequence_findings(read, CASE)
+    read = va.read_rows(_weights(CASE, _diag), CASE, 16)
+    assert not va.diagonal_findings(read, CASE, 16) and not va.other_sequence_findings(read, CASE)
 
 
 def test_readout_names_the_unoffset_diagonal_with_its_measured_shift():
-    found = va.diagonal_findings(va.read_rows(_weights(CASE, lambda b, i: i), CASE), CASE)
+    found = va.diagonal_findings(va.read_rows(_weights(CASE, lambda b, i: i), CASE, 16), CASE, 16)
     assert list(found) == ["diagonal-not-offset"]
     assert "86 keys short" in found["diagonal-not-offset"]  # sequence (21, 107)
 
 
 def test_readout_names_a_uniform_shift_and_a_packed_index_mask():
-    strict = va.diagonal_findings(va.read_rows(_weights(CASE, lambda b, i: _diag(b, i) - 1), CASE), CASE)
+    strict = va.diagonal_findings(va.read_rows(_weights(CASE, lambda b, i: _diag(b, i) - 1), CASE, 16), CASE, 16)
     assert list(strict) == ["diagonal-shifted"] and "1 key short" in strict["diagonal-shifted"]
 
     def packed(b: int, i: int) -> int:
         return min(_diag(b, i) + CASE.cu_q[b] - CASE.cu_k[b], CASE.seqs[b][1] - 1)
 
-    found = va.diagonal_findings(va.read_rows(_weights(CASE, packed), CASE), CASE)
+    found = va.diagonal_findings(va.read_rows(_weights(CASE, packed), CASE, 16), CASE, 16)
     assert list(found) == ["diagonal-from-packed-index"]
 
 
@@ -154,9 +155,37 @@ def test_readout_names_the_neighbour_read():
     w = _weights(CASE, _diag)
     b = 3  # (21, 107): its rows also weigh the previous sequence's only key
     w[:, CASE.cu_q[b]:CASE.cu_q[b + 1], CASE.cu_k[b] - 1] = 0.01
-    found = va.other_sequence_findings(va.read_rows(w, CASE), CASE)
+    found = va.other_sequence_findings(va.read_rows(w, CASE, 16), CASE)
     assert list(found) == ["reads-other-sequence"]
     assert f"rows of sequence 3 weigh key 0 of sequence 2 (packed {CASE.cu_k[b] - 1})" in found["reads-other-sequence"]
+
+
+def test_rows_that_keep_only_their_diagonal_block_are_said_as_such():
+    """Each row weighs only the keys of the 16-key block holding its diagonal (an accumulator
+    zeroed each block: blind round 11); a row one key short of its diagonal is not that."""
+    w = _weights(CASE, _diag)
+    for b, (nq, _) in enumerate(CASE.seqs):
+        for i in range(nq):
+            first = _diag(b, i) // 16 * 16
+            w[:, CASE.cu_q[b] + i, CASE.cu_k[b]:CASE.cu_k[b] + first] = 0.0
+    found = va.diagonal_findings(va.read_rows(w, CASE, 16), CASE, 16)
+    assert list(found) == ["keys-missed"]
+    assert "weigh only keys of the K/V block holding their diagonal (blocks of BLOCK_N = 16" in found["keys-missed"]
+    w = _weights(CASE, _diag)
+    w[:, CASE.cu_q[1] + 20, CASE.cu_k[1] + 3] = 0.0  # one key missed in the middle of a row
+    found = va.diagonal_findings(va.read_rows(w, CASE, 16), CASE, 16)
+    assert list(found) == ["keys-missed"] and "K/V block holding" not in found["keys-missed"]
+
+
+def test_weights_below_fp16_at_the_measured_slope_are_not_missed_keys():
+    """At a slope of 32 (sqrt(d) for 1/sqrt(d), d = 32), keys scored far below a row's best come
+    back 0 from an fp16 output: the temperature's doing, not the mask's (blind round 11)."""
+    s = torch.tensor([[[0.0, -0.2, -0.6, -0.1]]], dtype=torch.float64)
+    allowed = torch.tensor([[[True, True, True, False]]])
+    small = readout.too_small_to_read(s, allowed, 32.0)
+    assert small.tolist() == [[[False, False, True, False]]]  # e^(-19) of the best: below 2^-22
+    assert not readout.too_small_to_read(s, allowed, 1.0).any()
+    assert not readout.too_small_to_read(s, allowed, None).any()
 
 
 def test_padded_sdpa_baseline_masks_like_the_reference():
@@ -238,6 +267,13 @@ def test_every_mistake_gets_its_verdict(tmp_path: Path):
     assert "each row's weights keep softmax's proportions" in l_words and "running maximum" not in l_words
     acc_words = " ".join(d.message for d in results[written["08_acc_not_rescaled"]].diagnosis)
     assert "read while the running maximum was still lower weigh more" in acc_words, acc_words
+    # blind round 11: the temperature said at its slope, not as missed keys; the blocks a row keeps; the heads unwritten
+    hot = " ".join(d.message for d in results[written["08_scale_times_sqrt_d"]].diagnosis)
+    assert "slope 32.000" in hot and "misses key" not in hot, hot
+    zeroed = " ".join(d.message for d in results[written["08_acc_zeroed_each_block"]].diagnosis)
+    assert "weigh only keys of the K/V block holding their diagonal" in zeroed, zeroed
+    heads = " ".join(d.message for d in results[written["08_store_without_head_offset"]].diagnosis)
+    assert "only head 1 still holds the poison; head 0 of the same rows was written" in heads, heads
 
 
 def test_the_causal_only_timing_is_measured_and_shown():

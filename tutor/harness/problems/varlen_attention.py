@@ -385,11 +385,10 @@ def scored(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> tup
     return s.to(w.device), allowed
 
 
-def temperature(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> tuple[str, bool]:
-    """The slope of log(weight) against the true scores over each row's own visible keys
-    (one intercept per row), in words ("" where the weights are no softmax of the scores),
-    and whether it is a known wrong temperature."""
-    s, allowed = scored(w, q, k, case)
+def temperature(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, case: Case) -> tuple[str, bool]:
+    """The slope of log(weight) against the true scores ``s`` over each row's own visible keys
+    (``allowed``; one intercept per row), in words ("" where the weights are no softmax of the
+    scores), and whether it is a known wrong temperature."""
     return reading.temperature_reading(w, s, allowed[None], case.head_dim, case.cu_k[-1],
                                        span=f"Over each row's visible keys (read out on the {case.name} case)")
 
@@ -424,19 +423,30 @@ class RowRead:
     future: list[tuple[int, int, int]]  # (sequence, row, keys after its diagonal weighed)
     nan_rows: dict[int, int]  # sequence -> rows whose read-out is NaN (their weights are undefined)
     empty: list[tuple[int, int]]  # (sequence, row) weighing no key of its own sequence, or NaN
+    # (head, row)s that miss keys; of them those that weigh keys of the K/V block holding their
+    # diagonal only and miss every key before it (blocks of block_n from the sequence's start),
+    # and those that weigh no key at all
+    missing_rows: int = 0
+    last_block_only: int = 0
+    weigh_none: int = 0
 
 
-def read_rows(w: torch.Tensor, case: Case) -> RowRead:
+def read_rows(w: torch.Tensor, case: Case, block_n: int, unreadable: torch.Tensor | None = None) -> RowRead:
     """Each (head, row)'s measured weights against its sequence's keys and diagonal, in
     order of sequence, head and row.  Whole tensors a sequence at a time: a row-by-row
     loop took 8.3 s on the GPU's cases (H100, run 24); only rows that show something
-    (NaN, another sequence's keys, a missed key, a key past the diagonal) are listed."""
+    (NaN, another sequence's keys, a missed key, a key past the diagonal) are listed.
+    ``unreadable`` (like ``w``): keys whose weight at the measured temperature is too small
+    for an fp16 output to hold (:func:`readout.too_small_to_read`), counted as weighed."""
     total_k = case.cu_k[-1]
     seq_of_key = torch.zeros(total_k, dtype=torch.long)
     for b in range(len(case.seqs)):
         seq_of_key[case.cu_k[b]:case.cu_k[b + 1]] = b
     read = RowRead({}, {}, 0, [], [], {}, [])
-    given = (w.nan_to_num(nan=0.0) > 0).cpu()  # (H, total_q, total_k): the keys each row weighs
+    given = w.nan_to_num(nan=0.0) > 0  # (H, total_q, total_k): the keys each row weighs
+    if unreadable is not None:
+        given |= unreadable.to(given.device)
+    given = given.cpu()
     finite = torch.isfinite(w).all(dim=-1).cpu()  # (H, total_q): rows whose read-out is defined
     for b, (nq, nk) in enumerate(case.seqs):
         k0, k1, q0 = case.cu_k[b], case.cu_k[b + 1], case.cu_q[b]
@@ -451,6 +461,14 @@ def read_rows(w: torch.Tensor, case: Case) -> RowRead:
         has_own = own.any(dim=-1)
         last_own = torch.where(own, keys, -1).amax(dim=-1)  # (H, nq): the last key the row weighs
         missed = ~own & (keys[None, :] <= diag[:, None]) & fin[..., None]  # keys it must see, unweighed
+        diag_block = diag.clamp(max=nk - 1) // block_n  # the K/V block holding each row's diagonal
+        in_last = (keys // block_n)[None, :] == diag_block[:, None]  # (nq, nk)
+        before = (keys // block_n)[None, :] < diag_block[:, None]
+        missing = missed.any(dim=-1)
+        read.missing_rows += int(missing.sum())
+        read.last_block_only += int((missing & has_own & ~(own & ~in_last).any(dim=-1)
+                                     & (missed == before).all(dim=-1)).sum())
+        read.weigh_none += int((missing & ~has_own).sum())
         after = (own & (keys[None, :] > diag[:, None])).sum(dim=-1) * fin  # keys past its diagonal
         nan_count = int((~fin).sum())
         if nan_count:
@@ -479,7 +497,20 @@ def _seq_words(case: Case, b: int) -> str:
     return f"sequence {b} (Nq = {nq}, Nk = {nk}, Nk - Nq = {nk - nq})"
 
 
-def diagonal_findings(read: RowRead, case: Case) -> Findings:
+def _last_block_words(read: RowRead, block_n: int) -> str:
+    """Where every row that misses keys weighs only keys of the K/V block holding its diagonal
+    and none before it, that, in words (blind round 11: an accumulator zeroed each block, a
+    running maximum never updated); else ""."""
+    if not read.last_block_only or read.last_block_only + read.weigh_none != read.missing_rows:
+        return ""
+    none = f" ({read.weigh_none} of them weigh no key at all)" if read.weigh_none else ""
+    return (f" Those rows weigh only keys of the K/V block holding their diagonal (blocks of BLOCK_N = "
+            f"{block_n} keys from the sequence's start), none of the blocks before it{none}: what the earlier "
+            f"blocks added did not survive the later ones (a state reset, or scaled by 0, between blocks), or "
+            f"their keys were masked out.")
+
+
+def diagonal_findings(read: RowRead, case: Case, block_n: int) -> Findings:
     """The diagonal each sequence's rows measure: the classic off-by-(Nk - Nq), one shift
     shared by all sequences, a shift that moves with the packed starts, or rows that
     miss keys / weigh keys after their diagonal (said with the measured rows)."""
@@ -537,7 +568,7 @@ def diagonal_findings(read: RowRead, case: Case) -> Findings:
         last = i + case.seqs[b][1] - case.seqs[b][0]
         found.say("keys-missed", f" {len(read.missed)} rows give no weight to keys they must see; the first: row {i} "
                   f"of {_seq_words(case, b)} misses key{'s' * (len(keys) > 1)} {index_runs(keys)} of its 0..{last}"
-                  f"{where}.")
+                  f"{where}.{_last_block_words(read, block_n)}")
     if read.future:
         b, i, n = read.future[0]
         found.say("future-keys-seen", f" {len(read.future)} rows weigh keys after their diagonal; the first: row {i} "
@@ -708,12 +739,13 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
     failing = [c for c in checked if not c.result.passed]
     for one in failing:
         if one.result.unwritten:
-            poisoned = shared.unwritten_rows(one.launch.out).any(dim=-1).cpu()
+            by_head = shared.unwritten_rows(one.launch.out).cpu()  # (total_q, heads)
+            poisoned = by_head.any(dim=-1)
             rows = poisoned.nonzero().flatten().tolist()
             seqs = sorted({_seq_of(one.case, r) for r in rows})
             found.say("output-unwritten", f" {len(rows)} packed rows never written, in sequence"
                       f"{'s' * (len(seqs) > 1)} {index_runs(seqs)} (packed rows {index_runs(rows)}, the "
-                      f"{one.case.name} case).")
+                      f"{one.case.name} case).{_unwritten_heads_words(by_head[poisoned])}")
         if one.result.wrote_out_of_bounds:
             found.say("store-out-of-bounds", f" (the {one.case.name} case)")
     read_any = False
@@ -731,9 +763,11 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
                 first_read = reading.not_weighted_sum_words(gap, f" (the {one.case.name} case)")
             read_any = True
             break  # the same kernel reads V the same way on every case: another read-out says nothing more
-        read = read_rows(w, one.case)
+        s, allowed = scored(w, wq, wk, one.case)
+        measured = reading.measured_slope(w, s, allowed[None], one.case.cu_k[-1])
+        read = read_rows(w, one.case, int(module.BLOCK_N), reading.too_small_to_read(s, allowed[None], measured))
         if not read_any:
-            slope, hot = temperature(w, wq, wk, one.case)
+            slope, hot = temperature(w, s, allowed, one.case)
             first_read = slope + reading.row_sums(w)
             if not hot:  # how its K/V blocks share the weight (only a fitting pattern where no slope was read:
                 # the slope is fitted with one intercept a row, which a block-wise mistake bends)
@@ -741,7 +775,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         read_any = True
         across = other_sequence_findings(read, one.case)
         found.add(across)
-        diagonal = diagonal or diagonal_findings(read, one.case)  # the first failing case that shows one
+        # the first failing case that shows one
+        diagonal = diagonal or diagonal_findings(read, one.case, int(module.BLOCK_N))
         if across or diagonal:
             # one case's read-out that names something is the diagnosis: reading the other failing
             # cases (a launch per head_dim packed keys each: 47 launches, 3.7 s after the verdict on
@@ -793,6 +828,19 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
                   f"{one.case.name} case).{first_read}{heads}")
     found.add(visit_findings(checked, int(module.BLOCK_M), int(module.BLOCK_N)))
     return found.worded(drill)
+
+
+def _unwritten_heads_words(rows: torch.Tensor) -> str:
+    """Where every unwritten packed row (``rows``: (rows, heads) bool, a head still poisoned)
+    is unwritten in the same heads and written in the others, that, in words (blind round 11:
+    a store without its head offset writes head 0's place only); else ""."""
+    if rows.numel() == 0 or not bool((rows == rows[0]).all()) or bool(rows[0].all()):
+        return ""
+    heads, written = rows[0].nonzero().flatten().tolist(), (~rows[0]).nonzero().flatten().tolist()
+    one = len(heads) == 1
+    return (f" In each of them only head{'s' * (not one)} {index_runs(heads)} still hold{'s' * one} the "
+            f"poison; head{'s' * (len(written) > 1)} {index_runs(written)} of the same rows "
+            f"{'was' if len(written) == 1 else 'were'} written.")
 
 
 SHIFTS = ("diagonal-not-offset", "diagonal-shifted", "diagonal-from-packed-index")  # these account for rows left no key

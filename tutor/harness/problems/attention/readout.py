@@ -253,6 +253,30 @@ def temperature_sentence(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor
     return temperature_reading(w, s, allowed, head_dim, block_n, span)[0]
 
 
+def measured_slope(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, block_n: int) -> float | None:
+    """The slope of log(weight) against the true scaled scores ``s`` where the read-out ``w``
+    fits one (:func:`temperature_reading`'s rules), else None."""
+    rows_ok = torch.isfinite(w).all(dim=-1)
+    slope, rms, explained = _fit_temperature_explained(w.nan_to_num(0.0), s, allowed, rows_ok, block_n)
+    if slope is None or rms is None or rms > FIT_RMS or explained is None or explained < FIT_EXPLAINED:
+        return None
+    return slope
+
+
+FP16_UNREADABLE = 2.0**-22  # a weight below this comes back from an fp16 output as 0 or a few subnormal steps
+
+
+def too_small_to_read(s: torch.Tensor, allowed: torch.Tensor, slope: float | None) -> torch.Tensor:
+    """The ``allowed`` keys whose weight, were the kernel softmax at the measured ``slope``
+    over them, would lie below what an fp16 output holds: a weight read out as 0 there says
+    nothing of the mask or the loop (a temperature 32 times too hot spreads the read-out's
+    small scores over e^(+-10): blind round 11, drill 08).  None of them without a slope."""
+    if slope is None:
+        return torch.zeros_like(allowed.expand_as(s))
+    z = torch.where(allowed, slope * s, torch.full_like(s, float("-inf")))
+    return allowed & (torch.softmax(z, dim=-1) < FP16_UNREADABLE)
+
+
 def temperature_reading(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, head_dim: int, block_n: int,
                         span: str = "Within each K/V block") -> tuple[str, bool]:
     """The slope of log(weight) against the true scaled scores ``s``, fitted on the keys
@@ -264,9 +288,8 @@ def temperature_reading(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
     temperature meets the wrong q rows fits at rms 0.03 and 91 %, drill 08's blind round;
     a wrong temperature fits at rms 3e-4 and 99.999 %.)  And whether that slope is
     one a known scale or base mistake gives (not 1): a wrong temperature, measured."""
-    rows_ok = torch.isfinite(w).all(dim=-1)
-    slope, rms, explained = _fit_temperature_explained(w.nan_to_num(0.0), s, allowed, rows_ok, block_n)
-    if slope is None or rms is None or rms > FIT_RMS or explained is None or explained < FIT_EXPLAINED:
+    slope = measured_slope(w, s, allowed, block_n)
+    if slope is None:
         return "", False
     name = name_temperature(slope, head_dim)
     said = TEMPERATURE_WORDS.get(name, "") if name else ""
