@@ -325,3 +325,22 @@ def test_the_d_term_probe_names_the_loop_and_the_term(name, written):
     said = " ".join(d.message for d in result.diagnosis)
     for words in PROBE_WORDS[name]:
         assert words in said, said
+
+
+# blind round 11: NaN read again at smaller scores, where the dK/dV loop's P shows its slope;
+# a dQ loop that loads K transposed is not told its dS is right (a one-hot K at component j
+# for key j was its own transpose)
+ROUND_11_WORDS = {
+    "backward_scale_is_sqrt_d": (["every gradient is finite", "P grows as exp(64 s)"], []),
+    "dkdv_scores_unscaled": (["q divided by 8", "P grows as exp(8 s)"], []),
+    "dq_loop_k_loaded_transposed": (["the dQ loop's dS differs from P * (dP - D)"], ["dS = P * (dP - D) is right"]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ROUND_11_WORDS))
+def test_what_blind_round_11_got_wrong_is_said_as_measured(name, written):
+    entry = next(e for e in ENTRIES if e.name == name)
+    said = " ".join(d.message for d in _result(entry, written).diagnosis)
+    present, absent = ROUND_11_WORDS[name]
+    assert all(words in said for words in present) and not any(words in said for words in absent), said

@@ -308,6 +308,12 @@ FP32_EXP_LIMIT = math.log(torch.finfo(torch.float32).max)  # 88.72: exp of more 
 # term by at most u relative (fp32 accumulation and the fp32 lse, ~1e-5 relative at
 # scores of 150, are far below it).
 FP16_U = shared.FP16_U
+# non-finite gradients at ordinary scores are run again with q divided by each of these in
+# turn (powers of 2: exact in fp16) until they are finite: a scale 8 or 64 times too large
+# (sm_scale left out, or 1/sm_scale for sm_scale at head_dim 64) then scores like the
+# ordinary case, P no longer overflows, and its slope is measurable (at 1/64 a P off by 8 is
+# nearly uniform, below what the read-out measures)
+SMALL_SCORES_DIVISORS = (8.0, 64.0)
 ROUNDINGS = shared.ROUNDINGS
 
 
@@ -546,6 +552,7 @@ Probe = Callable[["BackwardLaunch"], "readout.PReadout | None"]
 # the dQ loop's dS read-out's words (:func:`readout.describe_ds`), measured once, lazily, on
 # the smallest failing case short enough for one-hot K; "" where none is
 DsWords = Callable[[], str]
+NanWords = Callable[["BackwardLaunch"], str]  # a case's non-finite gradients read again at small scores
 
 
 def lse_factors(head_dim: int) -> dict[str, float]:
@@ -962,7 +969,8 @@ def hostile_detail(launch: BackwardLaunch, tolerance: float) -> str:
 
 def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap], block_m: int,
              block_n: int, guard_said: dict[str, str] | None = None, probe: Probe | None = None,
-             d_probe: DProbe | None = None, ds_words: DsWords | None = None) -> list[Diagnosis]:
+             d_probe: DProbe | None = None, ds_words: DsWords | None = None,
+             nan_words: NanWords | None = None) -> list[Diagnosis]:
     """``guard_said``: what the guard bands measured (:func:`guard_report`); NaN that a
     read past the end explains is not said again.  In steps: each failing case's
     findings (:func:`_case_findings`), the cases reconciled (:func:`_reconcile`), the
@@ -981,7 +989,7 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
     for launch in launches:
         if not launch.case.passed:
             for code, detail in _case_findings(launch, drill.tolerance, block_m, block_n, probe, context, d_probe,
-                                               ds_words):
+                                               ds_words, nan_words):
                 say(code, detail)
     _reconcile(codes, generic, context.explained)
     if not codes:
@@ -1004,7 +1012,7 @@ class _Cases:
 
 def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int, probe: Probe | None,
                    cases: _Cases, d_probe: DProbe | None = None,
-                   ds_words: DsWords | None = None) -> list[tuple[str, str]]:
+                   ds_words: DsWords | None = None, nan_words: NanWords | None = None) -> list[tuple[str, str]]:
     """(code, detail) of one failing case, in the order they are said: the hostile case's
     own, a changed forward, what its outputs show (unwritten, stored out of bounds,
     non-finite), else what the gradients are explained as."""
@@ -1018,7 +1026,7 @@ def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block
             return hostile
     if not launch.forward_ok:
         return [("forward-changed", launch.forward_detail + where + ".")]
-    outputs = _output_findings(launch, where)
+    outputs = _output_findings(launch, where, nan_words)
     if outputs:
         return outputs
     found = explain(launch, tolerance, block_m, block_n, probe, d_probe, ds_words)
@@ -1047,8 +1055,9 @@ def _hostile_findings(launch: BackwardLaunch, tolerance: float, where: str) -> l
     return [("large-scores-wrong", hostile_detail(launch, tolerance) + where + ".")]
 
 
-def _output_findings(launch: BackwardLaunch, where: str) -> list[tuple[str, str]]:
-    """What the gradient buffers show: elements never written, stores past them, NaN/Inf."""
+def _output_findings(launch: BackwardLaunch, where: str, nan_words: NanWords | None = None) -> list[tuple[str, str]]:
+    """What the gradient buffers show: elements never written, stores past them, NaN/Inf
+    (with ``nan_words``' second reading at small scores, where every gradient was written)."""
     case = launch.case
     found = []
     if case.unwritten:
@@ -1058,7 +1067,8 @@ def _output_findings(launch: BackwardLaunch, where: str) -> list[tuple[str, str]
         which = ", ".join(g for g, o in launch.out_of_bounds.items() if o)
         found.append(("store-out-of-bounds", f" ({which}){where}."))
     if case.nonfinite:
-        found.append(("nan-in-output", nonfinite_detail(launch) + where + "."))
+        again = nan_words(launch) if nan_words is not None and not case.unwritten else ""
+        found.append(("nan-in-output", nonfinite_detail(launch) + where + "." + again))
     return found
 
 
@@ -1202,13 +1212,42 @@ def check_correctness(
 
         return dterm.read_d_term(backward, launch.v, launch.do, per_head)
 
+    def nan_words(launch: BackwardLaunch) -> str:
+        """Non-finite gradients on ordinary scores, run again with q divided by each of
+        SMALL_SCORES_DIVISORS until every gradient is finite (one forward, one backward and
+        the P probe each, the variants the case compiled): that in words, and the slope of
+        the dK/dV loop's P read out through dV there where it is not softmax's (a scale or
+        base off by that factor overflows P at ordinary scores: blind round 11, w72 and w84);
+        "" where none is finite."""
+        causal = launch.case.causal
+        for divisor in SMALL_SCORES_DIVISORS:
+            cost.step(f"running the {launch.case.name} case again with scores {divisor:g} times smaller")
+            q = (launch.q.float() / divisor).to(launch.q.dtype)
+            o, lse = run_forward(module, q, launch.k, launch.v, causal)
+            grads = run_backward(module, q, launch.k, launch.v, o, lse, launch.do, causal, block_m, block_n)[0]
+            if not all(bool(torch.isfinite(g.float()).all()) for g in grads.values()):
+                continue
+            said = (f" Run again with q divided by {divisor:g} (every score {divisor:g} times smaller), every"
+                    f" gradient is finite: the NaN/Inf comes with the scores' size, an exponential that overflows.")
+            small = dataclasses.replace(launch, q=q, o=o, lse=lse,
+                                        ref=reference(q, launch.k, launch.v, launch.do, causal))
+            read = probe(small)
+            shape = (readout.describe(read, small.ref.s, small.ref.lse, small.ref.allowed, block_n, lse)
+                     if read is not None else None)
+            if shape is not None and shape.slope is not None and abs(shape.slope - 1) > 0.05:
+                said += (f" There, read out through dV with one-hot dO, the dK/dV loop's P grows as"
+                         f" exp({shape.slope:.3g} s) in the scores s, where exp(s - lse) grows as exp(s): its scale"
+                         f" or base is off by that factor.")
+            return said
+        return ""
+
     def diagnose_launches() -> Diagnosed:
         findings, said = guard_report(module, launches, block_m, block_n)
         trusted = not shared.visit_map_overrun(findings)  # a map store landed outside it: no block count from it
         if not trusted and "write-past-end" in said:
             said["write-past-end"] += shared.MAP_UNTRUSTED
         diagnosis = diagnose(drill, launches, maps if trusted else [], block_m, block_n, said, probe, d_probe,
-                             ds_words)
+                             ds_words, nan_words)
         rechecked = _with_maps_words(launches, drill.tolerance)
         if rechecked:
             diagnosis += worded(drill, {"visit-maps-change-result": rechecked})

@@ -176,21 +176,29 @@ def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.
 # ------------------------------------------------------------------------------------
 # the dQ loop's dS, read out through dQ with one-hot K
 # ------------------------------------------------------------------------------------
-# dQ = sm_scale * dS K is linear in K's rows, and with K[j] = AMP * e_j (key j's vector
-# one-hot at component j: seq <= head_dim) dQ[i, j] = sm_scale * AMP * dS[i, j]: one
-# launch reads every (row, key) of the dQ loop's dS, for the scores s_ij = AMP * sm_scale
-# * q_i[j] that K gives.  AMP puts those scores at a standard deviation of ~2: P spans a
-# few orders of magnitude, so its temperature is measurable, and nothing overflows.
+# dQ = sm_scale * dS K is linear in K's rows, and with K[j] = AMP * e_(j+1 mod head_dim)
+# (key j's vector one-hot at the next component: seq <= head_dim) dQ[i, j+1] = sm_scale *
+# AMP * dS[i, j]: one launch reads every (row, key) of the dQ loop's dS, for the scores
+# s_ij = AMP * sm_scale * q_i[j+1] that K gives.  Not K[j] = AMP * e_j: that K is its own
+# transpose, and a dQ loop that loads K's tile transposed read it right (blind round 11,
+# w45: "dS is right" was said of a kernel whose scores and dS were both wrong).  AMP puts
+# those scores at a standard deviation of ~2: P spans a few orders of magnitude, so its
+# temperature is measurable, and nothing overflows.
 DS_AMP_STD = 2.0
 DS_MEASURABLE = 0.01  # P below this does not say what D was (its dS is ~0 either way)
 
 
+def one_hot_dims(seq: int, head_dim: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """The component each key's one-hot vector sits at: key j at (j + 1) % head_dim."""
+    return (torch.arange(seq, device=device) + 1) % head_dim
+
+
 def one_hot_k(k: torch.Tensor) -> torch.Tensor:
-    """K of ``k``'s shape and dtype with K[j] = AMP * e_j (needs seq <= head_dim)."""
+    """K of ``k``'s shape and dtype with K[j] = AMP * e_(j+1 mod head_dim) (needs seq <= head_dim)."""
     seq, head_dim = k.shape[-2], k.shape[-1]
     probe = torch.zeros_like(k)
     keys = torch.arange(seq, device=k.device)
-    probe[..., keys, keys] = DS_AMP_STD * head_dim**0.5
+    probe[..., keys, one_hot_dims(seq, head_dim, k.device)] = DS_AMP_STD * head_dim**0.5
     return probe
 
 
@@ -219,7 +227,7 @@ def describe_ds(dq: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
     d = (do64 * (p @ v64)).sum(-1)  # rowsum(dO ∘ O)
     ds = p * (dp - d[..., None])
     amp = DS_AMP_STD * head_dim**0.5
-    got = dq.to(f64).reshape(-1, seq, head_dim)[..., :seq] / (scale * amp)
+    got = dq.to(f64).reshape(-1, seq, head_dim)[..., one_hot_dims(seq, head_dim, dq.device)] / (scale * amp)
     if not bool(torch.isfinite(got).all()):
         return DsShape(False, "")
     tol = 0.02 * float(ds.abs().max()) + 2e-3
