@@ -333,6 +333,8 @@ def test_the_d_term_probe_names_the_loop_and_the_term(name, written):
 ROUND_11_WORDS = {
     "backward_scale_is_sqrt_d": (["every gradient is finite", "P grows as exp(64 s)"], []),
     "dkdv_scores_unscaled": (["q divided by 8", "P grows as exp(8 s)"], []),
+    # the hostile case's causal row 1 sees keys scoring ~0; the keys after it in its tile score ~120
+    "dkdv_causal_mask_by_multiplying": (["exactly the keys that some row may not see", "inf * 0"], []),
     "dq_loop_k_loaded_transposed": (["the dQ loop's dS differs from P * (dP - D)"], ["dS = P * (dP - D) is right"]),
 }
 

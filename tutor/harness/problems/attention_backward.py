@@ -301,6 +301,7 @@ def _judge(name: str, causal: bool, q: torch.Tensor, grads: dict[str, torch.Tens
 HOSTILE_SHAPE = (1, 1, 128, 64)  # one head, a length that is a whole number of blocks of 16..128
 LARGE_SHIFT = 120.0  # a "large" row's scores sit around +120: exp/exp2 of a raw score overflow fp32 (~88.7)
 RAMP_SCORE = 150.0  # a "late"/"early" row's scores ramp 0..150 over the keys (maximum last / first)
+STEP_KEYS = 4  # a "large" row scores ~0 on the first keys, ~LARGE_SHIFT on the rest
 FP32_EXP_LIMIT = math.log(torch.finfo(torch.float32).max)  # 88.72: exp of more is inf in fp32
 # u: fp16's unit roundoff.  A gradient's terms pass through at most four fp16 roundings the
 # float64 reference does not make: P (or dS) rounded for its matmul, the fp16 O that D is
@@ -321,7 +322,11 @@ def hostile_case(device: str, generator: torch.Generator) -> tuple[torch.Tensor,
     """fp16 q, k, v, dO of :data:`HOSTILE_SHAPE` whose rows, by r % 4, score: as usual
     (a control), all around +LARGE_SHIFT, a ramp rising to +RAMP_SCORE at the last key,
     the same ramp falling from the first key.  Dims 0 and 1 of q and k build them; q is
-    scaled, never k, so every input stays finite in fp16."""
+    scaled, never k, so every input stays finite in fp16.  Dim 2 takes LARGE_SHIFT off the
+    large rows' scores of the first STEP_KEYS keys: causal row 1 sees only those, and the
+    keys after it, which it may not see, score LARGE_SHIFT above its lse, so an exp taken
+    on the pairs the mask removes overflows to inf there (inf times a 0 mask is NaN: blind
+    round 11, w104)."""
     shape = HOSTILE_SHAPE
     seq, head_dim = shape[2], shape[3]
     q, k, v, do = (torch.randn(shape, generator=generator, dtype=torch.float32) for _ in range(4))
@@ -334,6 +339,10 @@ def hostile_case(device: str, generator: torch.Generator) -> tuple[torch.Tensor,
     q[..., rows % 4 == 2, 0] = RAMP_SCORE * root / 8.0
     q[..., rows % 4 == 3, 0] = -RAMP_SCORE * root / 8.0
     q[..., rows % 4 == 3, 1] = RAMP_SCORE * root / 8.0  # early rows: +150 at key 0, falling to 0
+    q[..., 2] = 0.0
+    k[..., 2] = 0.0
+    k[..., :STEP_KEYS, 2] = -8.0
+    q[..., rows % 4 == 1, 2] = LARGE_SHIFT * root / 8.0  # large rows: ~0 on keys 0..STEP_KEYS-1
     return tuple(t.to(device, torch.float16) for t in (q, k, v, do))
 
 
@@ -906,15 +915,29 @@ def spans(indices: list[int]) -> str:
     return ", ".join(words[:6]) + (f" and {len(words) - 6} more runs" if len(words) > 6 else "")
 
 
+def _dkdv_visited_pairs(launch: BackwardLaunch, seq: int, blocks: tuple[int, int]) -> torch.Tensor | None:
+    """(N, N) bool: the (row, key) pairs inside a (query block, key block) tile that the
+    dK/dV loop's visit map records for any head; None where the map is not that grid."""
+    block_m, block_n = blocks
+    visits = launch.dkdv_visits.reshape(-1, *launch.dkdv_visits.shape[-2:]).cpu()
+    if tuple(visits.shape[-2:]) != (-(-seq // block_n), -(-seq // block_m)):
+        return None
+    tiles = (visits > 0).any(0)  # (key blocks, query blocks)
+    idx = torch.arange(seq)
+    return tiles[idx[None, :] // block_n, idx[:, None] // block_m]
+
+
 def _bad_positions(t: torch.Tensor) -> torch.Tensor:
     """(N,) bool: sequence positions where any head's row of ``t`` is NaN/Inf."""
     return (~torch.isfinite(t.to(torch.float64))).reshape(-1, *t.shape[-2:]).any(-1).any(0)
 
 
-def nonfinite_detail(launch: BackwardLaunch) -> str:
+def nonfinite_detail(launch: BackwardLaunch, blocks: tuple[int, int] | None = None) -> str:
     """Where the NaN/Inf of a launch's gradients are, measured: which gradients, which
     query rows (dQ) and keys (dK, dV), so which loop; and, when it holds exactly, that
-    the rows holding them are the rows whose largest score passes exp's fp32 range."""
+    the rows holding them are the rows whose largest score passes exp's fp32 range, or
+    (``blocks``: BLOCK_M, BLOCK_N, to read the dK/dV loop's visit map) that the keys holding
+    them are the keys of the tiles it visited where a pair the mask removes scores past it."""
     seq = launch.q.shape[-2]
     bad = {g: _bad_positions(launch.grads[g]) for g in GRADS}
     parts = []
@@ -940,6 +963,17 @@ def nonfinite_detail(launch: BackwardLaunch) -> str:
     row_max = s.reshape(-1, seq, seq).amax(-1).amax(0)  # (N,) over heads
     col_max = s.reshape(-1, seq, seq).amax(-2).amax(0)
     over_rows, over_cols = row_max > FP32_EXP_LIMIT, col_max > FP32_EXP_LIMIT
+    # pairs the mask removes whose score lies past exp's range above the row's lse
+    removed = (~launch.ref.allowed) & (launch.ref.s - launch.ref.lse[..., None] > FP32_EXP_LIMIT)
+    removed = removed.reshape(-1, seq, seq).any(0)  # (N, N) over heads
+    visited = _dkdv_visited_pairs(launch, seq, blocks) if blocks is not None else None
+    if (visited is not None and bool((removed & visited).any()) and kv
+            and bool(torch.equal(bad["dk"] | bad["dv"], (removed & visited).any(0)))):
+        return (f" ({detail}; the keys holding them are exactly the keys that some row may not see and scores more"
+                f" than {FP32_EXP_LIMIT:.1f} above its lse in a tile the dK/dV loop visits: exp(s - lse) taken on a"
+                " pair the mask removes overflows"
+                " to inf there; a mask applied by multiplying turns it into NaN (inf * 0), one left off carries it"
+                " into the gradients: remove those pairs with tl.where, before the exp or instead of a multiply)")
     if q_ and bool(torch.equal(bad["dq"], over_rows)):
         detail += (f"; the dQ rows holding them are exactly the rows with a score above {FP32_EXP_LIMIT:.1f}"
                    " (the largest finite exp in fp32): an exp of a score not reduced by lse first overflows")
@@ -1021,12 +1055,12 @@ def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block
     if case.name == "hostile":
         if cases.standard_failed:
             return []  # the standard cases' diagnosis explains the kernel; this case adds nothing sure
-        hostile = _hostile_findings(launch, tolerance, where)
+        hostile = _hostile_findings(launch, tolerance, where, (block_m, block_n))
         if hostile is not None:
             return hostile
     if not launch.forward_ok:
         return [("forward-changed", launch.forward_detail + where + ".")]
-    outputs = _output_findings(launch, where, nan_words)
+    outputs = _output_findings(launch, where, nan_words, (block_m, block_n))
     if outputs:
         return outputs
     found = explain(launch, tolerance, block_m, block_n, probe, d_probe, ds_words)
@@ -1044,18 +1078,20 @@ def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block
     return [(code, detail + where)]
 
 
-def _hostile_findings(launch: BackwardLaunch, tolerance: float, where: str) -> list[tuple[str, str]] | None:
+def _hostile_findings(launch: BackwardLaunch, tolerance: float, where: str,
+                      blocks: tuple[int, int] | None = None) -> list[tuple[str, str]] | None:
     """The large-score case's own finding, or None where it is diagnosed like any case
     (a changed forward, unwritten or out-of-bounds gradients)."""
     case = launch.case
     if not launch.forward_ok or not case.fully_written:
         return None
     if case.nonfinite:
-        return [("large-scores-overflow", nonfinite_detail(launch) + where + ".")]
+        return [("large-scores-overflow", nonfinite_detail(launch, blocks) + where + ".")]
     return [("large-scores-wrong", hostile_detail(launch, tolerance) + where + ".")]
 
 
-def _output_findings(launch: BackwardLaunch, where: str, nan_words: NanWords | None = None) -> list[tuple[str, str]]:
+def _output_findings(launch: BackwardLaunch, where: str, nan_words: NanWords | None = None,
+                     blocks: tuple[int, int] | None = None) -> list[tuple[str, str]]:
     """What the gradient buffers show: elements never written, stores past them, NaN/Inf
     (with ``nan_words``' second reading at small scores, where every gradient was written)."""
     case = launch.case
@@ -1068,7 +1104,7 @@ def _output_findings(launch: BackwardLaunch, where: str, nan_words: NanWords | N
         found.append(("store-out-of-bounds", f" ({which}){where}."))
     if case.nonfinite:
         again = nan_words(launch) if nan_words is not None and not case.unwritten else ""
-        found.append(("nan-in-output", nonfinite_detail(launch) + where + "." + again))
+        found.append(("nan-in-output", nonfinite_detail(launch, blocks) + where + "." + again))
     return found
 
 
