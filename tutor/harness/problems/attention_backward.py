@@ -49,7 +49,10 @@ The diagnosis is derived from what the gradients measurably are:
   agrees (both loops); a dK whose error is exactly another D in the dK/dV loop,
   fitted row by row;
 * NaN/Inf: which gradients, rows and keys, so which loop, and whether they are
-  exactly the rows (keys) whose scores pass exp's fp32 range.
+  exactly the rows (keys) whose scores pass exp's fp32 range, or the keys of the tiles
+  the dK/dV loop visited where a pair the mask removes scores past it above its lse;
+  on ordinary scores the case is run again with q divided by 8, then 64, and where the
+  gradients are finite there the dK/dV loop's P read out through dV gives its slope.
 
 Anything these do not explain is reported as which gradient is wrong, and
 where to look.  ``p-rows-wrong`` is said only when every failing case is explained so.

@@ -21,8 +21,11 @@ values over the whole packed key axis (:func:`weights`), so for each query row
 it is known which keys of its own sequence and of the others it weighs.  From
 them, per sequence, the last key each row weighs against its diagonal (by how
 many keys, which side), weight on other sequences' keys (which ones), needed
-keys missed; and from the visit map, blocks visited that no row needs (past the
-diagonal, past the sequence) against those needed.
+keys missed (a key whose weight, at the slope the read-out measures, lies below what
+an fp16 output holds counts as weighed: a hot temperature is said as one; rows that
+keep only the K/V block holding their diagonal are said so); and from the visit
+map, blocks visited that no row needs (past the diagonal, past the sequence)
+against those needed.
 
 The visit maps are per sequence; the check headlines one (:func:`headline_map`:
 the default case's sequence with the most blocks, its offset diagonal's needed
