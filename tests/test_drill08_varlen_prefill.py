@@ -272,6 +272,12 @@ def test_every_mistake_gets_its_verdict(tmp_path: Path):
     assert "slope 32.000" in hot and "misses key" not in hot, hot
     zeroed = " ".join(d.message for d in results[written["08_acc_zeroed_each_block"]].diagnosis)
     assert "weigh only keys of the K/V block holding their diagonal" in zeroed, zeroed
+    # the diagonal each sequence's rows measure, rows cut at the sequence's last key set aside: the rule it follows
+    for stem, rule in (("diag_sign_flipped", "d = Nq - Nk, the offset with its sign flipped"),
+                       ("diag_from_the_longest_sequences", "(max_seqlen_k - max_seqlen_q = "),
+                       ("diag_from_the_packed_starts", "d = cu_seqlens_k[b] - cu_seqlens_q[b]")):
+        words = " ".join(d.message for d in results[written[f"08_{stem}"]].diagnosis)
+        assert rule in words, words
     heads = " ".join(d.message for d in results[written["08_store_without_head_offset"]].diagnosis)
     assert "only head 1 still holds the poison; head 0 of the same rows was written" in heads, heads
 

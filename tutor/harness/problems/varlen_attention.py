@@ -432,6 +432,8 @@ class RowRead:
     missing_rows: int = 0
     last_block_only: int = 0
     weigh_none: int = 0
+    # sequence -> (row, last key it weighs) of every (head, row) that weighs a key of its own
+    lasts: dict[int, tuple[torch.Tensor, torch.Tensor]] = dataclasses.field(default_factory=dict)
 
 
 def read_rows(w: torch.Tensor, case: Case, block_n: int, unreadable: torch.Tensor | None = None) -> RowRead:
@@ -463,6 +465,8 @@ def read_rows(w: torch.Tensor, case: Case, block_n: int, unreadable: torch.Tenso
         diag = torch.arange(nq) + nk - nq  # each row's last visible key, i + Nk - Nq
         has_own = own.any(dim=-1)
         last_own = torch.where(own, keys, -1).amax(dim=-1)  # (H, nq): the last key the row weighs
+        weighs = fin & has_own
+        read.lasts[b] = (torch.arange(nq).expand_as(weighs)[weighs], last_own[weighs])
         missed = ~own & (keys[None, :] <= diag[:, None]) & fin[..., None]  # keys it must see, unweighed
         diag_block = diag.clamp(max=nk - 1) // block_n  # the K/V block holding each row's diagonal
         in_last = (keys // block_n)[None, :] == diag_block[:, None]  # (nq, nk)
@@ -498,6 +502,71 @@ def read_rows(w: torch.Tensor, case: Case, block_n: int, unreadable: torch.Tenso
 def _seq_words(case: Case, b: int) -> str:
     nq, nk = case.seqs[b]
     return f"sequence {b} (Nq = {nq}, Nk = {nk}, Nk - Nq = {nk - nq})"
+
+
+def kernel_offsets(read: RowRead, case: Case) -> dict[int, int | None] | None:
+    """Each sequence's diagonal as the kernel draws it, row i's last key i + d_b, measured
+    from the rows whose last weighed key is not their sequence's last (a diagonal past it is
+    cut there): sequence -> d_b, or None where every row reaches the last key.  None where
+    some sequence's rows do not share one d_b, a row that weighs no key is one the diagonal
+    leaves none (i + d_b < 0), a row that reaches the last key one the diagonal lets reach it,
+    or a row misses a key before its own last."""
+    offsets: dict[int, int | None] = {}
+    empty: dict[int, list[int]] = {}
+    for b, i in read.empty:
+        empty.setdefault(b, []).append(i)
+    for b, (_, nk) in enumerate(case.seqs):
+        if b in read.nan_rows:
+            return None
+        rows, last = read.lasts.get(b, (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)))
+        cut = last == nk - 1
+        found = set((last - rows)[~cut].tolist())
+        if len(found) > 1:
+            return None
+        d = next(iter(found)) if found else None
+        if d is None and not bool(cut.any()):
+            return None  # no row weighs a key: nothing to measure
+        if d is not None and (bool(((rows + d) < nk - 1)[cut].any()) or any(i + d >= 0 for i in empty.get(b, []))):
+            return None
+        offsets[b] = d
+    for b, i, keys in read.missed:
+        d = offsets.get(b)
+        if d is None or min(keys) <= min(i + d, case.seqs[b][1] - 1):
+            return None
+    return offsets
+
+
+def _offset_law(offsets: dict[int, int | None], case: Case) -> tuple[str, str] | None:
+    """The rule the measured per-sequence offsets follow, as (code, words), where one fits
+    every sequence whose offset is measured (at least two, and sequences that differ in it):
+    Nq - Nk (the sign flipped), one constant for all (max_seqlen_k - max_seqlen_q, say),
+    or the difference of the packed starts plus a constant; None otherwise (and for the
+    right offsets)."""
+    exact = {b: d for b, d in offsets.items() if d is not None}
+    right = {b: nk - nq for b, (nq, nk) in enumerate(case.seqs)}
+    if len(exact) < 2 or all(d == right[b] for b, d in exact.items()):
+        return None
+    measured = "; ".join(f"sequence {b}: d = {d} (Nk - Nq = {right[b]})" for b, d in sorted(exact.items()))
+    head = (f" Measured from the last key each row weighs (rows that reach their sequence's last key only bound"
+            f" it): row i's diagonal is i + d, with {measured}")
+    flipped = {b: -right[b] for b in exact}
+    if flipped == exact:
+        return "diagonal-shifted", f"{head}: in every measured sequence d = Nq - Nk, the offset with its sign flipped"
+    values = set(exact.values())
+    if len(values) == 1 and len({right[b] for b in exact}) > 1:
+        c = next(iter(values))
+        widest = max(nk for _, nk in case.seqs) - max(nq for nq, _ in case.seqs)
+        named = (f" (max_seqlen_k - max_seqlen_q = {widest})" if c == widest else "")
+        return "diagonal-shifted", (f"{head}: one offset, d = {c}, in every measured sequence{named}, not each"
+                                    f" one's own Nk - Nq")
+    for sign, law in ((1, "cu_seqlens_k[b] - cu_seqlens_q[b]"), (-1, "cu_seqlens_q[b] - cu_seqlens_k[b]")):
+        starts = {b: sign * (case.cu_k[b] - case.cu_q[b]) for b in exact}
+        consts = {d - starts[b] for b, d in exact.items()}
+        if len(consts) == 1 and len(set(starts.values())) > 1:
+            c = next(iter(consts))
+            tail = f" {'+' if c > 0 else '-'} {abs(c)}" if c else ""
+            return "diagonal-from-packed-index", f"{head}: in every measured sequence d = {law}{tail}"
+    return None
 
 
 def _last_block_words(read: RowRead, block_n: int) -> str:
@@ -564,8 +633,20 @@ def diagonal_findings(read: RowRead, case: Case, block_n: int) -> Findings:
             found.say("diagonal-from-packed-index", f" Measured: {starts}; in every sequence the shift is {law}"
                       f"{where}.")
         else:
-            found.say("diagonal-shifted", f" The shift differs between sequences: {shown}{where}.")
+            # the sign flipped (i - (Nk - Nq)), or one offset for all: the rule the clamped rows' reading names too
+            rule = _offset_law({b: d + offset[b] for b, d in single.items()}, case)
+            if rule is not None and rule[0] == "diagonal-shifted":
+                found.say("diagonal-shifted", rule[1] + where + ".")
+            else:
+                found.say("diagonal-shifted", f" The shift differs between sequences: {shown}{where}.")
         return found
+    offsets = kernel_offsets(read, case)
+    if offsets is not None:
+        rule = _offset_law(offsets, case)
+        if rule is not None:
+            code, words = rule
+            found.say(code, words + where + ".")
+            return found
     if read.missed:
         b, i, keys = read.missed[0]
         last = i + case.seqs[b][1] - case.seqs[b][0]
