@@ -280,6 +280,7 @@ def test_every_mistake_gets_its_verdict(tmp_path: Path):
         assert rule in words, words
     heads = " ".join(d.message for d in results[written["08_store_without_head_offset"]].diagnosis)
     assert "only head 1 still holds the poison; head 0 of the same rows was written" in heads, heads
+    assert "each equals the right output of another (row, head)" in heads and "holds row 0 head 1's output" in heads
 
 
 def test_the_causal_only_timing_is_measured_and_shown():

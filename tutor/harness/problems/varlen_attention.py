@@ -829,7 +829,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
             seqs = sorted({_seq_of(one.case, r) for r in rows})
             found.say("output-unwritten", f" {len(rows)} packed rows never written, in sequence"
                       f"{'s' * (len(seqs) > 1)} {index_runs(seqs)} (packed rows {index_runs(rows)}, the "
-                      f"{one.case.name} case).{_unwritten_heads_words(by_head[poisoned])}")
+                      f"{one.case.name} case).{_unwritten_heads_words(by_head[poisoned])}"
+                      f"{_written_rows_words(one, by_head, drill.tolerance)}")
         if one.result.wrote_out_of_bounds:
             found.say("store-out-of-bounds", f" (the {one.case.name} case)")
     read_any = False
@@ -912,6 +913,30 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
                   f"{one.case.name} case).{first_read}{heads}")
     found.add(visit_findings(checked, int(module.BLOCK_M), int(module.BLOCK_N)))
     return found.worded(drill)
+
+
+def _written_rows_words(one: Checked, unwritten: torch.Tensor, tolerance: float) -> str:
+    """How many of the (row, head) outputs that were written are wrong too, where some are,
+    and where each of those equals the right output of another (row, head), the first such
+    place (a store with the wrong row stride or head offset puts outputs in other rows'
+    places: blind round 11); "" where every written one is right."""
+    out, expected = one.launch.out.to(torch.float64).cpu(), one.expected.to(torch.float64).cpu()
+    err = (out - expected).abs().amax(dim=-1)  # (total_q, heads)
+    wrong = ~unwritten & ~(err <= tolerance)  # NaN counts as wrong
+    if not bool(wrong.any()):
+        return ""
+    heads = out.shape[1]
+    said = (f" Of the {int((~unwritten).sum())} (row, head) outputs that were written, {int(wrong.sum())} are wrong"
+            f" too (largest error {float(err[wrong].nan_to_num(float('inf')).max()):.3g})")
+    places = wrong.nonzero()
+    got = out[places[:, 0], places[:, 1]]  # (wrong, d)
+    gap = (got[:, None, :] - expected.reshape(-1, expected.shape[-1])[None]).abs().amax(dim=-1)  # (wrong, rows*heads)
+    best = gap.nan_to_num(float("inf")).min(dim=-1)
+    if not bool((best.values <= tolerance).all()):
+        return said + "."
+    (r, h), source = places[0].tolist(), int(best.indices[0])
+    return (f"{said}, and each equals the right output of another (row, head): the stores reached other places"
+            f" (packed row {r} head {h} holds row {source // heads} head {source % heads}'s output).")
 
 
 def _unwritten_heads_words(rows: torch.Tensor) -> str:
