@@ -335,6 +335,8 @@ ROUND_11_WORDS = {
     "dkdv_scores_unscaled": (["q divided by 8", "P grows as exp(8 s)"], []),
     # the hostile case's causal row 1 sees keys scoring ~0; the keys after it in its tile score ~120
     "dkdv_causal_mask_by_multiplying": (["exactly the keys that some row may not see", "inf * 0"], []),
+    "ds_without_p_both_loops": (["the dQ loop's dS is dP - D on every pair a row may see: it is not multiplied by P"],
+                                []),
     "dq_loop_k_loaded_transposed": (["the dQ loop's dS differs from P * (dP - D)"], ["dS = P * (dP - D) is right"]),
 }
 

@@ -755,7 +755,10 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
                     code = "d-missing" if name.startswith("zero") else "d-wrong-tensors"
                     return code, f" (measured from dQ: your D is {name}, not rowsum(dO * O).)"
             return "d-wrong", _d_form(launch, d_student, block_m, tolerance)
-        return "ds-wrong", f" ({errs}; dV is right.{_d_term_detail(launch, d_probe, ('dq', 'dk'), block_m, block_n)})"
+        # the D-term probe names a D term; where it says nothing, the dQ loop's whole dS read out
+        # (one-hot K: a dS without its factor P, blind round 11, w04)
+        both = _d_term_detail(launch, d_probe, ("dq", "dk"), block_m, block_n) or (ds_words() if ds_words else "")
+        return "ds-wrong", f" ({errs}; dV is right.{both})"
     if bad["dq"] != bad["dk"]:  # one loop wrong: does its own dS leave out D?
         g = "dq" if bad["dq"] else "dk"
         other = "dK" if g == "dq" else "dQ"
@@ -1267,7 +1270,8 @@ def check_correctness(
             if not all(bool(torch.isfinite(g.float()).all()) for g in grads.values()):
                 continue
             said = (f" Run again with q divided by {divisor:g} (every score {divisor:g} times smaller), every"
-                    f" gradient is finite: the NaN/Inf comes with the scores' size, an exponential that overflows.")
+                    f" gradient is finite: the NaN/Inf comes with the scores' size (a value that overflows at"
+                    f" ordinary scores and not at smaller ones).")
             small = dataclasses.replace(launch, q=q, o=o, lse=lse,
                                         ref=reference(q, launch.k, launch.v, launch.do, causal))
             read = probe(small)
