@@ -345,6 +345,9 @@ def test_the_diagnoses_carry_what_was_measured(checked):
     leaves = checked["merge_leaves_out_l"].diagnosis[0].message
     assert "your merge weights slice" in leaves and "where its share of the mass" in leaves
     assert "without bringing them to one maximum" not in leaves
+    # blind round 11: a merge one slice short, named from its weights (every slice's, and their shares)
+    short = checked["merge_skips_last_slice"].diagnosis[0].message
+    assert "and 0 for slice 3: the merge leaves out the last slice" in short and "the slices' weights [" in short
     split = checked["split_l_not_rescaled"].diagnosis[0].message
     assert "Your merge kernel alone is exact" in split and "Your split kernel's slice states differ" in split
     assert "l_s is off by a factor" in split and "each spans more than one block" in split

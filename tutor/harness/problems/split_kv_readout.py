@@ -687,6 +687,8 @@ def read_weights(got: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor, labels
     # weights of no named mistake that still have a formula: said in words, as measured
     natural = torch.where(nonempty, torch.exp((m2 - big).clamp_min(-700)), torch.zeros_like(m2)) * sums
     top = (m2 == big).double()
+    but_last = sums * base
+    but_last[:, -1] = 0.0
     described = {
         "l_s e^(m_s - M) / sum_t l_t e^(m_t - M): natural exp applied to maxima kept in the exp2 domain (or the"
         " other way round)": natural / natural.sum(-1, keepdim=True),
@@ -695,6 +697,8 @@ def read_weights(got: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor, labels
         "l_s 2^(m_s - M) / sum_t l_t: the sum it divides by is not brought to one maximum": sums * base / sums.sum(
             -1, keepdim=True),
         "1 for the slice holding the largest maximum, 0 for the others": top / top.sum(-1, keepdim=True),
+        f"its share of the mass among slices 0..{slots - 2}, and 0 for slice {slots - 1}: the merge leaves out the"
+        f" last slice (its mask or loop over the slices one short)": but_last / but_last.sum(-1, keepdim=True),
     }
     formula = None if code else next((words for words, h in described.items() if fits_all(h)), None)
     # the worst slice of the worst finite row
@@ -709,7 +713,9 @@ def read_weights(got: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor, labels
                   f" m_s = [{', '.join(_num(x) for x in m2[r].tolist())}] (exp2 domain) and"
                   f" l_s = [{', '.join(_num(x) for x in sums[r].tolist())}], your merge weights slice {s} by"
                   f" {float(weights[r, s]):.3g} where its share of the mass, l_s 2^(m_s - M) / sum_t l_t 2^(m_t - M),"
-                  f" is {float(truth[r, s]):.3g}.")
+                  f" is {float(truth[r, s]):.3g} (the slices' weights"
+                  f" [{', '.join(f'{x:.3g}' for x in weights[r].tolist())}], their shares"
+                  f" [{', '.join(f'{x:.3g}' for x in truth[r].tolist())}]).")
         good = sorted({labels[i] for i in range(len(labels)) if bool(right[i])})
         wrong = sorted({labels[i] for i in range(len(labels)) if not bool(right[i]) and bool(finite[i])})
         words += f" Wrong on the rows with {'; '.join(wrong)}"
