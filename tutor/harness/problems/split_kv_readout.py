@@ -57,10 +57,13 @@ class KernelCall:
     arg_names: list[str] = field(default_factory=list)  # the kernel's parameter names, in order
 
     def unchanged(self, pos: int) -> bool:
-        """Did the launch leave the fp32 tensor at ``pos`` bit for bit as it was (NaN included)?"""
+        """Did the launch leave the fp32 tensor at ``pos`` as it was: every value the same (0
+        and -0 alike: a state rescaled by 0 stores -0 where its terms were negative, blind
+        round 10, 07 w51) and NaN wherever a NaN was?"""
         if pos not in self.before or pos not in self.after:
             return False
-        return bool(torch.equal(self.before[pos].view(torch.int32), self.after[pos].view(torch.int32)))
+        before, after = self.before[pos], self.after[pos]
+        return bool(((after == before) | (after.isnan() & before.isnan())).all())
 
     def arg_name(self, pos: int) -> str:
         return self.arg_names[pos] if pos < len(self.arg_names) else f"argument {pos + 1}"
@@ -243,8 +246,8 @@ Rerun = Callable[[dict[str, frozenset[int]]], list[KernelCall]]  # the same laun
 
 
 def unwritten_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
-    """(code, words) for the state tensors the merge reads that the split launch left bit for
-    bit as they were ("" , "" where it changed each, or stored nothing non-empty anywhere: a
+    """(code, words) for the state tensors the merge reads that the split launch left value
+    for value as they were ("" , "" where it changed each, or stored nothing non-empty anywhere: a
     split whose every slice is empty stores (-inf, 0, 0), which memory the allocator hands
     back may already hold).  Which of two causes, measured by ``rerun``, the same launch with
     those tensors filled with a marker no arithmetic makes: still the marker everywhere, no
@@ -267,13 +270,14 @@ def unwritten_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
     it = "them" if len(never or left) > 1 else "it"
     if never:
         return "states-unwritten", (
-            f" Your split kernel ({split.name}) left {named} bit for bit as the launcher passed {it}; launched again"
-            f" with {it} filled with a marker (a NaN pattern no arithmetic makes), every value still held the marker:"
-            f" no store of the split kernel reaches {it}, yet your merge kernel ({roles.merge.name}) reads {it}.")
+            f" Your split kernel ({split.name}) left {named} value for value as the launcher passed {it}; launched"
+            f" again with {it} filled with a marker (a NaN pattern no arithmetic makes), every value still held the"
+            f" marker: no store of the split kernel reaches {it}, yet your merge kernel ({roles.merge.name})"
+            f" reads {it}.")
     return "states-unchanged", (
         f" Your split kernel ({split.name}) stores to {named}, but only the values the launcher put there:"
         f" launched again with {it} filled with a marker, the marker was replaced, and on the check's own launch"
-        f" {it} came out bit for bit as {it} went in, while its other states hold slices that read something.")
+        f" {it} came out value for value as {it} went in, while its other states hold slices that read something.")
 
 
 def _state_words(call: KernelCall, pos: int) -> str:
