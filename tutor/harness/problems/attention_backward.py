@@ -604,8 +604,7 @@ def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n
         return "dv-wrong", (f"{how} the dK/dV loop's P {' and '.join(parts)}, and is right on every other pair:"
                             f" look at its mask{skipped}.)")
     if shape.slope is not None and abs(shape.slope - 1) > 0.05:
-        return "dv-wrong", (f"{how} the dK/dV loop's P grows as exp({shape.slope:.3g} s) in the scores s,"
-                            " where exp(s - lse) grows as exp(s): its scale or base is off by that factor.)")
+        return "dv-wrong", f"{how}{_slope_words(shape.slope)}.)"
     wrong = readout_spans(shape.wrong_rows)
     if shape.per_row and shape.wrong_rows:
         lo, hi = shape.factors
@@ -919,6 +918,12 @@ def spans(indices: list[int]) -> str:
             runs.append([i, i])
     words = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
     return ", ".join(words[:6]) + (f" and {len(words) - 6} more runs" if len(words) > 6 else "")
+
+
+def _slope_words(slope: float) -> str:
+    """A P read out through dV that grows as exp(slope * s), in words."""
+    return (f" the dK/dV loop's P grows as exp({slope:.3g} s) in the scores s, where exp(s - lse) grows as exp(s):"
+            f" its scale or base is off by that factor")
 
 
 def _dkdv_visited_pairs(launch: BackwardLaunch, seq: int, blocks: tuple[int, int]) -> torch.Tensor | None:
@@ -1278,9 +1283,7 @@ def check_correctness(
             shape = (readout.describe(read, small.ref.s, small.ref.lse, small.ref.allowed, block_n, lse)
                      if read is not None else None)
             if shape is not None and shape.slope is not None and abs(shape.slope - 1) > 0.05:
-                said += (f" There, read out through dV with one-hot dO, the dK/dV loop's P grows as"
-                         f" exp({shape.slope:.3g} s) in the scores s, where exp(s - lse) grows as exp(s): its scale"
-                         f" or base is off by that factor.")
+                said += f" There, read out through dV with one-hot dO,{_slope_words(shape.slope)}."
             return said
         return ""
 

@@ -915,6 +915,9 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
     return found.worded(drill)
 
 
+SAMPLED_PLACES = 256  # wrong written outputs compared with every right one (each a pass over all of them)
+
+
 def _written_rows_words(one: Checked, unwritten: torch.Tensor, tolerance: float) -> str:
     """How many of the (row, head) outputs that were written are wrong too, where some are,
     and where each of those equals the right output of another (row, head), the first such
@@ -928,15 +931,22 @@ def _written_rows_words(one: Checked, unwritten: torch.Tensor, tolerance: float)
     heads = out.shape[1]
     said = (f" Of the {int((~unwritten).sum())} (row, head) outputs that were written, {int(wrong.sum())} are wrong"
             f" too (largest error {float(err[wrong].nan_to_num(float('inf')).max()):.3g})")
-    places = wrong.nonzero()
-    got = out[places[:, 0], places[:, 1]]  # (wrong, d)
-    gap = (got[:, None, :] - expected.reshape(-1, expected.shape[-1])[None]).abs().amax(dim=-1)  # (wrong, rows*heads)
-    best = gap.nan_to_num(float("inf")).min(dim=-1)
-    if not bool((best.values <= tolerance).all()):
+    places = wrong.nonzero()[:SAMPLED_PLACES]  # the first wrong places in packed order
+    got = out[places[:, 0], places[:, 1]].float()  # (places, d)
+    every = expected.reshape(-1, expected.shape[-1]).float()  # (rows * heads, d)
+    best = torch.full((len(places),), float("inf"))
+    source = torch.zeros(len(places), dtype=torch.long)
+    for start in range(0, every.shape[0], 1024):  # chunks: (places, 1024, d) at a time, not the whole product
+        gap = (got[:, None, :] - every[None, start:start + 1024]).abs().amax(dim=-1).nan_to_num(float("inf"))
+        value, index = gap.min(dim=-1)
+        better = value < best
+        best, source = torch.where(better, value, best), torch.where(better, index + start, source)
+    if not bool((best <= tolerance).all()):
         return said + "."
-    (r, h), source = places[0].tolist(), int(best.indices[0])
-    return (f"{said}, and each equals the right output of another (row, head): the stores reached other places"
-            f" (packed row {r} head {h} holds row {source // heads} head {source % heads}'s output).")
+    (r, h), first = places[0].tolist(), int(source[0])
+    each = "each" if len(places) == int(wrong.sum()) else f"each of the first {len(places)} checked"
+    return (f"{said}, and {each} equals the right output of another (row, head): the stores reached other places"
+            f" (packed row {r} head {h} holds row {first // heads} head {first % heads}'s output).")
 
 
 def _unwritten_heads_words(rows: torch.Tensor) -> str:
