@@ -388,12 +388,12 @@ def scored(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> tup
     return s.to(w.device), allowed
 
 
-def temperature(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, case: Case) -> tuple[str, bool]:
-    """The slope of log(weight) against the true scores ``s`` over each row's own visible keys
-    (``allowed``; one intercept per row), in words ("" where the weights are no softmax of the
-    scores), and whether it is a known wrong temperature."""
-    return reading.temperature_reading(w, s, allowed[None], case.head_dim, case.cu_k[-1],
-                                       span=f"Over each row's visible keys (read out on the {case.name} case)")
+def temperature(slope: float | None, case: Case) -> tuple[str, bool]:
+    """The slope of log(weight) against the true scores over each row's own visible keys
+    (:func:`reading.measured_slope`, one intercept per row), in words ("" where the weights
+    are no softmax of the scores), and whether it is a known wrong temperature."""
+    return reading.slope_words(slope, case.head_dim,
+                               span=f"Over each row's visible keys (read out on the {case.name} case)")
 
 
 def shares(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_n: int,
@@ -852,7 +852,7 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         measured = reading.measured_slope(w, s, allowed[None], one.case.cu_k[-1])
         read = read_rows(w, one.case, int(module.BLOCK_N), reading.too_small_to_read(s, allowed[None], measured))
         if not read_any:
-            slope, hot = temperature(w, s, allowed, one.case)
+            slope, hot = temperature(measured, one.case)
             first_read = slope + reading.row_sums(w)
             if not hot:  # how its K/V blocks share the weight (only a fitting pattern where no slope was read:
                 # the slope is fitted with one intercept a row, which a block-wise mistake bends)

@@ -288,7 +288,12 @@ def temperature_reading(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
     temperature meets the wrong q rows fits at rms 0.03 and 91 %, drill 08's blind round;
     a wrong temperature fits at rms 3e-4 and 99.999 %.)  And whether that slope is
     one a known scale or base mistake gives (not 1): a wrong temperature, measured."""
-    slope = measured_slope(w, s, allowed, block_n)
+    return slope_words(measured_slope(w, s, allowed, block_n), head_dim, span)
+
+
+def slope_words(slope: float | None, head_dim: int, span: str) -> tuple[str, bool]:
+    """A :func:`measured_slope` in :func:`temperature_reading`'s words, and whether it is a
+    known wrong temperature ("" and False without one)."""
     if slope is None:
         return "", False
     name = name_temperature(slope, head_dim)
