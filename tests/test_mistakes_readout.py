@@ -60,3 +60,21 @@ def test_the_messages_quote_what_was_measured(checked):
     assert f"{temperature.readout['causal'].temperature:.3g} times" in temperature.diagnosis[0].message
     ignored = checked["01_v_from_k"].readout
     assert any(r.moves_with.get("v") is False for r in ignored.values())
+
+
+@pytest.mark.slow
+def test_blind_round_12_causes_the_measurements_support(checked):
+    """Words that named a cause the kernel did not have (blind round 12), now said with what
+    was measured: no mask blamed for V's rows read at the query rows, the state wiped by a
+    later block among a weightless block's causes, no "every row" for a mask missing in
+    one query block, and both causes of a read past the end at a ragged length."""
+    def words(stem: str) -> str:
+        return " ".join(d.message for d in checked[f"01_{stem}"].diagnosis)
+
+    v_rows = words("v_loaded_at_the_query_rows")
+    assert "mask points the wrong way" not in v_rows and "keys after it" not in v_rows, v_rows
+    assert "V's rows are loaded from other positions than the keys scored" in v_rows, v_rows
+    assert "rescaled by an alpha of 0" in words("m_i_never_updated")
+    last = words("mask_on_the_last_iteration_only")
+    assert "every query row" not in last and "diagonal" in last, last
+    assert "or its offsets run past the tensor's end" in words("k_strides_swapped")

@@ -41,3 +41,12 @@ def test_what_the_blind_round_found_told_by_measurement(checked):
     assert "from the very first block" not in ragged
     assert "The visit map shows none of these blocks visited" in _words(checked["02_loop_step_block_m"])
     assert "alpha" not in _words(checked["02_col_mask_lets_n_ctx_through"])
+
+
+@pytest.mark.slow
+def test_an_output_no_input_reaches_is_not_said_unread(checked):
+    """l_i summing the scores (blind round 12): the masked -inf scores make every row 0 whatever
+    Q, K and V hold; that is said as measured, not as three unread inputs."""
+    said = _words(checked["02_l_sums_the_scores"])
+    assert "nothing the kernel reads reaches its output" in said and "does not read it" not in said, said
+    assert "every weight read out is 0" in said, said

@@ -377,7 +377,8 @@ def allowances(ref: Reference, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     }
 
 
-READ_AFTER = {name: f"A load of {name} for the last block has no mask (or one that lets rows past N_CTX through)."
+READ_AFTER = {name: f"A load of {name} for the last block has no mask (or one that lets rows past N_CTX through)"
+                    ", or its offsets run past the tensor's end at this length (strides swapped, a wrong base)."
               for name in INPUT_BANDS}
 
 

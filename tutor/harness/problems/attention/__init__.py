@@ -154,7 +154,11 @@ SCALE_CODES = frozenset({"blocks-inconsistent", "rows-not-normalised", "sum-not-
 
 READ_WHERE = {"Q": "The last query block's load of Q", "K": "The last K/V block's load of K",
               "V": "The last K/V block's load of V"}
-READ_AFTER = {t: f"{where} has no mask (or one that lets rows past N_CTX through)." for t, where in READ_WHERE.items()}
+# measured: the read past the end happens at a ragged length and not at whole blocks; a missing mask and
+# offsets that outrun a short tensor (K's strides swapped: blind round 12, w16) both do that
+READ_AFTER = {t: f"{where} has no mask (or one that lets rows past N_CTX through), or its offsets"
+                 " run past the tensor's end at this length (strides swapped, a wrong base)."
+              for t, where in READ_WHERE.items()}
 
 
 def guard_report(drill: Drill, module: ModuleType, launches: list[CheckedLaunch], runs: list[tuple[bool | None, launching.Launch]],
