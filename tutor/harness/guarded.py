@@ -168,7 +168,8 @@ def unwritten_words(out: torch.Tensor) -> str:
     return (f" Every element of {listed} is unwritten and every row of the other"
             f" {int((~whole).sum())} (batch, head) pair{'s' * (int((~whole).sum()) != 1)} is written: the row blocks"
             " of a head are all reached, so look at the (batch, head) part - a grid over fewer (batch, head)"
-            " pairs than there are, or a store offset that sends two heads' rows to the same place.")
+            " pairs than there are, program ids read from the wrong grid axes, or a store offset that sends two"
+            " heads' rows to the same place.")
 
 
 def _tail_rows_words(unwritten: torch.Tensor) -> str:

@@ -928,6 +928,14 @@ def diagnose(
     elif "grid-past-the-end" in codes:  # programs past the last query block record into the next rows
         codes["grid-past-the-end"] += (" Those programs' visits land in the rows of the next (batch, head), so the"
                                        " map's cells are not read as the blocks your loop visited.")
+    elif _whole_heads_unwritten(checked):
+        # programs that write no head record their visits somewhere: program ids swapped with the grid unchanged
+        # (blind round 12, w40) put a query block past the last one into another head's map rows, which then
+        # read as a loop past the end or past the query block; no loop bound is read from such a map
+        codes.pop("loop-past-the-end", None)
+        codes["unwritten-output"] += (" With whole heads unwritten, the programs are not the (query block, head)"
+                                      " pairs the visit map is indexed by, so its cells are not read as the blocks"
+                                      " your loop visited.")
     else:
         codes.add(_visit_findings(checked, visits, block_m, block_n))
     # NaN no measurement explains: did it come from a load past the end?
@@ -961,6 +969,12 @@ def _outputs_written(failing: list[Checked]) -> tuple[Findings, list[Checked]]:
         if res.fully_written:
             written.append(one)
     return found, written
+
+
+def _whole_heads_unwritten(checked: list[Checked]) -> bool:
+    """Does a failing case leave some whole (batch, head) of its output unwritten?"""
+    return any(one.launch.out.dim() == 4 and bool(shared.unwritten_rows(one.launch.out).all(dim=-1).any())
+               for one in checked if one.result.unwritten)
 
 
 def _loop_outside(checked: list[Checked], module: ModuleType) -> tuple[Findings, bool]:
