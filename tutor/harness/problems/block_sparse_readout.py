@@ -82,7 +82,13 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
         shares = shares or shared_out
         explained |= bool(said)
         found.add(said)
-    # the modifier is read on two-key rows: only where the kernel's mask is measured right
+    # the modifier is read on two-key rows: only where the kernel's mask is measured right, and
+    # only where its loops visit the listed blocks: a loop that misses some, or visits blocks
+    # neither list holds, misreads the probe's own blocks too (a partial loop run FullCount times,
+    # blind round 12, read as a transform that matches no softcap)
+    visits = visit_steps(checked, maps)
+    loops_wrong = any(code in visits for code in ("listed-blocks-missed", "unlisted-blocks"))
+    explained |= loops_wrong and bool(written)
     unread = ""
     if written and not explained:
         said = modifier_readout(module, checked[0], device)
@@ -101,7 +107,7 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
                   f"weights put no weight on a masked key, miss no visible one, and {modifier}."
                   f"{shares}{heads}" + ("" if heads else own_scores_words(module, one, device, generator))
                   + "".join(_far_below_wrong_words(x, tolerance) for x in written))
-    found.add(visit_steps(checked, maps))
+    found.add(visits)
     # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
     # visible key: elsewhere a moved output has other causes (said above)
     if not any(code in found for code in ("listed-blocks-missed", "full-keys-missed", "partial-keys-missed",
@@ -150,7 +156,34 @@ def own_scores_words(module: ModuleType, one: Checked, device: str, generator: t
     kind = "NaN" if math.isnan(float(w[h, r, c])) else f"{float(w[h, r, c]):.3g}"
     return (f"{said} head {h} row {r} weighs key {c} at {kind} where softmax of its capped, masked scores gives "
             f"{float(p[h, r, c]):.3g}; its weights add up to {total:.3g} and differ from softmax's by "
-            f"{float(apart[h, r]):.3g} in all.")
+            f"{float(apart[h, r]):.3g} in all." + listed_shares_words(w, s, allowed, bm))
+
+
+def listed_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, bm: BlockMask) -> str:
+    """How a query block's listed K/V blocks share its rows' weight against softmax, at the
+    case's own scores (:func:`block_shares_words`), the blocks taken in the order the
+    solution's loops read them: the full list, then the partial one.  The first query block,
+    from the last, whose rows say something (a missing rescale of acc or of l_i, blind round
+    12: the read-out at q = 0 cannot show it, every score there is equal); "" where none does."""
+    seq, heads = w.shape[-1], w.shape[0]
+    for i in reversed(range(len(bm.full_kv_num_blocks))):
+        order = (bm.full_kv_indices[i, : int(bm.full_kv_num_blocks[i])].tolist()
+                 + bm.kv_indices[i, : int(bm.kv_num_blocks[i])].tolist())
+        rows = slice(i * bm.block_m, min((i + 1) * bm.block_m, seq))
+        if len(order) < 2 or rows.start >= seq:
+            continue
+        spans = [slice(j * bm.block_n, min((j + 1) * bm.block_n, seq)) for j in order]
+        n = rows.stop - rows.start
+
+        def name(flat: int, first: int = rows.start, count: int = n) -> str:
+            return f"head {flat // count} row {first + flat % count}"
+
+        said = block_shares_words(w[:, rows], s[:, rows] if s.dim() == 3 else s[rows], allowed[rows], bm.block_n,
+                                  name, "K/V block", spans=spans, span_index=order)
+        if said:
+            return (f" Query block {i}'s K/V blocks, taken as the lists give them (full, then partial:"
+                    f" {', '.join(map(str, order))}), over {heads} head{'s' * (heads != 1)}:{said}")
+    return ""
 
 
 def nan_probe(module: ModuleType, checked: list[Checked]) -> shared.NanProbe | None:
