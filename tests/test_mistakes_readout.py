@@ -78,3 +78,4 @@ def test_blind_round_12_causes_the_measurements_support(checked):
     last = words("mask_on_the_last_iteration_only")
     assert "every query row" not in last and "diagonal" in last, last
     assert "or its offsets run past the tensor's end" in words("k_strides_swapped")
+    assert "rows that were written are wrong (rows 0..63)" in words("store_at_block_local_rows")

@@ -183,8 +183,9 @@ def _tail_rows_words(unwritten: torch.Tensor) -> str:
         return ""
     return (f" The unwritten rows are exactly rows {first}..{rows - 1}, the last {rows - first}, of every (batch,"
             f" head), and every row before them is written: the grid, or the loop over query blocks, stops short"
-            f" of the end (seq // BLOCK_M blocks, say, where cdiv(seq, BLOCK_M) reaches a last, partial one), or"
-            f" the store's row mask leaves them out.")
+            f" of the end (seq // BLOCK_M blocks, say, where cdiv(seq, BLOCK_M) reaches a last, partial one), the"
+            f" programs' rows step by less than a block (offs_m built with another block size), or the store's"
+            f" rows or its row mask leave them out.")
 
 
 # -- what the bands saw, as findings and the detail of write-past-end / read-past-end ----------

@@ -369,6 +369,25 @@ def skipped_visit_words(ro: ReadOut, visits: VisitMap) -> str:
     return ""
 
 
+def written_rows_words(launch: CheckedLaunch, tolerance: float) -> str:
+    """Where rows of an output with unwritten rows were written wrong, in words: the programs
+    that wrote store other rows than they computed (a store at block-local rows, blind round
+    12, w47: every program writes rows 0..BLOCK_M-1 and the last one's wins); "" where every
+    written row is right, or there is no reference."""
+    if launch.expected is None:
+        return ""
+    out = launch.out.to(torch.float64)
+    written = ~shared.unwritten_rows(launch.out)  # (batch, heads, rows)
+    err = (out - launch.expected.to(out.device, torch.float64)).abs().amax(dim=-1).nan_to_num(nan=float("inf"))
+    wrong = written & (err > tolerance)
+    if not bool(wrong.any()):
+        return ""
+    rows = sorted({int(r) for r in wrong.nonzero()[:, 2].tolist()})
+    return (f" And {int(wrong.sum())} of the {int(written.sum())} (batch, head, row) rows that were written are wrong"
+            f" (rows {index_runs(rows)}): a program stores other rows than the ones it computed (the store's row"
+            " offsets), or computes its rows wrong.")
+
+
 def _most_rows_see_future(ro: ReadOut) -> bool:
     """Do most rows that have keys after them weigh those keys?  todo2-open's words say every
     row does (the causal output equals full attention); a mask missing only in the last, ragged
@@ -433,7 +452,7 @@ def diagnose(
         said = measured.get(ro.mode, []) if ro is not None else []
         if case.unwritten:
             say("unwritten-output", f" {case.unwritten} elements were never written{where}."
-                + shared.unwritten_words(launch.out))
+                + shared.unwritten_words(launch.out) + written_rows_words(launch, drill.tolerance))
         if case.wrote_out_of_bounds:
             say("store-out-of-bounds", where + ".")
         if ro is not None and code is not None and code not in said and not (code in SUPPORTS and SUPPORTS[code](ro)):
