@@ -50,3 +50,14 @@ def test_an_output_no_input_reaches_is_not_said_unread(checked):
     said = _words(checked["02_l_sums_the_scores"])
     assert "nothing the kernel reads reaches its output" in said and "does not read it" not in said, said
     assert "every weight read out is 0" in said, said
+
+
+@pytest.mark.slow
+def test_two_more_rescale_mistakes_are_named_by_their_block_pattern(checked):
+    """acc rescaled twice a step, and p against the block's own maximum (blind round 12): their
+    block ratios fit exp(running − final) and exp(running − own maximum); a mistake that fits
+    neither (alpha against the block maximum) keeps the checklist alone."""
+    assert "exp(running maximum when it was read − the row's final maximum)" in _words(checked["02_acc_rescaled_twice"])
+    own = _words(checked["02_p_against_the_block_max"])
+    assert "exp(running maximum when it was read − its own largest score)" in own, own
+    assert "Measured: every block weighs" not in _words(checked["02_alpha_against_block_max"])

@@ -228,7 +228,8 @@ TemperatureName = Literal[
     "scale-missing-exp-not-exp2", "scale-missing-exp2-without-log2e", "scale-twice-exp-not-exp2",
     "scale-twice-exp2-without-log2e", "other",
 ]
-BlockPattern = Literal["", "consistent", "one-factor", "own-block-max", "stale-max", "other"]
+BlockPattern = Literal["", "consistent", "one-factor", "own-block-max", "stale-max", "rescaled-twice",
+                       "block-max-carried", "other"]
 
 
 @dataclass

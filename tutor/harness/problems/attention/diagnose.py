@@ -288,7 +288,7 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
         codes.append("never-rescaled")
     elif ro.block_pattern == "stale-max":
         codes.append("acc-not-rescaled" if ro.row_sum_max is not None and ro.row_sum_max > 1.01 else "not-rescaled")
-    elif ro.block_pattern == "other":
+    elif ro.block_pattern in ("other", "rescaled-twice", "block-max-carried"):
         codes.append("blocks-inconsistent")
     codes = [c for c in codes if c in drill.diagnoses]
     if ro.nan_rows and not codes and "nan-in-output" in drill.diagnoses:
@@ -319,6 +319,21 @@ def block_ratio_words(ro: ReadOut) -> str:
         words += (f" (the median row); in {ro.rows_inconsistent} of the {ro.rows_measured} rows measured in two or more"
                   f" blocks the blocks disagree, most in row {ro.worst_row}: {_ratios(ro.worst_row_ratio)}")
     return words
+
+
+PATTERN_WORDS = {
+    "rescaled-twice": (" Measured: every block weighs exp(running maximum when it was read − the row's final maximum)"
+                       " times softmax's share, so the blocks read before the maximum rose weigh less, by the very"
+                       " factor alpha applies: acc was rescaled by alpha once more than l_i (twice a step, say)."),
+    "block-max-carried": (" Measured: every block weighs exp(running maximum when it was read − its own largest score)"
+                          " times softmax's share: its p was taken against the block's own maximum, while alpha"
+                          " carries acc and l_i as if it had been taken against the running one (m_new)."),
+}
+
+
+def pattern_words(ro: ReadOut) -> str:
+    """The block pattern a read-out's ratios fit, beyond the ones with codes of their own, in words."""
+    return PATTERN_WORDS.get(ro.block_pattern, "")
 
 
 def counted_twice_words(ro: ReadOut) -> str:
@@ -488,7 +503,8 @@ def diagnose(
     # the map is of the default shape's causal launch (or its only one): a read-out of another mode says nothing of it
     ro_skipped = next((r for m, r in readouts.items() if r.skipped_blocks and (not both_modes or m == "causal")), None)
     if "blocks-inconsistent" in codes:
-        codes["blocks-inconsistent"] += next((w for w in map(counted_twice_words, readouts.values()) if w), "")
+        codes["blocks-inconsistent"] += next((w for w in map(pattern_words, readouts.values()) if w), "") \
+            or next((w for w in map(counted_twice_words, readouts.values()) if w), "")
     if "blocks-skipped" in codes and visits is not None and ro_skipped is not None:
         codes["blocks-skipped"] += skipped_visit_words(ro_skipped, visits)
     if visits is not None:

@@ -607,8 +607,11 @@ def _blocks(result: ReadOut, w: torch.Tensor, s: torch.Tensor, p: torch.Tensor, 
     running = torch.cummax(bmax, dim=-1).values
     top = bmax.amax(-1, keepdim=True)
     result.block_pattern = "other"
+    # (blind round 12) acc multiplied by alpha twice a step: each block weighs exp(running - final) times
+    # softmax's; p against the block's own maximum while alpha carries the running one: exp(running - own)
     patterns: tuple[tuple[BlockPattern, torch.Tensor], ...] = (
-        ("own-block-max", top - bmax), ("stale-max", top - running))
+        ("own-block-max", top - bmax), ("stale-max", top - running), ("rescaled-twice", running - top),
+        ("block-max-carried", running - bmax))
     for name, pred in patterns:
         if fits_pattern(log_ratio, use, pred, multi):
             result.block_pattern = name
