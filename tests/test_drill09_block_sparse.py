@@ -209,6 +209,7 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
         # blind round 12: the rescales, read block by block at the case's own scores
         "acc_not_rescaled": "read while the running maximum was still lower weigh more",
         "l_not_rescaled": "each row's weights keep softmax's proportions",
+        "tanh_argument_clamped": "the tanh's argument is clamped to [-1, 1] first",
     }
     assert expected.get(entry.name, "") in words, words
     refused = {  # a cause the measurements do not support (blind round 7)

@@ -720,6 +720,16 @@ def fitted_factors(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float
     if clamp <= FIT:  # blind round 9, w04
         return (f" It is min(max(s, -softcap), softcap), to {clamp:.3f}: a hard clamp, which leaves every score"
                 " inside ±softcap as it is, where softcap·tanh(s/softcap) bends them smoothly toward ±softcap.")
+    # the tanh's argument clamped to [-1, 1] first ("to avoid overflow", blind round 12, w38): flat past |s| = softcap
+    def tanh_of_clamped(x: torch.Tensor) -> torch.Tensor:
+        return cap * torch.tanh((x / cap).clamp(-1.0, 1.0))
+
+    clamped = float((tanh_of_clamped(s) - tanh_of_clamped(p) - f).abs().max())
+    if clamped <= FIT:
+        return (f" It is softcap·tanh(min(max(s/softcap, -1), 1)), to {clamped:.3f}: the tanh's argument is clamped"
+                f" to [-1, 1] first, so every score past ±softcap gets ±{cap * math.tanh(1.0):.3g} (softcap·tanh(1)),"
+                " where softcap·tanh(s/softcap) keeps rising toward ±softcap. Written as 1 - 2 / (exp(2x) + 1),"
+                " tanh needs no clamp: exp(2x) = inf gives 1, exp(2x) = 0 gives -1.")
     named = [(scaled_cap_gap(s, p, f, cap, sign * va, vb), f"{'-' if sign < 0 else ''}{na}", nb)
              for na, va in names.items() for sign in (1.0, -1.0) for nb, vb in names.items()]
     gap, a_name, b_name = min(named)
