@@ -931,11 +931,14 @@ def _dkdv_visited_pairs(launch: BackwardLaunch, seq: int, blocks: tuple[int, int
     """(N, N) bool: the (row, key) pairs inside a (query block, key block) tile that the
     dK/dV loop's visit map records for any head; None where the map is not that grid."""
     block_m, block_n = blocks
-    visits = launch.dkdv_visits.reshape(-1, *launch.dkdv_visits.shape[-2:]).cpu()
+    # on the reference's device: the pairs are compared with its scores and the gradients' NaN (on a
+    # GPU, a map moved to the CPU stopped the diagnosis: H200 run 25)
+    device = launch.ref.s.device
+    visits = launch.dkdv_visits.reshape(-1, *launch.dkdv_visits.shape[-2:]).to(device)
     if tuple(visits.shape[-2:]) != (-(-seq // block_n), -(-seq // block_m)):
         return None
     tiles = (visits > 0).any(0)  # (key blocks, query blocks)
-    idx = torch.arange(seq)
+    idx = torch.arange(seq, device=device)
     return tiles[idx[None, :] // block_n, idx[:, None] // block_m]
 
 
