@@ -85,7 +85,9 @@ class Case:
 CPU_CASES = (
     # GQA 4, pages of 8: a partial last page (53 = 6*8 + 5), one position, whole pages
     Case("default", 8, 2, 8, 32, (53, 1, 24, 37), 2.0),
-    Case("ragged", 2, 2, 16, 16, (40, 16, 7), num_splits=3),  # GQA 1 (one query head per K/V head), pages of 16
+    # GQA 1 (one query head per K/V head), pages of 16; 70 positions of a 6-page (96-position) table in
+    # 3 slices of 32 reach the last slice, so a split grid one slice short fails (blind round 12, w47)
+    Case("ragged", 2, 2, 16, 16, (70, 16, 7), num_splits=3),
     # GQA 8, pages of 32: a sequence shorter than a page and a tile, and one of 6 pages whose
     # 7-column table (224 positions), split 4 ways with each slice rounded down to a tile
     # (4 x 32), leaves positions 128..179 unread at ordinary scores (blind round 10, w94)
