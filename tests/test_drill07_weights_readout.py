@@ -68,10 +68,18 @@ def read_out(entry: mistakes.Mistake) -> list[str]:
     return [c for c in entry.codes if c not in gone]
 
 
+# entries whose CPU code needs a CPU case's shape: a rescale after the add leaves a one-tile slice's
+# state as the launcher's zeros (states-unchanged) only where slices are one tile long, which the
+# GPU's cases never are (H100 run 25, call 2: its message there says the positions it wiped)
+CASES_DECIDE = {"acc_rescaled_after_add"}
+
+
 def test_the_gpu_codes_leave_out_only_what_the_interpreter_alone_measures():
     """A GPU check says what the read-out says at the CPU cases, and at most more read codes
     (the GPU cases are larger: a wrong table hands a sequence more of another's pages)."""
     for entry in ENTRIES.values():
+        if entry.name in CASES_DECIDE:
+            continue
         gpu, cpu = list(on_gpu(entry)), read_out(entry)
         assert [c for c in gpu if c in cpu] == cpu, entry.name
         assert set(gpu) - set(cpu) <= READ_CODES, entry.name

@@ -185,7 +185,7 @@ def _tail_rows_words(unwritten: torch.Tensor) -> str:
             f" head), and every row before them is written: the grid, or the loop over query blocks, stops short"
             f" of the end (seq // BLOCK_M blocks, say, where cdiv(seq, BLOCK_M) reaches a last, partial one), the"
             f" programs' rows step by less than a block (offs_m built with another block size), or the store's"
-            f" rows or its row mask leave them out.")
+            f" row mask (or the rows it stores to) leaves them out.")
 
 
 # -- what the bands saw, as findings and the detail of write-past-end / read-past-end ----------
