@@ -151,6 +151,22 @@ def unwritten_rows(out: torch.Tensor) -> torch.Tensor:
     return (out.view(torch.int16) == POISON_BITS).any(dim=-1)
 
 
+def whole_heads_unwritten(out: torch.Tensor) -> torch.Tensor:
+    """(batch, heads) bool: the (batch, head) slices of a poisoned (batch, heads, rows,
+    head_dim) output whose every row still holds the poison."""
+    return unwritten_rows(out).all(dim=-1)
+
+
+def wrong_written_rows(out: torch.Tensor, expected: torch.Tensor, tolerance: float,
+                       unwritten: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(wrong, error): the rows of ``out`` that were written (``unwritten`` False) and lie
+    more than ``tolerance`` from ``expected`` anywhere along the last axis (NaN counts as
+    wrong), and every row's largest error, float64 on the CPU."""
+    out64, expected64 = out.to(torch.float64).cpu(), expected.to(torch.float64).cpu()
+    err = (out64 - expected64).abs().amax(dim=-1)
+    return ~unwritten.cpu() & ~(err <= tolerance), err
+
+
 def unwritten_words(out: torch.Tensor) -> str:
     """Where a (batch, heads, rows, head_dim) output still holds the poison, in words, when
     it is whole (batch, head) slices while every row of the others was written: the grid and
@@ -160,7 +176,7 @@ def unwritten_words(out: torch.Tensor) -> str:
     if out.dim() != 4:
         return ""
     unwritten = unwritten_rows(out)  # (batch, heads, rows)
-    whole = unwritten.all(dim=-1)
+    whole = whole_heads_unwritten(out)
     if not bool(whole.any()) or bool((unwritten.any(dim=-1) & ~whole).any()):
         return _tail_rows_words(unwritten)
     pairs = [f"(batch {b}, head {h})" for b, h in whole.nonzero().tolist()]

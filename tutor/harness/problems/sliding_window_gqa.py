@@ -933,9 +933,10 @@ def diagnose(
         # (blind round 12, w40) put a query block past the last one into another head's map rows, which then
         # read as a loop past the end or past the query block; no loop bound is read from such a map
         codes.pop("loop-past-the-end", None)
-        codes["unwritten-output"] += (" With whole heads unwritten, the programs are not the (query block, head)"
-                                      " pairs the visit map is indexed by, so its cells are not read as the blocks"
-                                      " your loop visited.")
+        codes["unwritten-output"] += (" With whole heads unwritten, the programs may not be the (query block,"
+                                      " head) pairs the visit map is indexed by (program ids read from the wrong"
+                                      " grid axes record their visits in other heads' rows), so its cells are not"
+                                      " read as the blocks your loop visited.")
     else:
         codes.add(_visit_findings(checked, visits, block_m, block_n))
     # NaN no measurement explains: did it come from a load past the end?
@@ -973,7 +974,7 @@ def _outputs_written(failing: list[Checked]) -> tuple[Findings, list[Checked]]:
 
 def _whole_heads_unwritten(checked: list[Checked]) -> bool:
     """Does a failing case leave some whole (batch, head) of its output unwritten?"""
-    return any(one.launch.out.dim() == 4 and bool(shared.unwritten_rows(one.launch.out).all(dim=-1).any())
+    return any(one.launch.out.dim() == 4 and bool(shared.whole_heads_unwritten(one.launch.out).any())
                for one in checked if one.result.unwritten)
 
 

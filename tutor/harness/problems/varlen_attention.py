@@ -924,8 +924,7 @@ def _written_rows_words(one: Checked, unwritten: torch.Tensor, tolerance: float)
     place (a store with the wrong row stride or head offset puts outputs in other rows'
     places: blind round 11); "" where every written one is right."""
     out, expected = one.launch.out.to(torch.float64).cpu(), one.expected.to(torch.float64).cpu()
-    err = (out - expected).abs().amax(dim=-1)  # (total_q, heads)
-    wrong = ~unwritten & ~(err <= tolerance)  # NaN counts as wrong
+    wrong, err = shared.wrong_written_rows(out, expected, tolerance, unwritten)  # (total_q, heads)
     if not bool(wrong.any()):
         return ""
     heads = out.shape[1]

@@ -391,14 +391,12 @@ def written_rows_words(launch: CheckedLaunch, tolerance: float) -> str:
     written row is right, or there is no reference."""
     if launch.expected is None:
         return ""
-    out = launch.out.to(torch.float64)
-    written = ~shared.unwritten_rows(launch.out)  # (batch, heads, rows)
-    err = (out - launch.expected.to(out.device, torch.float64)).abs().amax(dim=-1).nan_to_num(nan=float("inf"))
-    wrong = written & (err > tolerance)
+    unwritten = shared.unwritten_rows(launch.out)  # (batch, heads, rows)
+    wrong, _ = shared.wrong_written_rows(launch.out, launch.expected, tolerance, unwritten)
     if not bool(wrong.any()):
         return ""
     rows = sorted({int(r) for r in wrong.nonzero()[:, 2].tolist()})
-    return (f" And {int(wrong.sum())} of the {int(written.sum())} (batch, head, row) rows that were written are wrong"
+    return (f" And {int(wrong.sum())} of the {int((~unwritten).sum())} (batch, head, row) rows that were written are wrong"
             f" (rows {index_runs(rows)}): a program stores other rows than the ones it computed (the store's row"
             " offsets), or computes its rows wrong.")
 
