@@ -1263,7 +1263,7 @@ def check_correctness(
 
         return dterm.read_d_term(backward, launch.v, launch.do, per_head)
 
-    nan_read: list[str] = []  # the case nan_words ran again, once a check
+    nan_rerun = False  # nan_words runs its case again once a check
 
     def nan_words(launch: BackwardLaunch) -> str:
         """Non-finite gradients on ordinary scores, run again with q divided by each of
@@ -1273,9 +1273,10 @@ def check_correctness(
         base off by that factor overflows P at ordinary scores: blind round 11, w72 and w84);
         "" where none is finite, and on every case after the first it is asked for: the first
         case's words are the ones said (Findings keeps the first detail of a code)."""
-        if nan_read:
+        nonlocal nan_rerun
+        if nan_rerun:
             return ""
-        nan_read.append(launch.case.name)
+        nan_rerun = True
         causal = launch.case.causal
         for divisor in SMALL_SCORES_DIVISORS:
             cost.step(f"running the {launch.case.name} case again with scores {divisor:g} times smaller")

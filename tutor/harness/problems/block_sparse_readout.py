@@ -161,8 +161,9 @@ def own_scores_words(module: ModuleType, one: Checked, device: str, generator: t
 
 def listed_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, bm: BlockMask) -> str:
     """How a query block's listed K/V blocks share its rows' weight against softmax, at the
-    case's own scores (:func:`block_shares_words`), the blocks taken in the order the
-    solution's loops read them: the full list, then the partial one.  The first query block,
+    case's own scores ``s`` ((heads, seq, seq), capped and masked: :func:`block_shares_words`),
+    the blocks taken in the order the solution's loops read them: the full list, then the
+    partial one.  The first query block,
     from the last, whose rows say something (a missing rescale of acc or of l_i, blind round
     12: the read-out at q = 0 cannot show it, every score there is equal); "" where none does."""
     seq, heads = w.shape[-1], w.shape[0]
@@ -178,8 +179,8 @@ def listed_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
         def name(flat: int, first: int = rows.start, count: int = n) -> str:
             return f"head {flat // count} row {first + flat % count}"
 
-        said = block_shares_words(w[:, rows], s[:, rows] if s.dim() == 3 else s[rows], allowed[rows], bm.block_n,
-                                  name, "K/V block", spans=spans, span_index=order)
+        said = block_shares_words(w[:, rows], s[:, rows], allowed[rows], bm.block_n, name, "K/V block",
+                                  spans=spans, span_index=order)
         if said:
             return (f" Query block {i}'s K/V blocks, taken as the lists give them (full, then partial:"
                     f" {', '.join(map(str, order))}), over {heads} head{'s' * (heads != 1)}:{said}")
@@ -721,10 +722,8 @@ def fitted_factors(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float
         return (f" It is min(max(s, -softcap), softcap), to {clamp:.3f}: a hard clamp, which leaves every score"
                 " inside ±softcap as it is, where softcap·tanh(s/softcap) bends them smoothly toward ±softcap.")
     # the tanh's argument clamped to [-1, 1] first ("to avoid overflow", blind round 12, w38): flat past |s| = softcap
-    def tanh_of_clamped(x: torch.Tensor) -> torch.Tensor:
-        return cap * torch.tanh((x / cap).clamp(-1.0, 1.0))
-
-    clamped = float((tanh_of_clamped(s) - tanh_of_clamped(p) - f).abs().max())
+    clamped = float((cap * (torch.tanh((s / cap).clamp(-1.0, 1.0)) - torch.tanh((p / cap).clamp(-1.0, 1.0)))
+                     - f).abs().max())
     if clamped <= FIT:
         return (f" It is softcap·tanh(min(max(s/softcap, -1), 1)), to {clamped:.3f}: the tanh's argument is clamped"
                 f" to [-1, 1] first, so every score past ±softcap gets ±{cap * math.tanh(1.0):.3g} (softcap·tanh(1)),"

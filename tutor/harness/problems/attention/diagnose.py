@@ -324,9 +324,10 @@ def block_ratio_words(ro: ReadOut) -> str:
 PATTERN_WORDS = {
     "rescaled-twice": (" Measured: every block weighs exp(running maximum when it was read − the row's final maximum)"
                        " times softmax's share, so the blocks read before the maximum rose weigh less, by the very"
-                       " factor alpha applies: acc was rescaled by alpha once more than l_i (twice a step, say)."),
+                       " factor alpha applies: as acc rescaled by alpha once more than l_i (twice a step, say)"
+                       " gives."),
     "block-max-carried": (" Measured: every block weighs exp(running maximum when it was read − its own largest score)"
-                          " times softmax's share: its p was taken against the block's own maximum, while alpha"
+                          " times softmax's share: as a p taken against the block's own maximum gives, while alpha"
                           " carries acc and l_i as if it had been taken against the running one (m_new)."),
 }
 
