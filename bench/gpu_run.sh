@@ -49,7 +49,7 @@ for s in $STEPS; do
                   python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 1
                   python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 0 --no-spare-during-check'
                   grep -E "^(timing inputs|pass |[0-9]+ +(solved|failed)|rep ms| +[0-9]+ (full|causal)|warm|cold|compiles:|save-to-verdict,)" "$LOGS/perf.log" | tee -a "$SUMMARY" ;;
-        profile)  step profile 200 python3 bench/profile_diagnosis.py --device gpu --per-drill ${PROFILE_PER_DRILL:-2} --top 10
+        profile)  step profile 200 python3 bench/profile_diagnosis.py --device gpu --per-drill ${PROFILE_PER_DRILL:-2} --top 10 ${PROFILE_ARGS:-}
                   tail -14 "$LOGS/profile.log" | tee -a "$SUMMARY" ;;
         first)    step first 200 python3 bench/first_report.py --device gpu --runs 2; tail -5 "$LOGS/first.log" | tee -a "$SUMMARY" ;;
         phases)   for d in ${PHASE_DRILLS:-01 02 04 05 06}; do

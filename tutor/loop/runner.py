@@ -39,6 +39,7 @@ from tutor.harness.result import (
     ErrorKind,
     Performance,
 )
+from tutor.loop.worker import WARM_LINE
 
 # A phase of a check handed over before the check ends: the verdict (when a diagnosis or
 # a performance phase follows) and the diagnosis (when a performance phase follows).
@@ -53,10 +54,12 @@ DIAGNOSIS_BUDGET_FACTOR = 10.0
 DIAGNOSIS_MIN_S = 30.0
 READY_TIMEOUT_S = 120.0  # a worker's start-up: importing torch and triton
 OUTPUT_TAIL_CHARS = 4000
-# Start the next worker during a check's performance phase (once its verdict is in) where
-# cores are to spare; else after the check (on a 2-core machine its imports would compete
-# with the interpreter for CPU).  Not before the verdict: started with the check, the next
-# worker's start-up cost the verdict 0.15 s on an H200 (docs/LOOP.md, run 10).
+# Start the next worker once a check's verdict is in where cores are to spare; else after
+# the check (on a 2-core machine its imports would compete with the interpreter for CPU).
+# Not before the verdict: started with the check, the next worker's start-up cost the
+# verdict 0.15 s on an H200 (docs/LOOP.md, run 10).  Started during a check, it is held:
+# it imports, and creates its CUDA context and warms up only when the check ends — its
+# warm-up beside the diagnosis cost that phase 0.9 s on an H100 (docs/LOOP.md, run 26).
 SPARE_DURING_CHECK = (os.cpu_count() or 1) > 4
 
 
@@ -87,12 +90,15 @@ class NoMessage:
 class Worker:
     """One child process, from start-up to its single check."""
 
-    def __init__(self, device_choice: DeviceChoice = "auto", spare: bool = False, warm_drill: str | None = None):
+    def __init__(self, device_choice: DeviceChoice = "auto", spare: bool = False, warm_drill: str | None = None,
+                 held: bool = False):
         """``spare``: a worker started ahead of its job also warms Triton's compiler
         while it waits (:mod:`tutor.harness.warmup`); one started for a job at once
         would only move that cost in front of the job.  ``warm_drill``: a spare
         on a GPU also runs that drill's own solution once (the harness's first
-        CUDA operations), the drill its next job most likely checks."""
+        CUDA operations), the drill its next job most likely checks.  ``held``: a
+        spare started while another check still runs: it waits for
+        :meth:`start_warm_up` (or its job) before it touches the device."""
         self.log_path = Path(tempfile.mkstemp(prefix="flashtutor-worker-", suffix=".log")[1])
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "wb") as log:
@@ -102,7 +108,8 @@ class Worker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tutor.loop.worker", "--device", device_choice,
                  *(["--warm-compiler"] if spare else []),
-                 *(["--warm-drill", warm_drill] if spare and warm_drill else [])],
+                 *(["--warm-drill", warm_drill] if spare and warm_drill else []),
+                 *(["--hold"] if spare and held else [])],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -114,6 +121,19 @@ class Worker:
         threading.Thread(target=self._read, daemon=True, name=f"worker-{self.proc.pid}-reader").start()
         self.device: Device | None = None
         self.startup: dict[str, float] = {}  # the worker's own start-up timings (seconds)
+        self._held = spare and held
+
+    def start_warm_up(self) -> None:
+        """Let a held spare warm up now (nothing for any other worker, or twice)."""
+        if not self._held:
+            return
+        self._held = False
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write((WARM_LINE + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: taking it for a job says so
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -414,7 +434,7 @@ class CheckRunner:
 
         def phase_in(phase: Phase, partial: CheckResult) -> None:
             if spare_early and phase == "verdict":  # cores to spare: the next save finds the next worker starting
-                self._ensure_spare()
+                self._ensure_spare(held=True)  # it touches the device once this check ends
             if on_phase is not None:
                 on_phase(phase, partial)
 
@@ -455,10 +475,13 @@ class CheckRunner:
                 for launch in result.roofline.launches:
                     launch.take_sdpa(baseline[0] if launch.mode == "full" else baseline[1])
 
-    def _ensure_spare(self) -> None:
+    def _ensure_spare(self, held: bool = False) -> None:
+        """A spare worker exists; unless ``held`` (a check still runs), it warms up now."""
         with self._lock:
             if self._spare is None:
-                self._spare = Worker(self.device_choice, spare=True, warm_drill=self._last_drill)
+                self._spare = Worker(self.device_choice, spare=True, warm_drill=self._last_drill, held=held)
+            elif not held:
+                self._spare.start_warm_up()
 
     def close(self) -> None:
         with self._lock:
