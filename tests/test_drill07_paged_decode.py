@@ -177,8 +177,18 @@ def test_the_diagnoses_quote_what_was_measured(checked):
     assert "attention of another query row's q against its own K/V head (sequence 2 head 0: sequence 0 head 4's" \
         in other_q
     # NaN that one slice a sequence does not give: the slices' (a slice wholly past the length)
-    sliced = message("slice_end_not_clamped", "nan-in-output")
-    assert "With num_splits=1 (one slice a sequence, nothing to merge) the same case's output is finite" in sliced
+    # where the NaN starts, measured: state rows no store reaches (a marker launch), states the split
+    # stored non-finite (and whether their slices scored any position), or the merge (blind round 12)
+    unstored = message("state_rows_by_kv_heads", "nan-in-output")
+    assert "still held it after your split kernel (_paged_split) ran: no store of it reaches them" in unstored
+    assert "exactly the (sequence, head) pairs whose output is NaN" in unstored
+    inverted = message("rescale_the_other_way_round", "nan-in-output")
+    assert "The NaN starts in your split kernel (_paged_split)" in inverted and "MidM holds none" in inverted
+    assert "48 of them have a finite maximum" in inverted
+    empty = message("slice_end_not_clamped", "nan-in-output")
+    assert "All 80 slots holding it store a maximum of -inf (MidM)" in empty
+    merged = message("length_off_by_one", "nan-in-output")
+    assert "the NaN arises in your merge kernel (_paged_combine)" in merged
     # the accumulator not rescaled: how the pages share the weight, as measured
     assert "do not keep softmax's proportions to one another" in message("no_alpha", "wrong-output")
 

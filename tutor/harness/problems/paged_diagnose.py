@@ -30,6 +30,7 @@ from tutor.harness.findings import Findings, index_runs
 from tutor.harness.problems import paged_weights
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.problems.paged_decode import Launch, attend_every_head, gathered, pages_needed
+from tutor.harness.problems.paged_nan import nan_origin_words
 from tutor.harness.problems.paged_weights import pairs_words
 from tutor.harness.result import CaseResult, Diagnosis
 
@@ -50,12 +51,14 @@ STRAY_READS = ("reads-past-length", "reads-unlisted-page")
 
 
 def output_findings(failing: list[Launch], stray_reads: bool = False,
-                    one_slice: Callable[[Launch], torch.Tensor | None] | None = None) -> Findings:
+                    one_slice: Callable[[Launch], torch.Tensor | None] | None = None,
+                    rerun_of: Callable[[Launch], apart.Rerun] | None = None) -> Findings:
     """Unwritten, out-of-bounds and non-finite outputs.  A NaN only in the cases of large
     scores is put down to an overflowing exp only where no load read a position no
     sequence holds (``stray_reads``: those hold poison, which reaches the output too);
-    elsewhere the case runs again with one slice a sequence (``one_slice``): finite there,
-    the NaN comes with the slices."""
+    elsewhere where it starts (:func:`paged_nan.nan_origin_words`: slice states never
+    stored, stored non-finite, or the merge), else the case runs again with one slice a
+    sequence (``one_slice``): finite there, the NaN comes with the slices."""
     found = Findings()
     for x in failing:
         r = _result(x)
@@ -80,6 +83,8 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
                        " an exp overflows fp32, or underflows to 0, first: every exp/exp2 must take a score minus the"
                        " running maximum (started at -inf, with this tile's scores in it and no padding column's),"
                        " and the rescale exp2(old maximum - new maximum), not the other way round.")
+        elif origin := (nan_origin_words(x, rerun_of) if not stray_reads else ""):
+            detail += origin
         elif one_slice is not None:
             again = one_slice(x)
             if again is not None and bool(torch.isfinite(again.double()).all()):
@@ -360,7 +365,8 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
     # the interpreter has them, still do): no read-out then
     readout = None if codes else relaunch
     reads = read_findings(launches, bool(failing), readout)
-    codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice))
+    codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice,
+                              None if codes else rerun_of))
     heads = head_findings(failing, tolerance)
     if "heads-mixed" in heads:
         codes.say("heads-mixed", heads["heads-mixed"])

@@ -1,0 +1,142 @@
+"""Where drill 07's NaN starts: in slice states the split kernel never stored, in the
+states it stored, or in the merge.
+
+The launcher's two kernels are recorded on every correctness launch
+(:func:`split_kv_readout.recording`), each float32 tensor copied right after each
+launch, so the slice states the split kernel stored are known; one more launch of
+the case with those states filled with a marker no arithmetic makes
+(:data:`split_kv_readout.MARKER_BITS`) tells the slots no store of the split
+reaches.  :func:`nan_origin_words` says which of the three the measurements show;
+it names a cause only as an example ("as when"), never as the finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from tutor.harness.problems import split_kv_readout as apart
+from tutor.harness.problems.paged_decode import Launch
+
+
+def _names(call: apart.KernelCall, positions: list[int]) -> str:
+    return ", ".join(call.arg_name(pos) for pos in positions)
+
+
+def _rows(values: torch.Tensor, rows: int, slots: int) -> torch.Tensor:
+    """A state tensor as (rows, slots, values per slot): the drill's row-major layout."""
+    return values.reshape(rows, slots, -1)
+
+
+def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None) -> str:
+    """Words for where the NaN of the case ``x`` starts, "" where its launches are not a
+    split kernel and a merge kernel sharing slice states (:func:`split_kv_readout.find_roles`)."""
+    if rerun_of is None:  # the diagnosis found state tensors never stored: it said so, nothing to add
+        return ""
+    c = x.case
+    roles = apart.find_roles(x.calls, x.guarded.band("K").view, x.out, c.batch * c.heads, c.head_dim)
+    if roles is None:
+        return ""
+    split, merge = roles.split, roles.merge
+    states = [roles.split_pos[pos] for pos in [*roles.tensors, roles.vector]]
+    if any(pos not in split.after for pos in states):
+        return ""
+    bad = (~torch.isfinite(x.out.double().cpu())).any(dim=-1)  # (sequence, head)
+    bad_rows = set(bad.flatten().nonzero().flatten().tolist())
+
+    never = _never_stored(split, states, x, rerun_of)
+    if never:
+        names = _names(split, sorted(never))
+        rows = set().union(*(set(_rows(held, roles.rows, roles.slots).any(dim=(1, 2)).nonzero().flatten().tolist())
+                             for held in never.values()))
+        slots = sum(int(held.sum()) for held in never.values())
+        total = sum(split.after[pos].numel() for pos in never)
+        told = (f" Launched again with {names} filled with a marker (a NaN pattern no arithmetic makes), {slots} of"
+                f" their {total} values still held it after your split kernel ({split.name}) ran: no store of it"
+                " reaches them")
+        if rows == bad_rows:
+            return (told + ", and they are the rows of exactly the (sequence, head) pairs whose output is NaN."
+                    f" Those rows keep{_kept_words(split, never)}; your merge kernel ({merge.name}) reads them."
+                    " No program stored those heads' states: none scored them, or their states went to other rows.")
+        return told + "."
+
+    stored = [(pos, int(split.after[pos].isnan().sum()), int((split.after[pos] == float("inf")).sum()))
+              for pos in states]
+    spoiled = [(pos, nans, infs) for pos, nans, infs in stored if nans or infs]
+    if spoiled:
+        said = "; ".join(f"{split.arg_name(pos)}: " + ", ".join(
+            f"{n} {what}" for n, what in ((nans, "NaN"), (infs, "+Inf")) if n)
+            + f" of {split.after[pos].numel()} values" for pos, nans, infs in spoiled)
+        clean = [pos for pos, nans, infs in stored if not nans and not infs and pos != roles.split_pos[roles.vector]]
+        words = (f" The NaN starts in your split kernel ({split.name}): the slice states it stored hold it before"
+                 f" your merge kernel reads them ({said}).")
+        if clean:
+            words += f" {_names(split, clean)} hold{'s' if len(clean) == 1 else ''} none." + _spoiled_slot_words(
+                split, roles, states, [pos for pos, _, _ in spoiled])
+        return words
+
+    empty = _empty_rows(split, roles, states)
+    words = (f" Every slice state your split kernel ({split.name}) stored is finite (an empty slice's m = -inf"
+             f" aside): the NaN arises in your merge kernel ({merge.name}).")
+    if empty and empty == bad_rows:
+        words += (" The NaN (sequence, head) pairs are exactly those with a slot whose stored maximum is -inf"
+                  " (a slice that scored no position): the merge must weigh such a slice exp2(-inf − M) = 0, and"
+                  " never take -inf − (-inf) or divide by a zero l.")
+    return words
+
+
+def _never_stored(split: apart.KernelCall, states: list[int], x: Launch,
+                  rerun_of: Callable[[Launch], apart.Rerun]) -> dict[int, torch.Tensor]:
+    """State position -> where the marker outlived the split launch (only those with any)."""
+    again = next((call for call in rerun_of(x)({split.name: frozenset(states)}) if call.name == split.name), None)
+    if again is None:
+        return {}
+    held = {pos: again.after[pos].view(torch.int32) == apart.MARKER_BITS for pos in states if pos in again.after}
+    return {pos: mask for pos, mask in held.items() if bool(mask.any())}
+
+
+def _kept_words(split: apart.KernelCall, never: dict[int, torch.Tensor]) -> str:
+    """What the never-stored slots hold on the check's own launch, in words."""
+    values = sorted({v for pos in never for v in
+                     torch.unique(split.after[pos][never[pos]]).tolist()[:3]})
+    if values and all(v in (0.0, float("-inf")) for v in values):
+        return " what your launcher put there, the empty state (m = -inf, l = 0, o = 0) in every slot"
+    return " whatever your launcher's buffers held there"
+
+
+def _empty_rows(split: apart.KernelCall, roles: apart.Roles, states: list[int]) -> set[int]:
+    """Rows with a slot some scalar state stores as -inf (an empty slice's maximum)."""
+    found: set[int] = set()
+    for pos in states:
+        if pos == roles.split_pos[roles.vector]:
+            continue
+        held = _rows(split.after[pos], roles.rows, roles.slots)
+        found |= set((held == float("-inf")).any(dim=(1, 2)).nonzero().flatten().tolist())
+    return found
+
+
+def _spoiled_slot_words(split: apart.KernelCall, roles: apart.Roles, states: list[int], spoiled: list[int]) -> str:
+    """Of the slots holding NaN/+Inf, how many store a maximum of -inf (a slice that scored no
+    position), in words, with what each kind of slot can come from."""
+    maxima = [pos for pos in states if pos != roles.split_pos[roles.vector] and pos not in spoiled
+              and bool((split.after[pos] == float("-inf")).any())]
+    bad = torch.zeros(roles.rows, roles.slots, dtype=torch.bool)
+    for pos in spoiled:
+        held = _rows(split.after[pos], roles.rows, roles.slots)
+        bad |= (held.isnan() | (held == float("inf"))).any(dim=2)
+    empty = _rows(split.after[maxima[0]], roles.rows, roles.slots).eq(float("-inf")).any(dim=2) if maxima \
+        else torch.zeros_like(bad)
+    n_empty, n_bad = int((bad & empty).sum()), int(bad.sum())
+    words = ""
+    if n_empty:
+        which = f"All {n_bad} slots holding it" if n_empty == n_bad else f"{n_empty} of the {n_bad} slots holding it"
+        words += (f" {which} store a maximum of -inf ({split.arg_name(maxima[0])}):"
+                  " a slice that scored no position, where exp2(-inf − (-inf)) is NaN; such a slice must leave"
+                  " l = 0 and o = 0 as they started.")
+    if n_bad > n_empty:
+        words += (f" {n_bad - n_empty} of them have a finite maximum: there a NaN in the running sums comes from"
+                  " 0 × Inf or Inf − Inf in the slice's own arithmetic, as when, on the first tile (m = -inf,"
+                  " l = 0, acc = 0), the rescale is exp2(m_new − m_old) = Inf instead of exp2(m_old − m_new) or"
+                  " takes -inf − (-inf), or when an exp2 takes a score with no maximum subtracted.")
+    return words
