@@ -211,6 +211,7 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
         "l_not_rescaled": "each row's weights keep softmax's proportions",
         "tanh_argument_clamped": "the tanh's argument is clamped to [-1, 1] first",
         "running_max_kept_at_zero": "set to 0 after a block where the row saw no key",
+        "lists_read_to_their_end": "index rows name only past their counts",  # w35: the 0s padding each row
     }
     assert expected.get(entry.name, "") in words, words
     refused = {  # a cause the measurements do not support (blind round 7)

@@ -210,13 +210,15 @@ def visit_steps(checked: list[Checked], maps: list[VisitMap]) -> Findings:
     if all(m.visited_blocks == 0 for m in maps):
         found.say("no-visits-recorded")
         return found
-    extra = missed = 0
+    extra = missed = padded = 0
     extra_at = missed_at = ""
     for one, m in zip(checked, maps, strict=True):
         for i, (row, ideal) in enumerate(zip(m.counts, m.ideal, strict=True)):
+            past = past_count_blocks(one.bm, i)
             for j, (n, need) in enumerate(zip(row, ideal, strict=True)):
                 if n and not need:
                     extra += n
+                    padded += n if j in past else 0
                     extra_at = extra_at or f"query block {i}, key block {j}{where(one)}"
                 if need and n < m.heads:
                     missed += m.heads - n
@@ -231,11 +233,23 @@ def visit_steps(checked: list[Checked], maps: list[VisitMap]) -> Findings:
         return found
     if extra:
         found.say("unlisted-blocks", f" {extra} (head, query block, key block) visits were to blocks in neither list, "
-                  f"against {listed} listed ones over all cases; the first at {extra_at}.")
+                  f"against {listed} listed ones over all cases; the first at {extra_at}."
+                  + (" Every one of them is to a key block that its query block's index rows name only past their"
+                     " counts (the rows are padded with 0 after the listed blocks): a list's blocks are its first"
+                     " FullCount / PartCount entries, and a loop that runs on through the row visits the padding."
+                     if padded == extra else ""))
     if missed:
         found.say("listed-blocks-missed", f" {missed} listed (head, query block, key block) visits of {listed} were "
                   f"never made; the first at {missed_at}.")
     return found
+
+
+def past_count_blocks(bm: BlockMask, i: int) -> set[int]:
+    """The key blocks query block ``i``'s index rows name past their counts (padding) and not
+    within them."""
+    full, part = int(bm.full_kv_num_blocks[i]), int(bm.kv_num_blocks[i])
+    listed = set(bm.full_kv_indices[i, :full].tolist()) | set(bm.kv_indices[i, :part].tolist())
+    return (set(bm.full_kv_indices[i, full:].tolist()) | set(bm.kv_indices[i, part:].tolist())) - listed
 
 
 EXTREME_CAPS = 60.0  # the far-score probe's scores span this many softcaps each way (tanh is ±1 long before)
