@@ -269,7 +269,9 @@ def measure(args: argparse.Namespace, warm: bool, saves: int, watch: bool, works
                 row.perf_in_worker.append(result.performance.duration_s)
                 extra += (f"; performance {result.performance.status} {perf_arrived - before_perf:.3f} s later "
                           f"(in worker {result.performance.duration_s:.3f} s)")
-            spent = ", ".join(f"{phase} {c.launches} launches/{c.compiles} compiles" for phase, c in result.costs.items())
+            spent = ", ".join(f"{phase} {c.launches} launches/{c.compiles} compiles"
+                              + (f" ({c.compiling_s:.2f} s compiling)" if c.compiling_s else "")
+                              for phase, c in result.costs.items())
             print(f"  {row.worker} save {n} ({name}): verdict {finished.result.outcome} {arrived - written:.3f} s "
                   f"(in worker {finished.result.duration_s:.3f} s){extra} [{spent}]", flush=True)
         return [row for row in rows.values() if row.latencies], device

@@ -64,6 +64,11 @@ def compile_concurrently(launches: list[Callable[[], object]]) -> None:
     threads then mostly load.  A launch that raises, or
     a variant that fails to compile, is left to the phase's own launch, which
     raises it again where it is reported at the student's line."""
+    with cost.compiling():
+        _compile_concurrently(launches)
+
+
+def _compile_concurrently(launches: list[Callable[[], object]]) -> None:
     compiles: list[Callable[[], object]] = []
     for launch in launches:
         with cost.compile_only() as calls:

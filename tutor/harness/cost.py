@@ -33,6 +33,7 @@ from tutor.harness.result import PhaseCost
 class _Counts:
     launches: int = 0
     compiles: int = 0
+    compiling_s: float = 0.0  # wall time inside :func:`compiling` blocks
 
 
 _counts = _Counts()
@@ -183,12 +184,25 @@ def abortable(stop: threading.Event) -> Iterator[None]:
         _stop_thread.pop(ident, None)
 
 
+@contextmanager
+def compiling() -> Iterator[None]:
+    """A block that compiles a phase's variants ahead of its launches: its wall time is
+    the phase's ``compiling_s``."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        with _lock:
+            _counts.compiling_s += time.perf_counter() - started
+
+
 class Meter:
     """The cost of one phase, from the meter's making to :meth:`cost`."""
 
     def __init__(self, interpreter: bool) -> None:
         self.interpreter = interpreter
         self._start = (time.perf_counter(), _counts.launches, _counts.compiles)
+        self._compiling_from = _counts.compiling_s
 
     def cost(self) -> PhaseCost:
         """Seconds, launches and compiles since the meter was made."""
@@ -198,7 +212,8 @@ class Meter:
             compiles = 0
         elif not _compiles_counted:
             compiles = None
-        return PhaseCost(seconds=seconds, launches=_counts.launches - self._start[1], compiles=compiles)
+        return PhaseCost(seconds=seconds, launches=_counts.launches - self._start[1], compiles=compiles,
+                         compiling_s=_counts.compiling_s - self._compiling_from)
 
 
 def listen_steps(listener: Callable[[str], None] | None) -> None:

@@ -211,6 +211,7 @@ class PhaseCost:
     seconds: float = 0.0
     launches: int = 0
     compiles: int | None = None
+    compiling_s: float = 0.0  # of ``seconds``, the wall time spent compiling variants ahead of the launches
 
 
 # What a read-out found, in the words the diagnosis compares (tutor.harness.problems.attention.readout
