@@ -189,6 +189,10 @@ def test_the_diagnoses_quote_what_was_measured(checked):
     assert "All 80 slots holding it store a maximum of -inf (MidM)" in empty
     merged = message("length_off_by_one", "nan-in-output")
     assert "the NaN arises in your merge kernel (_paged_combine)" in merged
+    # K and V pools swapped at the launch: the case launched again with them swapped is right
+    swapped = message("pools_passed_swapped", "wrong-output")
+    assert "passed the other way round (the V pool as k_pages, the K pool as v_pages), the same case is right" \
+        in swapped
     # the accumulator not rescaled: how the pages share the weight, as measured
     assert "do not keep softmax's proportions to one another" in message("no_alpha", "wrong-output")
 

@@ -78,4 +78,6 @@ def test_blind_round_12_causes_the_measurements_support(checked):
     last = words("mask_on_the_last_iteration_only")
     assert "every query row" not in last and "diagonal" in last, last
     assert "or its offsets run past the tensor's end" in words("k_strides_swapped")
+    # K and V passed the other way round: the output is attention with them exchanged (07 w42's kin)
+    assert "attention with K and V exchanged (keys taken from V, values from K)" in words("k_and_v_passed_swapped")
     assert "rows that were written are wrong (rows 0..63)" in words("store_at_block_local_rows")

@@ -61,3 +61,10 @@ def test_two_more_rescale_mistakes_are_named_by_their_block_pattern(checked):
     own = _words(checked["02_p_against_the_block_max"])
     assert "exp(running maximum when it was read − its own largest score)" in own, own
     assert "Measured: every block weighs" not in _words(checked["02_alpha_against_block_max"])
+
+
+@pytest.mark.slow
+def test_k_and_v_taken_for_each_other_are_said_as_measured(checked):
+    """The launcher passing v for K and k for V: the output is attention with the two exchanged."""
+    said = _words(checked["02_k_and_v_passed_swapped"])
+    assert "attention with K and V exchanged (keys taken from V, values from K)" in said, said

@@ -289,6 +289,9 @@ class ReadOut:
     # above readout.LINEAR_SLACK the one-hot read-out describes nothing (the output is laid out or
     # routed otherwise than the rows it computed): no claim comes from the weights
     values_gap: float | None = None
+    # how far that output strays from attention with K and V exchanged (keys from V, values from K;
+    # None: not measured): within readout.LINEAR_SLACK, the kernel takes one for the other
+    exchanged_gap: float | None = None
     moves_with: dict[str, bool] = field(default_factory=dict)  # head 0's output moves when its q/k/v change
     crosstalk: list[str] = field(default_factory=list)  # head 0's inputs that move other heads' outputs
     head: int = 0  # the head drawn below

@@ -18,6 +18,7 @@ Each step returns its findings (code -> the measured detail):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,6 +129,23 @@ def _one_slice_words(x: Launch, tolerance: float, one_slice: Callable[[Launch], 
     return (f" With num_splits=1 (one slice a sequence, nothing to merge) the same case is right (largest error"
             f" {float(err.max()):.2g}): what is wrong comes with the slices - where each slice starts and stops, the"
             " states it stores, or how the merge weighs them.")
+
+
+def _swapped_pools_words(x: Launch, tolerance: float, relaunch: paged_weights.Relaunch) -> str:
+    """Where the case launched again with the K and V pools passed the other way round is
+    right within the tolerance, that in words (blind round 12, w42); else "".  One launch."""
+    p = x.inputs
+    try:
+        again = relaunch(x, dataclasses.replace(p, k_pages=p.v_pages, v_pages=p.k_pages))
+    except Exception:  # noqa: BLE001 - a launch that fails here measures nothing
+        return ""
+    err = (again.double().cpu() - x.expected).abs().nan_to_num(nan=float("inf"))
+    if float(err.max()) > tolerance:
+        return ""
+    return (f" Launched again with the two pools passed the other way round (the V pool as k_pages, the K pool as"
+            f" v_pages), the same case is right (largest error {float(err.max()):.2g}): your kernel takes its keys"
+            " from the tensor passed as v_pages and its values from the one passed as k_pages. Look at the order of"
+            " the arguments where the launcher calls the kernel, and of the kernel's parameters.")
 
 
 def _wrong_pairs(x: Launch, tolerance: float) -> list[list[int]]:
@@ -372,8 +390,9 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
         codes.say("heads-mixed", heads["heads-mixed"])
     elif "wrong-output" in heads:
         clean = [x for x in failing if _result(x).written_and_finite]
+        swapped = _swapped_pools_words(clean[0], tolerance, readout) if clean and readout is not None else ""
         softmax, hot = paged_weights.softmax_reading(clean[0], readout) if clean and readout is not None \
-            else ("", False)
+            and not swapped else (swapped, False)
         slices = _one_slice_words(clean[0], tolerance, one_slice) if clean and not hot else ""
         codes.say("wrong-temperature" if hot else "wrong-output", heads["wrong-output"] + softmax + slices)
     codes.add(reads)

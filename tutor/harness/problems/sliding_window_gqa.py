@@ -1173,7 +1173,7 @@ def _window_verdict(readouts: _WindowReadouts, unread: list[Checked], wrong: boo
         worst = "" if one.result.worst_row is None else f" The largest error is at row {one.result.worst_row}"
         odd = [name for name, said in readouts.speaking().items() if said]  # read-outs that do show a wrong key
         if one.result.name in readouts.untrusted:
-            detail = f"{readouts.slopes[one.result.name]}{worst}{_where(one)}."
+            detail = f"{readouts.slopes[one.result.name]}{worst}{_where(one)}.{_other_head_words(one, tolerance)}"
         elif not odd:
             detail = (f" The measured weights show no key a row should not see and none it misses: look at "
                       "how they are weighed (the scale, the q and k each head loads) and what happens to the "

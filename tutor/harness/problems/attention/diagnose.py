@@ -187,7 +187,9 @@ def facts(ro: ReadOut) -> str:
     """What the read-out measured, in one sentence, for a mistake with no name of its own."""
     if not reading.trusted(ro):
         assert ro.values_gap is not None
-        return reading.not_weighted_sum_words(ro.values_gap, f" (the {ro.case} shape)", VALUES_OR_STORE)
+        swapped = "" if ro.exchanged_gap is None or not reading.exchanged(ro) else \
+            reading.EXCHANGED.format(gap=ro.exchanged_gap)
+        return reading.not_weighted_sum_words(ro.values_gap, f" (the {ro.case} shape)", VALUES_OR_STORE) + swapped
     said = []
     if ro.nan_rows:
         said.append(f"rows {index_runs(ro.nan_rows)} are NaN/Inf" + (" whatever V holds" if ro.nan_whole_rows else " in some keys' weights"))

@@ -147,6 +147,12 @@ def other_head_words(out: torch.Tensor, expected: torch.Tensor, q: torch.Tensor,
     wrong = [h for h in range(heads) if gap(h, expected.select(1, h)) > tolerance]
     if not wrong:
         return ""
+    if k.shape == v.shape:  # its own K and V, the one taken for the other (blind round 12, 07 w42)
+        exchanged = attend(q, v, k)
+        if all(gap(h, exchanged.select(1, h)) <= tolerance for h in wrong):
+            return (" The whole output of each wrong head equals, within the tolerance, attention with its own K and V"
+                    " exchanged (keys taken from V, values from K): check the order of the K and V arguments where"
+                    " the launcher calls the kernel, and of the kernel's parameters and loads.")
     swaps = {  # what is another head's -> (what stays its own, the pointer to check, which of q, k, v move)
         "query": ("K/V", "q pointer", (True, False, False)),
         "K/V": ("query", "K and V pointers", (False, True, True)),
@@ -410,6 +416,11 @@ def read_out(
         v, out = values
         rows = (batch * heads, seq, dim)
         measured.values_gap = read_out_gap(out.reshape(rows), w, v.reshape(rows), relative=True)
+        if not trusted(measured) and k.shape == v.shape:  # keys from V, values from K? (blind round 12)
+            exchanged = softmax_on(scores(q, v), allowed_keys(seq, is_causal, q.device)) \
+                @ k.to(torch.float64).reshape(rows)
+            measured.exchanged_gap = float((out.reshape(rows).to(torch.float64) - exchanged).abs()
+                                           .nan_to_num(nan=float("inf")).max())
     if probe is None:  # the weights say nothing (or nothing wrong): ask which inputs the output follows
         probe = measured.fit_rms is None or measured.fit_rms > 0.1 or measured.temperature_name == "other" \
             or not abnormal(measured) or not trusted(measured)
@@ -419,6 +430,16 @@ def read_out(
         measured.moves_with, measured.crosstalk = dependence(module, q, k, causal, generator)
         measured.launches += 4
     return measured
+
+
+def exchanged(ro: ReadOut) -> bool:
+    """Is the case's output attention with K and V exchanged (keys read from V, values from K)?"""
+    return ro.exchanged_gap is not None and ro.exchanged_gap <= LINEAR_SLACK
+
+
+EXCHANGED = (" Its output is, within {gap:.2g}, attention with K and V exchanged (keys taken from V, values from K):"
+             " check the order of the K and V arguments where the launcher calls the kernel, and of the kernel's"
+             " parameters and loads.")
 
 
 def trusted(ro: ReadOut) -> bool:
