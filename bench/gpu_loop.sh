@@ -16,7 +16,7 @@ python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 2 --json "$
     | tee "$OUT/save_to_verdict.log" | tail -5
 FLASHTUTOR_PARALLEL_COMPILE=0 python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 0 \
     --json "$OUT/save_to_verdict_serial.json" 2>&1 | tee "$OUT/save_to_verdict_serial.log" | tail -4
-python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 0 --no-spare-during-check \
+python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 0 \
     --json "$OUT/save_to_verdict_nospare.json" 2>&1 | tee "$OUT/save_to_verdict_nospare.log" | tail -4
 python3 -m pytest -q -s -p no:cacheprovider tests/test_roofline_gpu.py tests/test_parallel_compile_gpu.py 2>&1 \
     | tee "$OUT/gpu_tests.log" | tail -8

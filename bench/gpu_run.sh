@@ -47,7 +47,7 @@ for s in $STEPS; do
                   tail -40 "$LOGS/windowfast.log" | tee -a "$SUMMARY" ;;
         perf)     step perf 420 bash -c 'python3 bench/profile_performance.py --passes 3 --repeats 5
                   python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 1
-                  python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 0 --no-spare-during-check'
+                  python3 bench/save_to_verdict.py --device gpu --saves 5 --cold-saves 0'
                   grep -E "^(timing inputs|pass |[0-9]+ +(solved|failed)|rep ms| +[0-9]+ (full|causal)|warm|cold|compiles:|save-to-verdict,)" "$LOGS/perf.log" | tee -a "$SUMMARY" ;;
         profile)  step profile 200 python3 bench/profile_diagnosis.py --device gpu --per-drill ${PROFILE_PER_DRILL:-2} --top 10 ${PROFILE_ARGS:-}
                   tail -14 "$LOGS/profile.log" | tee -a "$SUMMARY" ;;

@@ -293,9 +293,9 @@ def main() -> int:
                              "last: only the file's last kernel; mistake: the kernels the failing edit "
                              "changes, then the same ones put right (a student's edit and its fix); "
                              "marker: only a marker line changes")
-    parser.add_argument("--no-spare-during-check", action="store_true",
-                        help="start the next spare worker only after a check (the default on machines with "
-                             "up to 4 cores), to see what the overlap costs a check")
+    parser.add_argument("--spare-during-check", action="store_true",
+                        help="start the next spare worker once a check's verdict is in, not after the check "
+                             "(the default before run 26), to see what the overlap costs a check")
     parser.add_argument("--think", type=float, default=THINK_S,
                         help="seconds between a save's last phase and the next save (a student reading the result; "
                              "a spare worker's warm-up runs in them)")
@@ -305,10 +305,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.saves, args.cold_saves = 4, 2
-    if args.no_spare_during_check:
+    if args.spare_during_check:
         import tutor.loop.runner
 
-        tutor.loop.runner.SPARE_DURING_CHECK = False
+        tutor.loop.runner.SPARE_DURING_CHECK = True
 
     have_watchdog = importlib.util.find_spec("watchdog") is not None
     if args.mode == "watchdog" and not have_watchdog:

@@ -77,26 +77,3 @@ def test_a_gpu_spare_is_ready_before_its_warm_up_and_a_job_sent_then_is_checked(
         assert result.outcome == "solved", result.error
     finally:
         worker.close()
-
-
-def test_a_held_spare_warms_up_only_when_told_and_checks_its_job_either_way():
-    """A spare started during another check's later phases waits: it warms up (on a
-    GPU: creates its CUDA context, compiles, runs a solution) only after
-    ``start_warm_up`` — never beside the read-out it would slow — and a job that comes
-    first is checked without any warm-up."""
-    from tutor.catalog import get_drill, solution_path
-    from tutor.loop.runner import Worker
-    from tutor.loop.worker import WARM_UP_STARTED
-
-    job = {"drill": "02", "file": str(solution_path(get_drill("02"))), "seed": 0, "timing": False}
-    for told in (False, True):
-        worker = Worker("auto", spare=True, warm_drill="02", held=True)
-        try:
-            assert worker.wait_ready() is not None
-            if told:
-                worker.start_warm_up()
-            result = worker.run(job, timeout_s=300)
-            assert result.outcome == "solved", result.error
-            assert (WARM_UP_STARTED in worker.output_tail()) is told
-        finally:
-            worker.close()

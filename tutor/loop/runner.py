@@ -39,7 +39,6 @@ from tutor.harness.result import (
     ErrorKind,
     Performance,
 )
-from tutor.loop.worker import WARM_LINE
 
 # A phase of a check handed over before the check ends: the verdict (when a diagnosis or
 # a performance phase follows) and the diagnosis (when a performance phase follows).
@@ -54,13 +53,14 @@ DIAGNOSIS_BUDGET_FACTOR = 10.0
 DIAGNOSIS_MIN_S = 30.0
 READY_TIMEOUT_S = 120.0  # a worker's start-up: importing torch and triton
 OUTPUT_TAIL_CHARS = 4000
-# Start the next worker once a check's verdict is in where cores are to spare; else after
-# the check (on a 2-core machine its imports would compete with the interpreter for CPU).
-# Not before the verdict: started with the check, the next worker's start-up cost the
-# verdict 0.15 s on an H200 (docs/LOOP.md, run 10).  Started during a check, it is held:
-# it imports, and creates its CUDA context and warms up only when the check ends — its
-# warm-up beside the diagnosis cost that phase 0.9 s on an H100 (docs/LOOP.md, run 26).
-SPARE_DURING_CHECK = (os.cpu_count() or 1) > 4
+# Start the next worker after a check, not during it.  Started once the verdict was in, its
+# start-up (importing torch, probing the GPU) made the diagnosis that followed slower on an
+# H100: drill 09's 1.10 s against 0.20 s with the spare started after the check, drill 07's
+# 1.44 against 0.73 s (run 26); a spare that waited to touch the device until the check
+# ended made no difference (1.17 s). Started with the check it cost the verdict 0.15 s
+# (run 10), and on a 2-core machine its imports compete with the interpreter. True: once the
+# verdict is in (bench/save_to_verdict.py --spare-during-check, to measure it).
+SPARE_DURING_CHECK = False
 
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding the tutor package (tutor/loop/runner.py)
@@ -90,15 +90,12 @@ class NoMessage:
 class Worker:
     """One child process, from start-up to its single check."""
 
-    def __init__(self, device_choice: DeviceChoice = "auto", spare: bool = False, warm_drill: str | None = None,
-                 held: bool = False):
+    def __init__(self, device_choice: DeviceChoice = "auto", spare: bool = False, warm_drill: str | None = None):
         """``spare``: a worker started ahead of its job also warms Triton's compiler
         while it waits (:mod:`tutor.harness.warmup`); one started for a job at once
         would only move that cost in front of the job.  ``warm_drill``: a spare
         on a GPU also runs that drill's own solution once (the harness's first
-        CUDA operations), the drill its next job most likely checks.  ``held``: a
-        spare started while another check still runs: it waits for
-        :meth:`start_warm_up` (or its job) before it touches the device."""
+        CUDA operations), the drill its next job most likely checks."""
         self.log_path = Path(tempfile.mkstemp(prefix="flashtutor-worker-", suffix=".log")[1])
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "wb") as log:
@@ -108,8 +105,7 @@ class Worker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tutor.loop.worker", "--device", device_choice,
                  *(["--warm-compiler"] if spare else []),
-                 *(["--warm-drill", warm_drill] if spare and warm_drill else []),
-                 *(["--hold"] if spare and held else [])],
+                 *(["--warm-drill", warm_drill] if spare and warm_drill else [])],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -121,19 +117,6 @@ class Worker:
         threading.Thread(target=self._read, daemon=True, name=f"worker-{self.proc.pid}-reader").start()
         self.device: Device | None = None
         self.startup: dict[str, float] = {}  # the worker's own start-up timings (seconds)
-        self._held = spare and held
-
-    def start_warm_up(self) -> None:
-        """Let a held spare warm up now (nothing for any other worker, or twice)."""
-        if not self._held:
-            return
-        self._held = False
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write((WARM_LINE + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # it died: taking it for a job says so
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -434,7 +417,7 @@ class CheckRunner:
 
         def phase_in(phase: Phase, partial: CheckResult) -> None:
             if spare_early and phase == "verdict":  # cores to spare: the next save finds the next worker starting
-                self._ensure_spare(held=True)  # it touches the device once this check ends
+                self._ensure_spare()
             if on_phase is not None:
                 on_phase(phase, partial)
 
@@ -475,13 +458,10 @@ class CheckRunner:
                 for launch in result.roofline.launches:
                     launch.take_sdpa(baseline[0] if launch.mode == "full" else baseline[1])
 
-    def _ensure_spare(self, held: bool = False) -> None:
-        """A spare worker exists; unless ``held`` (a check still runs), it warms up now."""
+    def _ensure_spare(self) -> None:
         with self._lock:
             if self._spare is None:
-                self._spare = Worker(self.device_choice, spare=True, warm_drill=self._last_drill, held=held)
-            elif not held:
-                self._spare.start_warm_up()
+                self._spare = Worker(self.device_choice, spare=True, warm_drill=self._last_drill)
 
     def close(self) -> None:
         with self._lock:

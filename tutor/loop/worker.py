@@ -19,11 +19,7 @@ Protocol (one JSON object per line):
 
 A spare worker (``--warm-compiler``) says it is ready first and warms up after,
 in a thread that gives way to the job the moment it arrives (at its next kernel
-launch): the student's first check never waits for the spare's warm-up.  A held
-spare (``--hold``, started while another check's diagnosis and performance phases
-still run) imports only: it creates its CUDA context and warms up when the line
-``{"warm": true}`` arrives (sent when that check ends), so its compiles and
-launches never share the device with another check's read-out or timed launches.
+launch): the student's first check never waits for the spare's warm-up.
 
 One check per worker: a crash, a hang or a sticky CUDA error dies with it.
 The protocol travels on a private copy of the original stdout; file
@@ -42,9 +38,6 @@ import threading
 import traceback
 from typing import Any, TextIO
 
-WARM_LINE = json.dumps({"warm": True})  # to a held spare: warm up now (its job comes later)
-WARM_UP_STARTED = "flashtutor worker: warm-up started"
-
 
 def _protocol_channel() -> TextIO:
     channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
@@ -60,9 +53,6 @@ def main(argv: list[str] | None = None) -> int:
                              "interpret it once (CPU)")
     parser.add_argument("--warm-drill", help="with --warm-compiler, on a GPU: also run this drill's solution once "
                                              "(the harness's first CUDA operations)")
-    parser.add_argument("--hold", action="store_true",
-                        help="with --warm-compiler: create the CUDA context and warm up only when the line "
-                             '{"warm": true} arrives (a job may come first)')
     args = parser.parse_args(argv)
     channel = _protocol_channel()
 
@@ -83,10 +73,13 @@ def main(argv: list[str] | None = None) -> int:
 
         startup["harness_imports_s"] = time.perf_counter() - clock - startup["device_s"]
         if not device.interpreter:
+            # create the CUDA context now, while the worker waits, not during the check
+            import torch
             import triton.testing  # noqa: F401 - the timed launches need it
 
-            if not args.hold:  # the context now, while the worker waits, not during the check
-                _create_cuda_context(startup)
+            before = time.perf_counter()
+            torch.zeros(1, device="cuda")
+            startup["cuda_context_s"] = time.perf_counter() - before
         from tutor.harness.job import CheckJob
     except Exception as exc:  # noqa: BLE001 - tell the parent why this worker cannot start
         send({"ready": False, "error": f"{type(exc).__name__}: {exc}"})
@@ -99,14 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     send({"ready": True, "device": codec.encode(device), "pid": os.getpid(), "startup": startup})
     job_arrived = threading.Event()
     warming = None
-    line = sys.stdin.readline() if args.hold else ""  # held: "warm" now, or the job at once
-    told_to_warm = not args.hold or line.strip() == WARM_LINE
-    if args.warm_compiler and told_to_warm:
-        warming = threading.Thread(target=_warm_up, args=(device, args.warm_drill, job_arrived, startup, args.hold),
+    if args.warm_compiler:
+        warming = threading.Thread(target=_warm_up, args=(device, args.warm_drill, job_arrived, startup),
                                    daemon=True, name="warm-up")
         warming.start()
-    if told_to_warm:
-        line = sys.stdin.readline()
+    line = sys.stdin.readline()
     job_arrived.set()
     if not line:
         return 0  # the parent closed us without a job: a warm spare that was not needed
@@ -137,34 +127,19 @@ def main(argv: list[str] | None = None) -> int:
     os._exit(0)
 
 
-def _create_cuda_context(startup: dict[str, float]) -> None:
-    import time
-
-    import torch
-
-    before = time.perf_counter()
-    torch.zeros(1, device="cuda")
-    startup["cuda_context_s"] = time.perf_counter() - before
-
-
-def _warm_up(device: Any, warm_drill: str | None, job_arrived: threading.Event, startup: dict[str, float],
-             held: bool = False) -> None:
-    """A spare's head start, while it waits for its job: (held: create the CUDA
-    context,) compile (GPU) or interpret (CPU) a small kernel, on a GPU run the last
-    drill's solution once (the harness's first CUDA operations) and measure the
-    roofline's peaks (once per device, cached).  Each step only if no job has
-    arrived; a launch after one has raises :class:`~tutor.harness.cost.LaunchAborted`,
-    which ends the warm-up there.  Only a head start, each: a check does what failed
-    here as it would anyway."""
+def _warm_up(device: Any, warm_drill: str | None, job_arrived: threading.Event, startup: dict[str, float]) -> None:
+    """A spare's head start, while it waits for its job: compile (GPU) or interpret
+    (CPU) a small kernel, on a GPU run the last drill's solution once (the harness's
+    first CUDA operations) and measure the roofline's peaks (once per device, cached).
+    Each step only if no job has arrived; a launch after one has raises
+    :class:`~tutor.harness.cost.LaunchAborted`, which ends the warm-up there.  Only a
+    head start, each: a check does what failed here as it would anyway."""
     import time
 
     from tutor.harness import cost
     from tutor.harness.launch import torch_device_name
     from tutor.harness.warmup import warm_compiler, warm_harness
 
-    print(WARM_UP_STARTED, file=sys.stderr, flush=True)  # the worker's log: when it touched the device
-    if held and not device.interpreter and not job_arrived.is_set():
-        _create_cuda_context(startup)
     with cost.abortable(job_arrived):
         try:  # a GPU compiles the warm-up kernel, the interpreter runs it once
             startup["compiler_warm_s"] = warm_compiler(torch_device_name(device))

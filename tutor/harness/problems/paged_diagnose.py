@@ -382,15 +382,16 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
     # measures those values, not which positions the split's loads reached (counted loads, where
     # the interpreter has them, still do): no read-out then
     readout = None if codes else relaunch
-    reads = read_findings(launches, bool(failing), readout)
+    clean = [x for x in failing if _result(x).written_and_finite]
+    swapped = _swapped_pools_words(clean[0], tolerance, readout) if clean and readout is not None else ""
+    # keys read from the V pool: the read-out's one-hot values are then its keys (no positions read)
+    reads = read_findings(launches, bool(failing), None if swapped else readout)
     codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice,
                               None if codes else rerun_of))
     heads = head_findings(failing, tolerance)
     if "heads-mixed" in heads:
         codes.say("heads-mixed", heads["heads-mixed"])
     elif "wrong-output" in heads:
-        clean = [x for x in failing if _result(x).written_and_finite]
-        swapped = _swapped_pools_words(clean[0], tolerance, readout) if clean and readout is not None else ""
         softmax, hot = paged_weights.softmax_reading(clean[0], readout) if clean and readout is not None \
             and not swapped else (swapped, False)
         slices = _one_slice_words(clean[0], tolerance, one_slice) if clean and not hot else ""

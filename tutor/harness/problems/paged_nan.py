@@ -25,8 +25,8 @@ def _names(call: apart.KernelCall, positions: list[int]) -> str:
 
 
 def _rows(values: torch.Tensor, rows: int, slots: int) -> torch.Tensor:
-    """A state tensor as (rows, slots, values per slot): the drill's row-major layout."""
-    return values.reshape(rows, slots, -1)
+    """A state tensor as (rows, slots, values per slot): the drill's row-major layout, on the CPU."""
+    return values.reshape(rows, slots, -1).cpu()
 
 
 def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None) -> str:
@@ -92,14 +92,15 @@ def _never_stored(split: apart.KernelCall, states: list[int], x: Launch,
     again = next((call for call in rerun_of(x)({split.name: frozenset(states)}) if call.name == split.name), None)
     if again is None:
         return {}
-    held = {pos: again.after[pos].view(torch.int32) == apart.MARKER_BITS for pos in states if pos in again.after}
+    held = {pos: (again.after[pos].view(torch.int32) == apart.MARKER_BITS).cpu() for pos in states
+            if pos in again.after}
     return {pos: mask for pos, mask in held.items() if bool(mask.any())}
 
 
 def _kept_words(split: apart.KernelCall, never: dict[int, torch.Tensor]) -> str:
     """What the never-stored slots hold on the check's own launch, in words."""
     values = sorted({v for pos in never for v in
-                     torch.unique(split.after[pos][never[pos]]).tolist()[:3]})
+                     torch.unique(split.after[pos].cpu()[never[pos]]).tolist()[:3]})
     if values and all(v in (0.0, float("-inf")) for v in values):
         return " what your launcher put there, the empty state (m = -inf, l = 0, o = 0) in every slot"
     return " whatever your launcher's buffers held there"
