@@ -120,15 +120,21 @@ def _one_slice_words(x: Launch, tolerance: float, one_slice: Callable[[Launch], 
     """Where the same case with ``num_splits=1`` (one slice a sequence, nothing to merge) is
     right within the tolerance: that, in words (the mistake lives in cutting or merging the
     slices); else "".  One launch more, only for a wrong, finite output."""
-    again = one_slice(x) if one_slice is not None else None
-    if again is None:
-        return ""
-    err = (again.double().cpu() - x.expected).abs().nan_to_num(nan=float("inf"))
-    if float(err.max()) > tolerance:
+    err = _right_again(one_slice(x) if one_slice is not None else None, x, tolerance)
+    if err is None:
         return ""
     return (f" With num_splits=1 (one slice a sequence, nothing to merge) the same case is right (largest error"
-            f" {float(err.max()):.2g}): what is wrong comes with the slices - where each slice starts and stops, the"
+            f" {err:.2g}): what is wrong comes with the slices - where each slice starts and stops, the"
             " states it stores, or how the merge weighs them.")
+
+
+def _right_again(again: torch.Tensor | None, x: Launch, tolerance: float) -> float | None:
+    """The largest error of ``again`` (the case's kernel launched again some other way)
+    against the case's reference where it is within ``tolerance``; else None."""
+    if again is None:
+        return None
+    err = float((again.double().cpu() - x.expected).abs().nan_to_num(nan=float("inf")).max())
+    return err if err <= tolerance else None
 
 
 def _swapped_pools_words(x: Launch, tolerance: float, relaunch: paged_weights.Relaunch) -> str:
@@ -136,14 +142,13 @@ def _swapped_pools_words(x: Launch, tolerance: float, relaunch: paged_weights.Re
     right within the tolerance, that in words (blind round 12, w42); else "".  One launch."""
     p = x.inputs
     try:
-        again = relaunch(x, dataclasses.replace(p, k_pages=p.v_pages, v_pages=p.k_pages))
+        err = _right_again(relaunch(x, dataclasses.replace(p, k_pages=p.v_pages, v_pages=p.k_pages)), x, tolerance)
     except Exception:  # noqa: BLE001 - a launch that fails here measures nothing
         return ""
-    err = (again.double().cpu() - x.expected).abs().nan_to_num(nan=float("inf"))
-    if float(err.max()) > tolerance:
+    if err is None:
         return ""
     return (f" Launched again with the two pools passed the other way round (the V pool as k_pages, the K pool as"
-            f" v_pages), the same case is right (largest error {float(err.max()):.2g}): your kernel takes its keys"
+            f" v_pages), the same case is right (largest error {err:.2g}): your kernel takes its keys"
             " from the tensor passed as v_pages and its values from the one passed as k_pages. Look at the order of"
             " the arguments where the launcher calls the kernel, and of the kernel's parameters.")
 
