@@ -162,11 +162,13 @@ def test_codes_compare_in_order_and_info_codes_may_be_left_out():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the subprocess's own 600 s guard must fire before the suite's 300 s default
 def test_full_check_of_drill_05_is_green_through_the_real_harness():
     """Every 05 kernel (solution, shipped, each fixture) run in its own worker (05: the
     fewest interpreter seconds; 01 and 02's entries run in test_mistakes_readout*.py)."""
     # a hang guard, not a timing: ~80 kernels, each in its own worker, took 150-180 s on a quiet
-    # 2-core machine and ran past 180 s while other checks shared its cores
+    # 2-core machine, ran past 180 s while other checks shared its cores and past 300 s while two
+    # blind rounds' checks did (2026-12-06)
     result = run_cli("dev", "check", "--drill", "05", "--json", timeout=600)
     data = json.loads(result.stdout)
     assert result.returncode == 0 and data["ok"], [r for r in data["rows"] if not r["ok"]]
