@@ -205,6 +205,8 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
         assert "read while the running maximum was still lower weigh more" in words, words
     if entry.name == "row_sum_not_rescaled":
         assert "each row's weights keep softmax's proportions" in words, words
+    if entry.name == "k_and_v_passed_swapped":  # blind round 12, 07 w42's kin
+        assert "attention with its own K and V exchanged" in words, words
 
 
 # -- the measurements, against independent computations ------------------------------------------

@@ -281,6 +281,12 @@ def test_every_mistake_gets_its_verdict(tmp_path: Path):
     heads = " ".join(d.message for d in results[written["08_store_without_head_offset"]].diagnosis)
     assert "only head 1 still holds the poison; head 0 of the same rows was written" in heads, heads
     assert "each equals the right output of another (row, head)" in heads and "holds row 0 head 1's output" in heads
+    # blind round 13: rows NaN whatever V holds are said as such, with where such a NaN usually starts
+    inverted = " ".join(d.message for d in results[written["08_rescale_the_other_way_round"]].diagnosis)
+    assert "each of those rows weighs every key NaN" in inverted and "alpha must be exp2(m_i - m_new)" in inverted
+    # K and V passed the other way round: the output is attention with them exchanged
+    swapped = " ".join(d.message for d in results[written["08_k_and_v_passed_swapped"]].diagnosis)
+    assert "attention with its own K and V exchanged" in swapped, swapped
 
 
 def test_the_causal_only_timing_is_measured_and_shown():

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import torch
 
+from tutor.harness.findings import index_runs
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.problems.paged_decode import Launch
 
@@ -47,19 +48,7 @@ def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None
 
     never = _never_stored(split, states, x, rerun_of)
     if never:
-        names = _names(split, sorted(never))
-        rows = set().union(*(set(_rows(held, roles.rows, roles.slots).any(dim=(1, 2)).nonzero().flatten().tolist())
-                             for held in never.values()))
-        slots = sum(int(held.sum()) for held in never.values())
-        total = sum(split.after[pos].numel() for pos in never)
-        told = (f" Launched again with {names} filled with a marker (a NaN pattern no arithmetic makes), {slots} of"
-                f" their {total} values still held it after your split kernel ({split.name}) ran: no store of it"
-                " reaches them")
-        if rows == bad_rows:
-            return (told + ", and they are the rows of exactly the (sequence, head) pairs whose output is NaN."
-                    f" Those rows keep{_kept_words(split, never)}; your merge kernel ({merge.name}) reads them."
-                    " No program stored those heads' states: none scored them, or their states went to other rows.")
-        return told + "."
+        return _never_stored_words(split, merge, roles, never, bad_rows)
 
     stored = [(pos, int(split.after[pos].isnan().sum()), int((split.after[pos] == float("inf")).sum()))
               for pos in states]
@@ -76,14 +65,50 @@ def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None
                 split, roles, states, [pos for pos, _, _ in spoiled])
         return words
 
-    empty = _empty_rows(split, roles, states)
-    words = (f" Every slice state your split kernel ({split.name}) stored is finite (an empty slice's m = -inf"
-             f" aside): the NaN arises in your merge kernel ({merge.name}).")
-    if empty and empty == bad_rows:
+    some_empty, all_empty = _empty_rows(split, roles, states)
+    finite = f" Every slice state your split kernel ({split.name}) stored is finite (an empty slice's m = -inf aside)"
+    if bad_rows and bad_rows <= all_empty:
+        # every slot empty: the drill's merge gives 0/0 = NaN there by design (blind round 13, 07 w21)
+        return (finite + ", and every slot of the NaN (sequence, head) pairs holds the empty state (a stored maximum"
+                " of -inf): no slice scored any position of them, and a merge of nothing but empty slices is"
+                " 0/0. Check which positions each slice covers: where it starts, its size, and the length it stops"
+                " at.")
+    words = finite + f": the NaN arises in your merge kernel ({merge.name})."
+    if some_empty and some_empty == bad_rows:
         words += (" The NaN (sequence, head) pairs are exactly those with a slot whose stored maximum is -inf"
-                  " (a slice that scored no position): the merge must weigh such a slice exp2(-inf − M) = 0, and"
-                  " never take -inf − (-inf) or divide by a zero l.")
+                  " (a slice that scored no position) beside slots that scored some: the merge must weigh such a"
+                  " slice exp2(-inf − M) = 0, and never take -inf − (-inf) or divide by a zero l.")
     return words
+
+
+def _never_stored_words(split: apart.KernelCall, merge: apart.KernelCall, roles: apart.Roles,
+                        never: dict[int, torch.Tensor], bad_rows: set[int]) -> str:
+    """The slots no store of the split reaches (the marker launch), in words: whole rows that
+    are exactly the NaN pairs, or the same slices' slots in every row, or how many."""
+    names = _names(split, sorted(never))
+    slot_never = torch.zeros(roles.rows, roles.slots, dtype=torch.bool)
+    for held in never.values():
+        slot_never |= _rows(held, roles.rows, roles.slots).any(dim=2)
+    values = sum(int(held.sum()) for held in never.values())
+    total = sum(split.after[pos].numel() for pos in never)
+    told = (f" Launched again with {names} filled with a marker (a NaN pattern no arithmetic makes), {values} of"
+            f" their {total} values still held it after your split kernel ({split.name}) ran: no store of it"
+            " reaches them")
+    whole = set(slot_never.all(dim=1).nonzero().flatten().tolist())
+    if whole and whole == bad_rows:
+        return (told + ". They are every slot of exactly the (sequence, head) pairs whose output is NaN. Those rows"
+                f" keep{_kept_words(split, never)}; your merge kernel ({merge.name}) reads them. No program stored"
+                " those heads' states: none scored them, or their states went to other rows.")
+    per_row = {tuple(row) for row in slot_never.tolist()}
+    if len(per_row) == 1 and not whole:
+        pattern = next(iter(per_row))
+        unstored = [s for s, missed in enumerate(pattern) if missed]
+        if unstored:
+            return (told + f", in every (sequence, head) row the slot{'s' * (len(unstored) > 1)} of slice"
+                    f"{'s' * (len(unstored) > 1)} {index_runs(unstored)} (of {roles.slots}); the other slots are"
+                    " stored. Those slices' states go to another slot or nowhere: look at the slice term of the"
+                    " state index and at what each slice stores.")
+    return told + "."
 
 
 def _never_stored(split: apart.KernelCall, states: list[int], x: Launch,
@@ -106,15 +131,15 @@ def _kept_words(split: apart.KernelCall, never: dict[int, torch.Tensor]) -> str:
     return " whatever your launcher's buffers held there"
 
 
-def _empty_rows(split: apart.KernelCall, roles: apart.Roles, states: list[int]) -> set[int]:
-    """Rows with a slot some scalar state stores as -inf (an empty slice's maximum)."""
-    found: set[int] = set()
+def _empty_rows(split: apart.KernelCall, roles: apart.Roles, states: list[int]) -> tuple[set[int], set[int]]:
+    """Rows with a slot some scalar state stores as -inf (an empty slice's maximum), and rows
+    whose every slot does."""
+    empty = torch.zeros(roles.rows, roles.slots, dtype=torch.bool)
     for pos in states:
-        if pos == roles.split_pos[roles.vector]:
-            continue
-        held = _rows(split.after[pos], roles.rows, roles.slots)
-        found |= set((held == float("-inf")).any(dim=(1, 2)).nonzero().flatten().tolist())
-    return found
+        if pos != roles.split_pos[roles.vector]:
+            empty |= (_rows(split.after[pos], roles.rows, roles.slots) == float("-inf")).any(dim=2)
+    return (set(empty.any(dim=1).nonzero().flatten().tolist()),
+            set(empty.all(dim=1).nonzero().flatten().tolist()))
 
 
 def _spoiled_slot_words(split: apart.KernelCall, roles: apart.Roles, states: list[int], spoiled: list[int]) -> str:

@@ -814,6 +814,14 @@ OVERRUN_CAVEAT = (" A store also landed outside the output, so a program stores 
                   " stores first: where the output store starts, and its mask.")
 
 
+NAN_WHATEVER_V = (
+    " Read out through one-hot values on that case, each of those rows weighs every key NaN: the NaN arises in"
+    " what the row computes from its scores (the running maximum, l_i, alpha, p) before V can matter. The"
+    " usual sources: m_i starts at -inf, so m_new - m_i or qk - m_i (exp2 of +inf, then 0 * inf), a division"
+    " by alpha or l_i inside the loop, or a block where a row's every score is -inf (-inf - (-inf) = NaN);"
+    " alpha must be exp2(m_i - m_new) and p must use m_new.")
+
+
 def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: str, generator: torch.Generator,
              guard_findings: list[GuardFinding]) -> list[Diagnosis]:
     """What the check measured, as the drill's worded findings: rows never written, stores
@@ -838,10 +846,13 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
     hot = False  # ... and whether that slope is a known wrong temperature
     untrusted = False  # ... or that the output is no weighted sum of V's rows, so the read-out says nothing
     diagonal = Findings()
+    nan_rows: dict[str, set[int]] = {}  # case -> packed rows the read-out found NaN on every key
     for one in failing:
         if one.result.unwritten and one.result.unwritten == one.launch.out.numel():
             continue
         w, wq, wk, gap = weights(module, one.case, device, generator)
+        # packed rows whose every read-out weight is NaN (in some head): NaN whatever V holds
+        nan_rows[one.case.name] = set(torch.isnan(w).all(dim=-1).any(dim=0).cpu().nonzero().flatten().tolist())
         if gap > reading.LINEAR_SLACK:  # the read-out says nothing of this kernel: no claim is made from it
             if not read_any:
                 untrusted = True
@@ -896,8 +907,11 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         if nan_source.case.q_scale > 1 and seqs == [2]:  # only the sequence whose every score is near -120
             far = far_below_words("Those rows are all in sequence 2 of that case",
                                   ", and the final division is then 0/0")
+        scores_only = "" if far or not packed or not set(packed) <= nan_rows.get(nan_source.case.name, set()) \
+            else NAN_WHATEVER_V
         found.say("nan-in-output", f" {nan_source.result.nonfinite} elements in {len(packed)} packed rows of "
-                  f"sequence{'s' * (len(seqs) > 1)} {index_runs(seqs)} (the {nan_source.case.name} case).{far}")
+                  f"sequence{'s' * (len(seqs) > 1)} {index_runs(seqs)} (the {nan_source.case.name} case).{far}"
+                  f"{scores_only}")
     drop_explained_nan(found)
     if failing and read_any and not _explained(found) and "read-past-end" not in found:
         one = failing[0]
