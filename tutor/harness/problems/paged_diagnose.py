@@ -83,7 +83,8 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
                        " orders: a top score of 100, and a fourth sequence whose every score is -120 or less), where"
                        " an exp overflows fp32, or underflows to 0, first: every exp/exp2 must take a score minus the"
                        " running maximum (started at -inf, with this tile's scores in it and no padding column's),"
-                       " and the rescale exp2(old maximum - new maximum), not the other way round.")
+                       " and the rescale exp2(old maximum - new maximum), not the other way round."
+                       + nan_origin_words(x, rerun_of, finite_too=False))
         elif origin := (nan_origin_words(x, rerun_of) if not stray_reads else ""):
             detail += origin
         elif one_slice is not None:

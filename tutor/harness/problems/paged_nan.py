@@ -30,9 +30,12 @@ def _rows(values: torch.Tensor, rows: int, slots: int) -> torch.Tensor:
     return values.reshape(rows, slots, -1).cpu()
 
 
-def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None) -> str:
+def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None, finite_too: bool = True) -> str:
     """Words for where the NaN of the case ``x`` starts, "" where its launches are not a
-    split kernel and a merge kernel sharing slice states (:func:`split_kv_readout.find_roles`)."""
+    split kernel and a merge kernel sharing slice states (:func:`split_kv_readout.find_roles`).
+    ``finite_too``: also where every stored state is finite (the NaN is then made in the
+    merge, from states that may still be wrong: a large-score case's l of 0 under a finite
+    maximum that started at 0 is one; the caller's words already cover that)."""
     if rerun_of is None:  # the diagnosis found state tensors never stored: it said so, nothing to add
         return ""
     c = x.case
@@ -65,6 +68,8 @@ def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None
                 split, roles, states, [pos for pos, _, _ in spoiled])
         return words
 
+    if not finite_too:
+        return ""
     some_empty, all_empty = _empty_rows(split, roles, states)
     finite = f" Every slice state your split kernel ({split.name}) stored is finite (an empty slice's m = -inf aside)"
     if bad_rows and bad_rows <= all_empty:
@@ -73,7 +78,8 @@ def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None
                 " of -inf): no slice scored any position of them, and a merge of nothing but empty slices is"
                 " 0/0. Check which positions each slice covers: where it starts, its size, and the length it stops"
                 " at.")
-    words = finite + f": the NaN arises in your merge kernel ({merge.name})."
+    words = finite + (f": the NaN is made where your merge kernel ({merge.name}) combines them, in its own arithmetic"
+                      " or from finite states it cannot weigh (a slot storing l = 0 under a finite maximum, say).")
     if some_empty and some_empty == bad_rows:
         words += (" The NaN (sequence, head) pairs are exactly those with a slot whose stored maximum is -inf"
                   " (a slice that scored no position) beside slots that scored some: the merge must weigh such a"
