@@ -221,11 +221,13 @@ def run(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b
     out = guarded.output("output", tuple(q.shape), device, margin)
     n_m, n_n = launching.visit_grid(seq, module.BLOCK_M, module.BLOCK_N)
     visits = guarded.visits("visit map", (batch * heads, n_m, n_n), device, _margin(batch * heads * n_m * n_n + 1024))
-    returned = getattr(module, LAUNCHER)(*views, bm, softcap, out=out, visits=visits)
+    with cost.launched_blocks() as launched:
+        returned = getattr(module, LAUNCHER)(*views, bm, softcap, out=out, visits=visits)
     shared.synchronize(q)
     out = shared.returned_tensor(f"{LAUNCHER}() returned", returned, out, tuple(q.shape))
     return SparseLaunch(q=q, k=k, v=v, out=out, guard=guarded.band("output").side("after"), visits=visits,
-                        bands=guarded.bands, stray_visits=bool(guarded.band("visit map").changed()))
+                        bands=guarded.bands, stray_visits=bool(guarded.band("visit map").changed()),
+                        launched=launched)
 
 
 def random_inputs(case: Case, device: str, generator: torch.Generator) -> list[torch.Tensor]:

@@ -60,6 +60,9 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
              generator: torch.Generator, guard_findings: list[GuardFinding], tolerance: float) -> Findings:
     banded = [shared.Banded.of(one.launch.bands, one.result, where(one)) for one in checked]
     found = Findings()
+    other = next(((one, ran) for one in checked if (ran := one.launch.other_blocks(module))), None)
+    if other is not None:  # the lists are built for the module's tiles; the map indexes another grid
+        found.say("launch-blocks-differ", _other_tiles_words(module, *other))
     failing = [c for c in checked if not c.result.passed]
     written = []
     for one in failing:
@@ -86,7 +89,7 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
     # only where its loops visit every listed block: a loop that misses some misreads the probe's
     # own blocks too (a partial loop run FullCount times, blind round 12, read as a transform that
     # matches no softcap).  Unlisted blocks visited and masked (the shipped drill) leave it right.
-    visits = visit_steps(checked, maps)
+    visits = visit_steps(checked, maps) if other is None else Findings()
     loops_wrong = "listed-blocks-missed" in visits
     explained |= loops_wrong and bool(written)
     unread = ""
@@ -119,6 +122,13 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
     found.add(guard_said)
     drop_explained_nan(found)  # NaN read from past a tensor's end: not the rescale's -inf - (-inf)
     return found
+
+
+def _other_tiles_words(module: ModuleType, one: Checked, ran: dict[str, int]) -> str:
+    """``launch-blocks-differ``'s detail: the tile sizes measured at the launch beside the module's."""
+    measured = ", ".join(f"{k} = {v}" for k, v in ran.items())
+    module_says = ", ".join(f"{k} = {getattr(module, k)}" for k in ran)
+    return f" Your launcher ran the kernel with {measured}; the module says {module_says}{where(one)}."
 
 
 OWN_SCORES_CLOSE = 0.01  # a row's weights within this of softmax's, summed over its keys: the same weights
