@@ -921,6 +921,24 @@ def spans(indices: list[int]) -> str:
     return ", ".join(words[:6]) + (f" and {len(words) - 6} more runs" if len(words) > 6 else "")
 
 
+def _unsteady_nan_words(launch: BackwardLaunch, rerun: Callable[[], dict[str, torch.Tensor]]) -> str:
+    """The case's own inputs run once more (``rerun``): where its NaN/Inf does not come back in
+    the same elements, that in words (no function of the inputs: memory read before anything
+    wrote it, or a race; blind round 13, 04 w40: dQ accumulated with atomic_add into a
+    torch.empty buffer the launcher never zeroed); "" where it does."""
+    again = rerun()
+    names = [name for name in launch.grads if name in again]
+    if all(torch.equal(torch.isfinite(again[n].float()).cpu(), torch.isfinite(launch.grads[n].float()).cpu())
+           for n in names):
+        return ""
+    counts = ", ".join(f"{n} {int((~torch.isfinite(launch.grads[n].float())).sum())} then"
+                       f" {int((~torch.isfinite(again[n].float())).sum())}" for n in names)
+    return (" Run again on the same inputs, the NaN/Inf does not come back in the same places (non-finite"
+            f" elements: {counts}), so it is no function of the inputs alone. It comes from memory read"
+            " before anything wrote it (a buffer the launcher allocates with torch.empty and accumulates"
+            " into, say) or from an order of operations that changes between runs (a race).")
+
+
 def _slope_words(slope: float) -> str:
     """A P read out through dV that grows as exp(slope * s), in words."""
     return (f" the dK/dV loop's P grows as exp({slope:.3g} s) in the scores s, where exp(s - lse) grows as exp(s):"
@@ -1265,8 +1283,14 @@ def check_correctness(
 
     nan_rerun = False  # nan_words runs its case again once a check
 
+    def _rerun_grads_of(launch: BackwardLaunch, q: torch.Tensor) -> dict[str, torch.Tensor]:
+        o, lse = run_forward(module, q, launch.k, launch.v, launch.case.causal)
+        return run_backward(module, q, launch.k, launch.v, o, lse, launch.do, launch.case.causal, block_m,
+                            block_n)[0]
+
     def nan_words(launch: BackwardLaunch) -> str:
-        """Non-finite gradients on ordinary scores, run again with q divided by each of
+        """Non-finite gradients on ordinary scores, run again on the same inputs (a NaN that
+        does not come back is said as such), then with q divided by each of
         SMALL_SCORES_DIVISORS until every gradient is finite (one forward, one backward and
         the P probe each, the variants the case compiled): that in words, and the slope of
         the dK/dV loop's P read out through dV there where it is not softmax's (a scale or
@@ -1278,6 +1302,16 @@ def check_correctness(
             return ""
         nan_rerun = True
         causal = launch.case.causal
+
+        def _rerun_grads(q: torch.Tensor) -> dict[str, torch.Tensor]:
+            cost.step(f"running the {launch.case.name} case again on the same inputs")
+            return _rerun_grads_of(launch, q)
+        # the control: the same inputs once more; a NaN that does not come back is no function of the
+        # scores, and no smaller scale may be credited with removing it (blind round 13, 04 w40: dQ
+        # accumulated with atomic_add into a torch.empty buffer the launcher never zeroed)
+        unsteady = _unsteady_nan_words(launch, lambda: _rerun_grads(launch.q))
+        if unsteady:
+            return unsteady
         for divisor in SMALL_SCORES_DIVISORS:
             cost.step(f"running the {launch.case.name} case again with scores {divisor:g} times smaller")
             q = (launch.q.float() / divisor).to(launch.q.dtype)
@@ -1285,6 +1319,10 @@ def check_correctness(
             grads = run_backward(module, q, launch.k, launch.v, o, lse, launch.do, causal, block_m, block_n)[0]
             if not all(bool(torch.isfinite(g.float()).all()) for g in grads.values()):
                 continue
+            # and unscaled once more, after it: memory never written may hold other values by now
+            unsteady = _unsteady_nan_words(launch, lambda: _rerun_grads(launch.q))
+            if unsteady:
+                return unsteady
             said = (f" Run again with q divided by {divisor:g} (every score {divisor:g} times smaller), every"
                     f" gradient is finite: the NaN/Inf comes with the scores' size (a value that overflows at"
                     f" ordinary scores and not at smaller ones).")
