@@ -25,6 +25,13 @@ def _names(call: apart.KernelCall, positions: list[int]) -> str:
     return ", ".join(call.arg_name(pos) for pos in positions)
 
 
+def _row_major(split: apart.KernelCall, roles: apart.Roles, positions: list[int]) -> bool:
+    """Are these state tensors shaped (sequence*head, slice, ...), as the drill's launcher makes
+    them?  Only then are their rows read as (sequence, head) pairs and their columns as slices."""
+    return all(split.after[pos].dim() >= 2 and tuple(split.after[pos].shape[:2]) == (roles.rows, roles.slots)
+               for pos in positions)
+
+
 def _rows(values: torch.Tensor, rows: int, slots: int) -> torch.Tensor:
     """A state tensor as (rows, slots, values per slot): the drill's row-major layout, on the CPU."""
     return values.reshape(rows, slots, -1).cpu()
@@ -53,6 +60,8 @@ def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None
     if never:
         return _never_stored_words(split, merge, roles, never, bad_rows)
 
+    if not _row_major(split, roles, states):
+        return ""  # laid out otherwise: no row or slot of them is named
     stored = [(pos, int(split.after[pos].isnan().sum()), int((split.after[pos] == float("inf")).sum()))
               for pos in states]
     spoiled = [(pos, nans, infs) for pos, nans, infs in stored if nans or infs]
@@ -100,6 +109,8 @@ def _never_stored_words(split: apart.KernelCall, merge: apart.KernelCall, roles:
     told = (f" Launched again with {names} filled with a marker (a NaN pattern no arithmetic makes), {values} of"
             f" their {total} values still held it after your split kernel ({split.name}) ran: no store of it"
             " reaches them")
+    if not _row_major(split, roles, list(never)):
+        return told + "."
     whole = set(slot_never.all(dim=1).nonzero().flatten().tolist())
     if whole and whole == bad_rows:
         return (told + ". They are every slot of exactly the (sequence, head) pairs whose output is NaN. Those rows"
