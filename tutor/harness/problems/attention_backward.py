@@ -921,12 +921,11 @@ def spans(indices: list[int]) -> str:
     return ", ".join(words[:6]) + (f" and {len(words) - 6} more runs" if len(words) > 6 else "")
 
 
-def _unsteady_nan_words(launch: BackwardLaunch, rerun: Callable[[], dict[str, torch.Tensor]]) -> str:
-    """The case's own inputs run once more (``rerun``): where its NaN/Inf does not come back in
-    the same elements, that in words (no function of the inputs: memory read before anything
-    wrote it, or a race; blind round 13, 04 w40: dQ accumulated with atomic_add into a
-    torch.empty buffer the launcher never zeroed); "" where it does."""
-    again = rerun()
+def _unsteady_nan_words(launch: BackwardLaunch, again: dict[str, torch.Tensor]) -> str:
+    """``again``: the case's gradients from its own inputs run once more.  Where its NaN/Inf
+    does not come back in the same elements, that in words (no function of the inputs: memory
+    read before anything wrote it, or a race; blind round 13, 04 w40: dQ accumulated with
+    atomic_add into a torch.empty buffer the launcher never zeroed); "" where it does."""
     names = [name for name in launch.grads if name in again]
     if all(torch.equal(torch.isfinite(again[n].float()).cpu(), torch.isfinite(launch.grads[n].float()).cpu())
            for n in names):
@@ -1283,11 +1282,6 @@ def check_correctness(
 
     nan_rerun = False  # nan_words runs its case again once a check
 
-    def _rerun_grads_of(launch: BackwardLaunch, q: torch.Tensor) -> dict[str, torch.Tensor]:
-        o, lse = run_forward(module, q, launch.k, launch.v, launch.case.causal)
-        return run_backward(module, q, launch.k, launch.v, o, lse, launch.do, launch.case.causal, block_m,
-                            block_n)[0]
-
     def nan_words(launch: BackwardLaunch) -> str:
         """Non-finite gradients on ordinary scores, run again on the same inputs (a NaN that
         does not come back is said as such), then with q divided by each of
@@ -1303,13 +1297,15 @@ def check_correctness(
         nan_rerun = True
         causal = launch.case.causal
 
-        def _rerun_grads(q: torch.Tensor) -> dict[str, torch.Tensor]:
+        def same_inputs_again() -> dict[str, torch.Tensor]:
             cost.step(f"running the {launch.case.name} case again on the same inputs")
-            return _rerun_grads_of(launch, q)
+            o, lse = run_forward(module, launch.q, launch.k, launch.v, causal)
+            return run_backward(module, launch.q, launch.k, launch.v, o, lse, launch.do, causal, block_m,
+                                block_n)[0]
         # the control: the same inputs once more; a NaN that does not come back is no function of the
         # scores, and no smaller scale may be credited with removing it (blind round 13, 04 w40: dQ
         # accumulated with atomic_add into a torch.empty buffer the launcher never zeroed)
-        unsteady = _unsteady_nan_words(launch, lambda: _rerun_grads(launch.q))
+        unsteady = _unsteady_nan_words(launch, same_inputs_again())
         if unsteady:
             return unsteady
         for divisor in SMALL_SCORES_DIVISORS:
@@ -1320,7 +1316,7 @@ def check_correctness(
             if not all(bool(torch.isfinite(g.float()).all()) for g in grads.values()):
                 continue
             # and unscaled once more, after it: memory never written may hold other values by now
-            unsteady = _unsteady_nan_words(launch, lambda: _rerun_grads(launch.q))
+            unsteady = _unsteady_nan_words(launch, same_inputs_again())
             if unsteady:
                 return unsteady
             said = (f" Run again with q divided by {divisor:g} (every score {divisor:g} times smaller), every"

@@ -187,8 +187,8 @@ def facts(ro: ReadOut) -> str:
     """What the read-out measured, in one sentence, for a mistake with no name of its own."""
     if not reading.trusted(ro):
         assert ro.values_gap is not None
-        swapped = "" if ro.exchanged_gap is None or not reading.exchanged(ro) else \
-            reading.EXCHANGED.format(gap=ro.exchanged_gap)
+        swapped = "" if not reading.exchanged(ro) else \
+            f" Its output is, within {ro.exchanged_gap:.2g}, attention with{reading.KV_EXCHANGED}"
         return reading.not_weighted_sum_words(ro.values_gap, f" (the {ro.case} shape)", VALUES_OR_STORE) + swapped
     said = []
     if ro.nan_rows:

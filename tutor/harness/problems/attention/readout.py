@@ -150,9 +150,7 @@ def other_head_words(out: torch.Tensor, expected: torch.Tensor, q: torch.Tensor,
     if k.shape == v.shape:  # its own K and V, the one taken for the other (blind round 12, 07 w42)
         exchanged = attend(q, v, k)
         if all(gap(h, exchanged.select(1, h)) <= tolerance for h in wrong):
-            return (" The whole output of each wrong head equals, within the tolerance, attention with its own K and V"
-                    " exchanged (keys taken from V, values from K): check the order of the K and V arguments where"
-                    " the launcher calls the kernel, and of the kernel's parameters and loads.")
+            return " The whole output of each wrong head equals, within the tolerance, attention with its own" + KV_EXCHANGED
     swaps = {  # what is another head's -> (what stays its own, the pointer to check, which of q, k, v move)
         "query": ("K/V", "q pointer", (True, False, False)),
         "K/V": ("query", "K and V pointers", (False, True, True)),
@@ -437,9 +435,8 @@ def exchanged(ro: ReadOut) -> bool:
     return ro.exchanged_gap is not None and ro.exchanged_gap <= LINEAR_SLACK
 
 
-EXCHANGED = (" Its output is, within {gap:.2g}, attention with K and V exchanged (keys taken from V, values from K):"
-             " check the order of the K and V arguments where the launcher calls the kernel, and of the kernel's"
-             " parameters and loads.")
+KV_EXCHANGED = (" K and V exchanged (keys taken from V, values from K): check the order of the K and V arguments"
+                " where the launcher calls the kernel, and of the kernel's parameters and loads.")
 
 
 def trusted(ro: ReadOut) -> bool:
