@@ -368,6 +368,13 @@ def test_the_diagnoses_carry_what_was_measured(checked):
         assert "empty-slice-nan" not in [d.code for d in checked[name].diagnosis]
     empty = checked["empty_slice_nan"]
     assert "NaN in every head of sequence" in empty.diagnosis[0].message
+    # blind round 14: o_s stored without the slice is said as that store's offset, not as the grid
+    o_only = " ".join(d.message for d in checked["o_state_without_the_slice"].diagnosis)
+    assert "wrote the scalar states (m_s, l_s) of slots 1, 2, 3" in o_only and "never their vector state o_s" in o_only
+    assert "look at the split's grid" not in o_only and "its loop covers other positions" not in o_only
+    # a maximum never updated stores -inf beside vector states that name their rows: said, not "another layout"
+    stale = " ".join(d.message for d in checked["running_max_never_updated"].diagnosis)
+    assert "a scalar state it shares with the merge holds -inf" in stale and "lays them out another way" not in stale
     assert all(c.nonfinite < c.shape[0] * c.shape[1] * c.shape[3] for c in empty.cases if c.name == "default")
 
 

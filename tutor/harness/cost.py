@@ -45,6 +45,7 @@ _stop_thread: dict[int, threading.Event] = {}  # thread id -> an event that abor
 _compile_only = threading.local()  # .calls: this thread records its kernel calls, launches nothing
 _launched = threading.local()  # .blocks: this thread records each launch's BLOCK_* constants
 BLOCK_CONSTANTS = ("BLOCK_M", "BLOCK_N")  # the tile sizes the tutor reads from the module too
+FLAG_CONSTANTS = ("CAUSAL",)  # a mode flag the drills' kernels take: what the launch really asked for
 PROGRAMS = "programs"  # launched_blocks' key for the number of programs a launch's grid holds (an int grid)
 COMPILE_ONLY_CALLS = 256  # more kernel calls than this from one warm-up: a launcher that loops on its results
 
@@ -108,7 +109,7 @@ def _wrap_run(cls: type) -> None:
             _counts.launches += 1
         blocks = getattr(_launched, "blocks", None)
         if blocks is not None:
-            seen = {k: int(kwargs[k]) for k in BLOCK_CONSTANTS if isinstance(kwargs.get(k), int)}
+            seen = {k: int(kwargs[k]) for k in (*BLOCK_CONSTANTS, *FLAG_CONSTANTS) if isinstance(kwargs.get(k), int)}
             grid = kwargs.get("grid")
             if isinstance(grid, (tuple, list)) and grid and all(isinstance(g, int) for g in grid):
                 seen[PROGRAMS] = functools.reduce(lambda a, b: a * b, grid, 1)
@@ -139,7 +140,8 @@ def compile_only() -> Iterator[list[Callable[[], object]]]:
 @contextmanager
 def launched_blocks() -> Iterator[list[dict[str, int]]]:
     """In this thread, every kernel launch's BLOCK_M / BLOCK_N arguments (those passed as
-    integers: an autotuned kernel's chosen config is not seen) and, under :data:`PROGRAMS`,
+    integers: an autotuned kernel's chosen config is not seen), its CAUSAL flag where it
+    takes one by that name (:data:`FLAG_CONSTANTS`, as 0 or 1) and, under :data:`PROGRAMS`,
     how many programs its grid holds (a grid of integers, not a callable), one dict a
     launch, into the list this yields: the tile sizes the kernel really ran with, beside the
     module's constants that the tutor sizes its visit maps by."""

@@ -38,6 +38,18 @@ class Band:
     margin: int  # elements on each side
     bits: int  # the margins' sentinel, as the integer its elements must still hold
     reads: dict[str, int] = field(default_factory=dict)  # side -> margin elements loads read (interpreter)
+    source: torch.Tensor | None = None  # an input's own tensor, which the view was copied from
+
+    def overwritten(self) -> int:
+        """How many elements of an input's view no longer hold their source's bits: a
+        store landed inside the input (0 for a band that is not an input's)."""
+        if self.source is None:
+            return 0
+        view, source = self.view, self.source
+        if view.is_floating_point():
+            width = {2: torch.int16, 4: torch.int32}.get(view.element_size(), torch.int64)
+            view, source = view.view(width), source.view(width)
+        return int((view != source).sum())
 
     def side(self, which: str) -> torch.Tensor:
         inside = self.view.numel()
@@ -98,6 +110,7 @@ def input_band(name: str, tensor: torch.Tensor, margin: int, fill: str = "nan") 
     "nan-before" / "nan-after" (NaN on that side only, zeros on the other)."""
     bits = 0 if fill == "zero" else INPUT_NAN_BITS_32 if tensor.dtype == torch.float32 else INPUT_NAN_BITS
     made = band(name, tuple(tensor.shape), tensor.dtype, str(tensor.device), margin, bits, inside=tensor)
+    made.source = tensor
     if fill in ("nan-before", "nan-after"):
         made.side("after" if fill == "nan-before" else "before").fill_(0)
         made.bits = -1  # the margins no longer hold one sentinel: never asked whether they changed

@@ -179,6 +179,9 @@ def unwritten_words(out: torch.Tensor) -> str:
     whole = whole_heads_unwritten(out)
     if not bool(whole.any()) or bool((unwritten.any(dim=-1) & ~whole).any()):
         return _tail_rows_words(unwritten)
+    if bool(whole.all()):
+        return (" No element of the output was written in any (batch, head): no store reached it - look at the"
+                " final store's pointer (built from the output's base?), its mask, and whether it runs at all.")
     pairs = [f"(batch {b}, head {h})" for b, h in whole.nonzero().tolist()]
     listed = ", ".join(pairs[:4]) + (f" and {len(pairs) - 4} more" if len(pairs) > 4 else "")
     return (f" Every element of {listed} is unwritten and every row of the other"
@@ -227,6 +230,17 @@ def write_details(writes: list[tuple[str, str, int]], case: str, causal: bool, s
         if tensor not in outputs:
             said.setdefault("write-past-end", f" The {tensor} was written {n} element{'s' * (n != 1)} {side} its "
                             f"{'end' if side == 'after' else 'start'}{where}.")
+
+
+def overwrite_details(overwritten: list[tuple[str, int, int]], where: str, said: dict[str, str],
+                      outputs: tuple[str, ...] = ("output",)) -> None:
+    """Say the first input a launch's stores changed inside into ``said["input-written"]``
+    (the kernel gets copies of Q, K and V, compared bit for bit with their sources after the
+    launch); ``outputs``: tensors this problem's kernel may write."""
+    for tensor, n, total in overwritten:
+        if tensor not in outputs:
+            said.setdefault("input-written", f" {tensor} changed in {n} of its {total} elements during the"
+                            f" launch{where}.")
 
 
 def probe_reads(again: Callable[[dict[str, str]], torch.Tensor], nonfinite: int,
@@ -294,18 +308,21 @@ def unused_read_details(launches: list[tuple[list[Band], CaseResult, str]], find
 @dataclass
 class Banded:
     """One launch as the guard report reads it: its bands, its case, where it was seen,
-    in words (e.g. " (seq=40, causal)"), and the margins its stores changed (:meth:`of`
-    reads them when it is made: a problem whose diagnosis launches probes first makes
-    these before them)."""
+    in words (e.g. " (seq=40, causal)"), the margins its stores changed and the inputs
+    they changed inside (:meth:`of` reads them when it is made: a problem whose diagnosis
+    launches probes first makes these before them)."""
 
     bands: list[Band]
     case: CaseResult
     where: str
     writes: list[tuple[str, str, int]]  # (tensor, side, margin elements changed)
+    overwritten: list[tuple[str, int, int]] = field(default_factory=list)  # (input, elements changed, its size)
 
     @classmethod
     def of(cls, bands: list[Band], case: CaseResult, where: str) -> Banded:
-        return cls(bands, case, where, [(b.name, side, n) for b in bands for side, n in b.changed().items()])
+        writes = [(b.name, side, n) for b in bands for side, n in b.changed().items()]
+        inside = [(b.name, n, b.view.numel()) for b in bands if (n := b.overwritten())]
+        return cls(bands, case, where, writes, inside)
 
 
 @dataclass
@@ -328,6 +345,7 @@ def guard_report(launches: Sequence[Banded], nan: NanProbe | None = None,
                  outputs: tuple[str, ...] = ("output",)) -> tuple[list[GuardFinding], dict[str, str]]:
     """What the guard bands saw over a check's launches: every margin a store changed
     (each launch; the margins of ``outputs`` are the problem's own store-out-of-bounds),
+    an input a store changed inside (``input-written``),
     the input margins the NaN of ``nan`` came from, and the margins a passing launch's
     loads read.  The findings, and the details of ``write-past-end``, ``read-past-end``
     and ``read-past-end-unused`` (:func:`write_details`, :func:`read_details`,
@@ -336,6 +354,7 @@ def guard_report(launches: Sequence[Banded], nan: NanProbe | None = None,
     said: dict[str, str] = {}
     for x in launches:
         write_details(x.writes, x.case.name, x.case.causal, x.case.shape, x.where, findings, said, outputs)
+        overwrite_details(x.overwritten, x.where, said, outputs)
     if nan is not None:
         reads = probe_reads(nan.again, nan.case.nonfinite, nan.names)
         clean = nan.clean() if reads and nan.clean is not None else None

@@ -38,7 +38,13 @@ class Launch:
     guard: torch.Tensor
     visits: torch.Tensor | None
     bands: list[guarding.Band] = field(default_factory=list)  # Q, K, V, output, visit map
-    launched: list[dict[str, int]] = field(default_factory=list)  # each kernel launch's BLOCK_M / BLOCK_N
+    launched: list[dict[str, int]] = field(default_factory=list)  # each kernel launch's BLOCK_M / BLOCK_N, CAUSAL
+
+    def ran_without_causal(self) -> bool:
+        """Did every kernel launch that took a CAUSAL argument get it false (and at least one
+        take it)?  Measured at the launch, whatever the launcher was asked for."""
+        flags = [x["CAUSAL"] for x in self.launched if "CAUSAL" in x]
+        return bool(flags) and not any(flags)
 
     def other_blocks(self, module: ModuleType) -> dict[str, int]:
         """The BLOCK_M / BLOCK_N a kernel of this launch ran with where they differ from the

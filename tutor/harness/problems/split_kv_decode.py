@@ -576,6 +576,16 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
     cost.step(f"your split kernel alone on keys of zero, shape {cost.shape_words(x0.case.shape)}")
     measured = layout.probe(module, roles0, x0.k_view, x0.v_view, x0.lengths, x0.case.heads)
     if isinstance(measured, layout.Unread):
+        if measured.scalar:
+            cause = ("a maximum never updated from its -inf start (m_i = m_new left out), or a state computed from it"
+                     if measured.scalar == "-inf" else "with every score equal, that state turns non-finite in its own"
+                     " arithmetic")
+            found.words = (" Run alone on keys of zero (every score 0: a slice's state can only be a maximum of 0,"
+                           " a count and the mean of its values) and values that name their (sequence, head), your"
+                           " split kernel wrote vector states that name their own (sequence, head), but a scalar"
+                           f" state it shares with the merge holds {measured.scalar}: {cause}. The two kernels were"
+                           " not tested apart.")
+            return found
         if measured.nonfinite:
             found.words = (" The tutor could not read your split kernel's slice states: run alone on keys of zero and"
                            " values that name their (sequence, head), it wrote NaN or Inf into them, so no layout"

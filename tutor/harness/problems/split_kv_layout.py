@@ -89,9 +89,12 @@ def _counts_agree(canon: torch.Tensor, nonempty: torch.Tensor, counts: torch.Ten
 
 @dataclass
 class Unread:
-    """A probe no layout reads: ``nonfinite`` when the split wrote NaN or Inf into its states."""
+    """A probe no layout reads: ``nonfinite`` when the split wrote NaN or Inf into its states;
+    ``scalar``: the non-finite values are -inf, +inf or NaN ("-inf" when only that) of a scalar
+    state whose vector state names its (sequence, head) ("" where that was not measured)."""
 
     nonfinite: bool = False
+    scalar: str = ""
 
 
 def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
@@ -144,12 +147,17 @@ def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tens
     normalised = bool(((vec[..., 2] - 1).abs() <= TOL)[nonempty].all())
     counts: torch.Tensor | None = None if normalised else vec[..., 2].round()
     prefer = "rs" if vlayout.order.index("r") < vlayout.order.index("s") else "sr"
+    scalars_written = torch.ones_like(unwritten)  # (rows, slots): every scalar state of the slot was written
     for pos in roles.tensors:
         flat = args[roles.split_pos[pos]].detach().double().cpu().reshape(-1)
         options = apart.scalar_layouts(roles.fields[pos])
         options.sort(key=lambda lay: (lay.order.replace("f", "") != prefer))  # the vector's order first
         fitting = [lay for lay in options if _scalar_fits(lay.canonical(flat, roles.sizes(pos)), nonempty)]
         if not fitting:
+            stored = flat[flat != MARKER]
+            odd = stored[~torch.isfinite(stored)]
+            if odd.numel():  # (blind round 14, w30: m_i never set to m_new stores a maximum of -inf)
+                return Unread(nonfinite=True, scalar="-inf" if bool((odd == float("-inf")).all()) else "NaN or Inf")
             return unread
         # counts are the same numbers read in any order: where the vector state holds them too,
         # the layout whose counts are the vector's own, slot for slot, is the one (else the first)
@@ -158,12 +166,14 @@ def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tens
         layout = (agreeing or fitting)[0]
         canon = layout.canonical(flat, roles.sizes(pos))
         layouts[pos] = layout
+        scalars_written &= ~(canon == MARKER).any(0)
         for f in range(canon.shape[0]):
             counts = counts if counts is not None else _count_of(canon[f], nonempty)
     if counts is not None:
         counts = torch.where(nonempty, counts, torch.zeros_like(counts))
     owner = _contiguous_owner(vec, nonempty, counts, lengths, heads, n)
-    return Measured(layouts, nonempty, unwritten, counts, owner, _words(nonempty, unwritten, counts, lengths, heads))
+    words = _words(nonempty, unwritten, scalars_written, counts, lengths, heads)
+    return Measured(layouts, nonempty, unwritten, counts, owner, words)
 
 
 def _contiguous_owner(vec: torch.Tensor, nonempty: torch.Tensor, counts: torch.Tensor | None, lengths: torch.Tensor,
@@ -191,10 +201,18 @@ def _contiguous_owner(vec: torch.Tensor, nonempty: torch.Tensor, counts: torch.T
     return owner
 
 
-def _words(nonempty: torch.Tensor, unwritten: torch.Tensor, counts: torch.Tensor | None, lengths: torch.Tensor,
-           heads: int) -> str:
+def _words(nonempty: torch.Tensor, unwritten: torch.Tensor, scalars_written: torch.Tensor,
+           counts: torch.Tensor | None, lengths: torch.Tensor, heads: int) -> str:
     words = ""
     never = unwritten.all(0).nonzero().flatten().tolist()
+    vector_only = [s for s in never if bool(scalars_written[:, s].all())]
+    if vector_only:
+        # (blind round 14, w13: the o_s store leaves out the slice) the slots are written, all but one state
+        slots = ", ".join(map(str, vector_only))
+        return (f" Run alone (the tutor marked the state tensors first), your split kernel wrote the scalar states"
+                f" (m_s, l_s) of slot{'s' * (len(vector_only) > 1)} {slots} of every (sequence, head) but never"
+                f" their vector state o_s: the o_s store's offset reaches other slots than the scalar states'"
+                f" stores do - look at the slot (slice) part of the o_s store's offset.")
     if never:
         words += (f" Run alone, your split kernel never wrote the state of slot{'s' if len(never) > 1 else ''}"
                   f" {', '.join(map(str, never))} of any (sequence, head) (the tutor marked the state tensors first),"

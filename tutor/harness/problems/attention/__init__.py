@@ -125,6 +125,11 @@ def check_correctness(
             # keys from past K's end reached the scores: the read-out's weights leave out a key the kernel
             # weighed, so what they say of block scales and row sums is that key's doing, not a rescale's
             diagnosis = [d for d in diagnosis if d.code not in SCALE_CODES]
+        flag_off = _causal_flag_off(drill, launches, runs)
+        if flag_off and any(d.code == "todo2-open" for d in diagnosis):
+            # the mask never ran because the kernel was never asked for it: not an open TODO
+            dropped = {"todo2-open", "todo1-open", "all-blocks-visited"}
+            diagnosis = worded(drill, {"causal-flag-off": flag_off}) + [d for d in diagnosis if d.code not in dropped]
         diagnosis = said + ragged_nan(drill, module, launches, modes, diagnosis, device, generator)
         if hostile_runs:
             found = hostile_diagnosis(drill, hostile_runs, standard_passed, block_n, findings)
@@ -133,6 +138,19 @@ def check_correctness(
 
     return Correctness(cases=cases, shape=list(plan.default), visits=visits, diagnose=diagnose_launches,
                        full_visits=full_visits)
+
+
+def _causal_flag_off(drill: Drill, launches: list[CheckedLaunch],
+                     runs: list[tuple[bool | None, launching.Launch]]) -> str:
+    """``causal-flag-off``'s detail where a causal launch ran the kernel with CAUSAL false
+    (measured at the kernel's launch), else ""."""
+    if "causal-flag-off" not in drill.diagnoses:
+        return ""
+    for checked, (causal, run) in zip(launches, runs, strict=True):
+        if causal and run.ran_without_causal():
+            return (f" Measured at the launch: attention(..., causal=True) ran the kernel with CAUSAL = False"
+                    f" (seq={checked.case.shape[2]}).")
+    return ""
 
 
 def _only_map_written(runs: list[tuple[bool | None, launching.Launch]]) -> bool:
