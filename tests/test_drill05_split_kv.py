@@ -130,7 +130,7 @@ def test_the_missing_division_is_the_answer_times_the_merged_sum():
 def test_the_orders_case_puts_the_maximum_first_last_and_in_the_middle_with_drops_past_exp2_range():
     case = next(c for c in decode.CPU_PLAN.cases if c.name == "orders")
     q, k, v, lengths = decode.random_inputs(case, "cpu", torch.Generator().manual_seed(3))
-    assert lengths.tolist() == [128, 1, 96, 128] and 128 % 32 == 0 and 96 % 32 == 0  # whole blocks, and one position
+    assert lengths.tolist() == [256, 1, 192, 256] and 256 % 64 == 0 and 192 % 64 == 0  # whole blocks, and one position
     s = decode._scores(q, k)[:, 0]
     for b, where in enumerate(["first", None, "last", "middle"]):
         n = int(lengths[b])
@@ -142,6 +142,8 @@ def test_the_orders_case_puts_the_maximum_first_last_and_in_the_middle_with_drop
         assert int(quarters.argmax()) == top
         # the next level is 120 lower: 173 in the exp2 domain, past fp32's exp2 range (2^-149)
         assert float(quarters.max() - quarters.sort(descending=True).values[1]) * 1.4427 > 150
+        if where == "first":  # and inside the first slice (64 positions: two blocks), after its first block
+            assert float(s[b, :32].amax() - s[b, 32:64].amax()) * 1.4427 > 150
     assert torch.isfinite(decode.attend(q, k, v, lengths)).all()
 
 

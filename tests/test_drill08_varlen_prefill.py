@@ -287,6 +287,12 @@ def test_every_mistake_gets_its_verdict(tmp_path: Path):
     # K and V passed the other way round: the output is attention with them exchanged
     swapped = " ".join(d.message for d in results[written["08_k_and_v_passed_swapped"]].diagnosis)
     assert "attention with its own K and V exchanged" in swapped, swapped
+    # blind round 14: a maximum of the block alone overflows only where the hostile case's first key towers
+    alone = " ".join(d.message for d in results[written["08_running_max_of_the_block_alone"]].diagnosis)
+    assert "Those rows are all in sequence 0 of that case, the one whose first key scores about 160" in alone, alone
+    # a store into Q is measured (each input compared with its source after the launch)
+    into_q = " ".join(d.message for d in results[written["08_stores_into_q"]].diagnosis)
+    assert "Q changed in " in into_q and " of its 7936 elements during the launch" in into_q, into_q
 
 
 def test_the_causal_only_timing_is_measured_and_shown():

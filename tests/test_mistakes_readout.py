@@ -81,3 +81,16 @@ def test_blind_round_12_causes_the_measurements_support(checked):
     # K and V passed the other way round: the output is attention with them exchanged (07 w42's kin)
     assert "attention with K and V exchanged (keys taken from V, values from K)" in words("k_and_v_passed_swapped")
     assert "rows that were written are wrong (rows 0..63)" in words("store_at_block_local_rows")
+
+
+@pytest.mark.slow
+def test_blind_round_14_a_store_into_q_and_a_causal_flag_never_passed(checked):
+    """The final store sent into Q is measured in Q (and no "(batch, head) pairs" said of an
+    output no store reached); a launcher that never passes causal is said as that, not as an
+    open TODO (blind round 14, w32 and w22)."""
+    into_q = {d.code: d.message for d in checked["01_stores_into_q"].diagnosis}
+    assert "Q changed in " in into_q["input-written"] and " of its 25600 elements" in into_q["input-written"], into_q
+    assert "No element of the output was written in any (batch, head)" in into_q["unwritten-output"]
+    assert "every row of the other" not in into_q["unwritten-output"]
+    flag = " ".join(d.message for d in checked["01_causal_flag_never_passed"].diagnosis)
+    assert "ran the kernel with CAUSAL = False" in flag and "TODO" not in flag, flag

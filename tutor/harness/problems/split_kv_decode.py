@@ -16,8 +16,9 @@ deviation 100: exp overflows fp32 unless the kernel subtracts a maximum) and
 ``orders`` (lengths of one position and of whole blocks; scores in four levels
 by quarter of each sequence, the top one 144 in the exp2 domain and each next
 one 173 lower, past fp32's exp2 range: the maximum in the first, the last and a
-middle slice) and ``negative`` (every score near -130: a running maximum started
-at 0 instead of -inf leaves every weight 0).
+middle slice, and in one sequence a drop inside a slice) and ``negative`` (every
+score near -130: a running maximum started at 0 instead of -inf leaves every
+weight 0).
 
 A failing kernel's diagnosis tests the two kernels apart
 (:mod:`split_kv_readout`): the launcher's kernel launches are recorded during
@@ -77,7 +78,9 @@ class Case:
     # "orders": fixed lengths (a whole cache of whole blocks, one position, three quarters, a
     # whole cache) and scores in four levels by quarter of each length, 120 apart (173 in the
     # exp2 domain: past fp32's range), the top one at +100 (2^144 overflows fp32): the maximum
-    # in the first, (none: one position), last and a middle quarter of the sequence
+    # in the first, (none: one position), last and a middle quarter of the sequence; in the
+    # first sequence the second eighth already drops to the next level, so the drop lies
+    # inside its first slice, a block or more after its maximum
     # "negative": random lengths, every score of every sequence near -130 (-188 in the exp2
     # domain: exp of it underflows fp32), so a running maximum that starts at 0, not -inf,
     # leaves nothing (a blind attempt passed every other case)
@@ -104,7 +107,9 @@ CPU_PLAN = Plan(
         Case("ragged", 3, 1, 161, 64, 1.0, own_splits=True),
         Case("short", 2, 1, 37, 64, 1.0),
         Case("hostile", 2, 1, 200, 64, 100.0),
-        Case("orders", 4, 1, 128, 64, 1.0, "orders"),  # 16 slices of at most one block: ~0.2 s
+        # slices of two blocks: the first sequence's drop comes in its first slice's second block,
+        # where a maximum taken of the block alone (not of m_i too) rescales by 2^173 (blind round 14, w35)
+        Case("orders", 4, 1, 256, 64, 1.0, "orders"),
         Case("negative", 2, 1, 64, 64, 1.0, "negative"),
     ),
     timing=(2, 2, 250, 64),
@@ -164,7 +169,9 @@ def order_lengths(batch: int, max_len: int) -> torch.Tensor:
 def ordered_scores(q: torch.Tensor, k: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """q[..., 0] = 16 and k[..., 0] = level / 2 (q.k / sqrt(d) gains 16 * k0 / sqrt(64) = 2 k0 at
     head_dim 64; scaled to head_dim), so the score of a position is its quarter's level plus the
-    other dimensions' noise (standard deviation about 1): each level exactly representable in fp16."""
+    other dimensions' noise (standard deviation about 1): each level exactly representable in fp16.
+    The first pattern's second eighth already holds the second level: a drop of 173 (exp2 domain)
+    inside the first quarter, a block or more after the maximum."""
     b, h, n, d = k.shape
     q = q.clone()
     k = k.clone()
@@ -174,6 +181,8 @@ def ordered_scores(q: torch.Tensor, k: torch.Tensor, lengths: torch.Tensor) -> t
         length = int(lengths[i])
         levels = ORDER_LEVELS[ORDER_OF_SEQUENCE[i % 4]]
         quarter = (torch.arange(length) * 4) // max(length, 1)
+        if ORDER_OF_SEQUENCE[i % 4] == "first":
+            quarter = torch.where((torch.arange(length) * 8) // max(length, 1) == 1, 1, quarter)
         k[i, :, :length, 0] = torch.tensor([levels[int(j)] for j in quarter]) * per
     return q, k
 

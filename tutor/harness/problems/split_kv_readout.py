@@ -268,6 +268,17 @@ def unwritten_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
              and bool((again.after[pos].view(torch.int32) == MARKER_BITS).all())]
     named = " and ".join(_state_words(split, pos) for pos in (never or left))
     it = "them" if len(never or left) > 1 else "it"
+    partly = [(pos, int((again.after[pos].view(torch.int32) == MARKER_BITS).sum())) for pos in left
+              if pos in again.after and pos not in never]
+    partly = [(pos, kept) for pos, kept in partly if kept]
+    if not never and partly:  # (blind round 14, w13: the o_s store leaves out the slice; the last slice's zeros win)
+        pos, kept = partly[0]
+        return "states-unwritten", (
+            f" Your split kernel ({split.name}) left {_state_words(split, pos)} value for value as the launcher"
+            f" passed it; launched again with it filled with a marker (a NaN pattern no arithmetic makes), {kept}"
+            f" of its {again.after[pos].numel()} values still held the marker: no store of the split kernel"
+            f" reaches them, yet your merge kernel ({roles.merge.name}) reads them - look at the offsets of the"
+            " store to it (its slice part, say).")
     if never:
         return "states-unwritten", (
             f" Your split kernel ({split.name}) left {named} value for value as the launcher passed {it}; launched"

@@ -139,10 +139,15 @@ def cases_for(interpreter: bool, block_m: int, block_n: int) -> tuple[Case, ...]
 
 
 
+FIRST_KEY_ABOVE = 160.0  # the hostile case's first key's extra score (natural units) in its first sequence
+FIRST_KEY_Q = 64.0  # q[..., 0] of that sequence's rows (exact in fp16)
+
+
 def random_inputs(case: Case, device: str,
                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh standard-normal fp16 q (scaled by q_scale), k, v, packed.  In a hostile case
-    the largest score of every row of the first sequence is its first key, of the second
+    the largest score of every row of the first sequence is its first key (by about
+    FIRST_KEY_ABOVE: past fp32's exp2 range above every later block), of the second
     its last key (a running maximum started from the wrong place shows), and every score of
     the third lies near -120 (one started at 0 underflows every weight there).  With
     ``last_key_heavy`` each sequence's last key lies along its last query (score ~8 there,
@@ -156,6 +161,13 @@ def random_inputs(case: Case, device: str,
         for b, key in ((0, case.cu_k[0]), (1, case.cu_k[2] - 1)):
             mean = q[case.cu_q[b]:case.cu_q[b + 1]].mean(dim=0)
             k[key] = 3 * mean / mean.norm(dim=-1, keepdim=True) * case.head_dim**0.5 / case.q_scale
+        # the first sequence's first key scores about FIRST_KEY_ABOVE more than any other of its keys (dim 0 of
+        # its rows and keys set aside for that): every later key block's maximum lies past fp32's exp2 range
+        # below it, so a maximum taken of the block alone, not of m_i too, rescales by 2^160 (blind round 14)
+        rows, keys = slice(case.cu_q[0], case.cu_q[1]), slice(case.cu_k[0], case.cu_k[1])
+        q[rows, :, 0] = FIRST_KEY_Q
+        k[keys, :, 0] = 0.0
+        k[case.cu_k[0], :, 0] = FIRST_KEY_ABOVE * case.head_dim**0.5 / FIRST_KEY_Q
     if case.q_scale > 1 and len(case.seqs) >= 3:
         # the third sequence's scores all lie near -FAR_BELOW: exp2 of them underflows fp32, so a
         # running maximum that starts at 0 (not -inf) zeroes its weights (blind round 8, w43)
@@ -907,6 +919,12 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         if nan_source.case.q_scale > 1 and seqs == [2]:  # only the sequence whose every score is near -120
             far = far_below_words("Those rows are all in sequence 2 of that case",
                                   ", and the final division is then 0/0")
+        elif nan_source.case.q_scale > 1 and seqs == [0]:  # only the sequence whose maximum drops past fp32's range
+            far = (f" Those rows are all in sequence 0 of that case, the one whose first key scores about"
+                   f" {FIRST_KEY_ABOVE:g} above every other key it holds: from the second key block on, each block's"
+                   f" maximum lies past fp32's exp2 range below the row's running one, so a correction computed"
+                   " against the block's own maximum (exp2 of the rise: a maximum taken of the block alone, not"
+                   " max(m_i, the block's)) overflows there, where exp2(m_i - m_new) is simply 1.")
         scores_only = "" if far or not packed or not set(packed) <= nan_rows.get(nan_source.case.name, set()) \
             else NAN_WHATEVER_V
         found.say("nan-in-output", f" {nan_source.result.nonfinite} elements in {len(packed)} packed rows of "
