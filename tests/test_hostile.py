@@ -102,3 +102,22 @@ def test_each_hostile_mistake_entry_gets_its_verdict_and_codes(mistake, tmp_path
     if not mistake.passes:
         # unsafe numerics: only the hostile case fails, every standard-normal case passes
         assert {c.name for c in result.cases if not c.passed} == {"hostile"}
+
+
+def test_the_long_sum_case_is_exact_and_names_an_fp16_running_sum_only_where_it_passes_65504():
+    """q = 0 gives even weights (p = 1 exactly) and V's column 0 of 512 sums past fp16's range from
+    128 keys on; a column 0 wrong in exactly those rows of the causal launch is said as an fp16
+    running sum, one wrong elsewhere is not."""
+    q, k, v = inputs.long_sum_inputs((1, 1, 136, 64), "cpu", torch.Generator().manual_seed(0))
+    assert bool((q == 0).all()) and bool((v[..., 0] == inputs.LONG_SUM_V).all())
+    expected = inputs.attention_reference(q, k, v, causal=True)
+    assert bool(((expected[..., 0] - inputs.LONG_SUM_V).abs() < 1e-9).all())
+    assert inputs.long_sum_words(expected.to(torch.float16), expected, True, 0.02) == ""
+    fp16_sum = expected.clone()
+    fp16_sum[..., 127:, 0] = float("inf")  # row 127 sees 128 keys: 128 * 512 = 65536 > 65504
+    words = inputs.long_sum_words(fp16_sum, expected, True, 0.02)
+    assert "rows 127..135" in words and "the running sum (acc) is kept in fp16" in words, words
+    elsewhere = expected.clone()
+    elsewhere[..., 100:, 0] = 0.0
+    words = inputs.long_sum_words(elsewhere, expected, True, 0.02)
+    assert "rows 100..135" in words and "fp16" not in words, words

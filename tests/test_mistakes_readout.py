@@ -94,3 +94,6 @@ def test_blind_round_14_a_store_into_q_and_a_causal_flag_never_passed(checked):
     assert "every row of the other" not in into_q["unwritten-output"]
     flag = " ".join(d.message for d in checked["01_causal_flag_never_passed"].diagnosis)
     assert "ran the kernel with CAUSAL = False" in flag and "TODO" not in flag, flag
+    # an accumulator kept in fp16: the long-sum case's rows past 65504, and no others
+    acc = " ".join(d.message for d in checked["01_acc_kept_in_fp16"].diagnosis)
+    assert "rows 127..135" in acc and "the running sum (acc) is kept in fp16" in acc, acc
