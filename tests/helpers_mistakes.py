@@ -50,5 +50,5 @@ def assert_gets_its_verdict(entry: mistakes.Mistake, result: CheckResult) -> Non
     if entry.passes:  # a correct kernel (with or without a finding such as extra blocks) is never read out
         findings = [d.code for d in result.diagnosis if d.severity == "finding"]  # an info note leaves it solved
         assert result.solved is (not findings) and not result.readout
-    elif any(not case.passed for case in result.cases if case.name != "hostile"):
+    elif any(not case.passed for case in result.cases if case.name not in ("hostile", "long-sum")):
         assert result.readout, "a failing check reads out the failing modes"
