@@ -260,24 +260,20 @@ class HostileRun:
 
 def hostile_launches(drill: Drill, module: ModuleType, shape: tuple[int, ...], device: str,
                      generator: torch.Generator, cases: list[CaseResult]) -> list[HostileRun]:
-    """Run the hostile case in every mode (appending to ``cases``): part of the verdict."""
-    q, k, v = hostile_inputs(shape, device, generator)
+    """Run the hostile case, then the long-sum case (one head of the same shape: the same
+    kernel variant), in every mode (appending to ``cases``): part of the verdict."""
     runs = []
-    for causal in launch_modes(drill):
-        cost.step(f"the hostile case, shape {cost.shape_words(shape)}{mode_words(drill, causal)}")
-        run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
-        expected = attention_reference(q, k, v, causal=bool(causal))
-        case = evaluate("hostile", bool(causal), run, expected, drill.tolerance)
-        cases.append(case)
-        runs.append(HostileRun(case, causal, q, k, run.out, expected, run.writes_past_the_end()))
-    q, k, v = long_sum_inputs(shape[:1] + (1,) + shape[2:], device, generator)  # one head: the same variant
-    for causal in launch_modes(drill):
-        cost.step(f"the long-sum case, shape {cost.shape_words(q.shape)}{mode_words(drill, causal)}")
-        run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
-        expected = attention_reference(q, k, v, causal=bool(causal))
-        case = evaluate("long-sum", bool(causal), run, expected, drill.tolerance)
-        cases.append(case)
-        runs.append(HostileRun(case, causal, q, k, run.out, expected, run.writes_past_the_end(), long_sum=True))
+    for name, inputs in (("hostile", hostile_inputs(shape, device, generator)),
+                         ("long-sum", long_sum_inputs(shape[:1] + (1,) + shape[2:], device, generator))):
+        q, k, v = inputs
+        for causal in launch_modes(drill):
+            cost.step(f"the {name} case, shape {cost.shape_words(tuple(q.shape))}{mode_words(drill, causal)}")
+            run = launching.run_launcher(module, (q, k, v), causal, record_visits=True)
+            expected = attention_reference(q, k, v, causal=bool(causal))
+            case = evaluate(name, bool(causal), run, expected, drill.tolerance)
+            cases.append(case)
+            runs.append(HostileRun(case, causal, q, k, run.out, expected, run.writes_past_the_end(),
+                                   long_sum=name == "long-sum"))
     return runs
 
 
