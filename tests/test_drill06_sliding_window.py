@@ -207,6 +207,8 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
         assert "each row's weights keep softmax's proportions" in words, words
     if entry.name == "k_and_v_passed_swapped":  # blind round 12, 07 w42's kin
         assert "attention with its own K and V exchanged" in words, words
+    if entry.name == "kv_head_from_the_program_index":  # blind round 15: not "the head formula holds"
+        assert "a K/V head computed from the program's (batch, head) index" in words, words
 
 
 # -- the measurements, against independent computations ------------------------------------------

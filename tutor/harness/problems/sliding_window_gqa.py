@@ -829,10 +829,12 @@ def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: s
                          f"(past the last one), not {_head(should, case, kv=True)}")
     more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
     # measured: which sequences hold the wrong heads
+    # (blind round 15, w04: a K/V head of off_bh // G beside the batch offset counts the batch twice)
     later_only = ("" if case.batch == 1 or any(q < case.heads for q in wrong) else
-                  " Every query head of sequence 0 reads its own K/V head and only later sequences' do not: the"
-                  " head-in-sequence formula holds, so look at how far apart the sequences' K/V heads are (the"
-                  " batch offset: H_KV heads per sequence).")
+                  " Every query head of sequence 0 reads its own K/V head and only later sequences' do not: what"
+                  " goes wrong grows with the sequence, so look at how far apart the sequences' K/V heads are -"
+                  " the batch offset (H_KV heads per sequence), or a K/V head computed from the program's (batch,"
+                  " head) index rather than the head alone, which adds a batch term twice.")
     return (f" Measured by changing one K/V head at a time: {'; '.join(parts)}{more}"
             f" ({case.heads} query heads, {case.heads_kv} K/V head{'s' if case.heads_kv > 1 else ''}; {where[2:-1]})."
             f"{head_map(depends, case, min(wrong) // case.heads)}{later_only}")
