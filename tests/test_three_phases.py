@@ -55,7 +55,7 @@ def test_a_failing_verdict_comes_before_its_diagnosis_which_costs_launches_not_c
     assert result.performance.status == "done"
     # every phase says what it cost; the read-out re-ran the student's kernel, compiled nothing
     assert set(result.costs) == {"verdict", "diagnosis", "performance"}
-    assert result.costs["verdict"].launches == 10  # 4 cases + the hostile one, 2 modes each
+    assert result.costs["verdict"].launches == 12  # 4 cases + the hostile and long-sum ones, 2 modes each
     assert result.costs["diagnosis"].launches >= 4  # one-hot V: seq 200 / head_dim 64 -> 4 groups
     assert result.costs["diagnosis"].compiles == 0 and result.costs["verdict"].compiles == 0  # the interpreter
 
