@@ -922,9 +922,10 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         elif nan_source.case.q_scale > 1 and seqs == [0]:  # only the sequence whose maximum drops past fp32's range
             far = (f" Those rows are all in sequence 0 of that case, the one whose first key scores about"
                    f" {FIRST_KEY_ABOVE:g} above every other key it holds: from the second key block on, each block's"
-                   f" maximum lies past fp32's exp2 range below the row's running one, so a correction computed"
-                   " against the block's own maximum (exp2 of the rise: a maximum taken of the block alone, not"
-                   " max(m_i, the block's)) overflows there, where exp2(m_i - m_new) is simply 1.")
+                   f" maximum lies past fp32's exp2 range below the row's running one, and its first key's score"
+                   " past exp's: what overflows only there is, for example, exp of a score with no maximum"
+                   " subtracted, or a correction computed against the block's own maximum (exp2 of the rise: a"
+                   " maximum of the block alone, not max(m_i, the block's)), where exp2(m_i - m_new) is simply 1.")
         scores_only = "" if far or not packed or not set(packed) <= nan_rows.get(nan_source.case.name, set()) \
             else NAN_WHATEVER_V
         found.say("nan-in-output", f" {nan_source.result.nonfinite} elements in {len(packed)} packed rows of "
