@@ -75,6 +75,8 @@ def main() -> int:
     parser.add_argument("--seqs", help="comma-separated sequence lengths: only the GPU shapes of these (1024,4096,16384)")
     parser.add_argument("--all-configs", action="store_true",
                         help="also run every autotune configuration of the fast file once per shape against SDPA")
+    parser.add_argument("--fast-file", type=Path, default=FAST,
+                        help="another file in the fast file's form (a copy with other autotune lists, say)")
     args = parser.parse_args()
     kernels = kernels_of(args.kernels)
 
@@ -92,7 +94,7 @@ def main() -> int:
     if "clear" in kernels:
         modules["clear"] = load(SOLUTION)
     if any(name.startswith("fast") for name in kernels):
-        modules["fast"] = load(FAST)
+        modules["fast"] = load(args.fast_file)
 
     bench = timer(interpreter, samples=3, warmup=50, rep=300)
 

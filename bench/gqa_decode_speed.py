@@ -36,6 +36,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="CPU interpreter, one tiny shape (no GPU needed)")
     parser.add_argument("--json", type=Path, help="write all numbers here")
+    parser.add_argument("--shapes", help="B,H,KVH,L,d;... instead of the default GPU shapes (KVH = H: no grouping, "
+                        "the packed kernel pads its one row to tl.dot's 16)")
     args = parser.parse_args()
 
     import torch  # does not import triton: the interpreter switch can still be set
@@ -57,7 +59,10 @@ def main() -> int:
     bench = timer(interpreter, samples=2)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     rows = []
-    for batch, heads, kv_heads, cache, dim in CPU_SHAPES if interpreter else GPU_SHAPES:
+    shapes = CPU_SHAPES if interpreter else GPU_SHAPES
+    if args.shapes:
+        shapes = [tuple(int(x) for x in shape.split(",")) for shape in args.shapes.split(";")]
+    for batch, heads, kv_heads, cache, dim in shapes:
         group = heads // kv_heads
         gen = torch.Generator(device=device).manual_seed(0)
         q = torch.randn((batch, heads, dim), device=device, dtype=torch.float16, generator=gen)

@@ -27,7 +27,7 @@ import bench_common  # noqa: E402
 import sdpa_baselines as sb  # noqa: E402
 
 BENCHES = ("attention_speed", "backward_speed", "decode_speed", "paged_decode_speed", "varlen_speed",
-           "block_sparse_speed", "sliding_window_speed")
+           "block_sparse_speed", "sliding_window_speed", "warp_specialize")
 
 
 def _sdpa_call():
@@ -151,3 +151,28 @@ def test_every_bench_starts(name):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage:")
+
+
+def test_the_warp_specialised_copy_changes_the_fast_kernels_one_loop_only(tmp_path):
+    import warp_specialize
+
+    copy = warp_specialize.specialised_copy(tmp_path).read_text()
+    original = warp_specialize.FAST.read_text()
+    assert copy.count("warp_specialize=True") == 1
+    assert copy.replace(", warp_specialize=True)", ")") == original
+
+
+def test_the_backward_trial_copy_adds_the_extra_configs_at_head_dim_128_only(tmp_path):
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "backward_configs_trial.py"), str(tmp_path / "t.py")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    spec = importlib.util.spec_from_file_location("trial04_configs", tmp_path / "t.py")
+    assert spec is not None and spec.loader is not None
+    trial = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(trial)
+    shipped = importlib.util.module_from_spec(spec := importlib.util.spec_from_file_location(
+        "shipped04_configs", REPO / "solutions" / "04_flash_backward_fast.py"))
+    spec.loader.exec_module(shipped)
+    assert trial._DKDV_CONFIGS[64] == shipped._DKDV_CONFIGS[64] and trial._DQ_CONFIGS[64] == shipped._DQ_CONFIGS[64]
+    assert trial._DKDV_CONFIGS[128][:len(shipped._DKDV_CONFIGS[128])] == shipped._DKDV_CONFIGS[128]
+    assert (32, 128, 4, 3) in trial._DKDV_CONFIGS[128] and (128, 32, 4, 3) in trial._DQ_CONFIGS[128]
