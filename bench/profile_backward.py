@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import load  # noqa: E402
+from bench_common import load
 
 FAST = Path(__file__).resolve().parent.parent / "solutions" / "04_flash_backward_fast.py"
 

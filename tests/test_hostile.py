@@ -13,6 +13,7 @@ import torch
 
 from tutor.authoring.student_kernels import load
 from tutor.catalog import get_drill, solution_path
+from tutor.harness import long_sum
 from tutor.harness.check import run_check
 from tutor.harness.device import select_device
 from tutor.harness.job import CheckJob
@@ -109,15 +110,25 @@ def test_the_long_sum_case_is_exact_and_names_an_fp16_running_sum_only_where_it_
     128 keys on; a column 0 wrong in exactly those rows of the causal launch is said as an fp16
     running sum, one wrong elsewhere is not."""
     q, k, v = inputs.long_sum_inputs((1, 1, 136, 64), "cpu", torch.Generator().manual_seed(0))
-    assert bool((q == 0).all()) and bool((v[..., 0] == inputs.LONG_SUM_V).all())
+    assert bool((q == 0).all()) and bool((v[..., 0] == long_sum.LONG_SUM_V).all())
     expected = inputs.attention_reference(q, k, v, causal=True)
-    assert bool(((expected[..., 0] - inputs.LONG_SUM_V).abs() < 1e-9).all())
-    assert inputs.long_sum_words(expected.to(torch.float16), expected, True, 0.02) == ""
+    assert bool(((expected[..., 0] - long_sum.LONG_SUM_V).abs() < 1e-9).all())
+    keys = long_sum.causal_keys(136, True)
+
+    def words_for(out: torch.Tensor) -> str:
+        return long_sum.long_sum_words(out, expected, keys, 0.02, "the long-sum causal case (seq=136)")
+
+    assert words_for(expected.to(torch.float16)) == ""
     fp16_sum = expected.clone()
     fp16_sum[..., 127:, 0] = float("inf")  # row 127 sees 128 keys: 128 * 512 = 65536 > 65504
-    words = inputs.long_sum_words(fp16_sum, expected, True, 0.02)
+    words = words_for(fp16_sum)
     assert "rows 127..135" in words and "the running sum (acc) is kept in fp16" in words, words
     elsewhere = expected.clone()
     elsewhere[..., 100:, 0] = 0.0
-    words = inputs.long_sum_words(elsewhere, expected, True, 0.02)
+    words = words_for(elsewhere)
     assert "rows 100..135" in words and "fp16" not in words, words
+    gaps = expected.clone()
+    gaps[..., 127:, 0] = float("inf")
+    gaps[..., 130, 0] = expected[..., 130, 0]  # one row in the run is right: not the rows past 65504
+    words = words_for(gaps)
+    assert "rows 127..129, 131..135" in words and "fp16" not in words, words

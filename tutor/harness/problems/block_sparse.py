@@ -49,6 +49,7 @@ from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.findings import drop_explained_nan, index_runs
 from tutor.harness.loader import LAUNCHER
+from tutor.harness.long_sum import long_sum_values
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention.cases import block_visit_map, evaluate
 from tutor.harness.problems.attention.reference import FAR_BELOW, score_rounding_allowance
@@ -67,6 +68,7 @@ class Case:
     window: int = 0
     q_scale: float = 1.0  # > 1: hostile scores
     far_below: bool = False  # the last head's every score near -FAR_BELOW (see random_inputs)
+    long_sum: bool = False  # q = 0 and V's column 0 at 512: an fp16 running sum overflows (tutor.harness.long_sum)
 
 
 CPU_CASES = (
@@ -82,6 +84,9 @@ CPU_CASES = (
     # cap (-softcap after it) a weight of e^-1, and the last query block is all full, its last key
     # block ragged: keys past the end left in a full block move the output measurably
     Case("saturated", 1, 2, 70, 32, "random", 1.0, q_scale=16.0),
+    # every score 0 (softcap·tanh(0) = 0) and V's column 0 at 512: from row 127 on a causal row sums 128 keys or
+    # more, past fp16's 65504, so an acc kept in fp16 overflows there
+    Case("long-sum", 1, 2, 200, 32, "causal", 20.0, q_scale=0.0, long_sum=True),
 )
 GPU_CASES = (
     Case("causal", 2, 4, 1000, 64, "causal", 20.0),
@@ -90,6 +95,7 @@ GPU_CASES = (
     Case("short", 2, 1, 20, 64, "causal", 50.0),
     Case("hostile", 1, 2, 300, 64, "causal", 1000.0, q_scale=40.0, far_below=True),
     Case("saturated", 1, 2, 270, 64, "random", 1.0, q_scale=16.0),  # 270 = 4 * 64 + 14: 50 keys past the end
+    Case("long-sum", 1, 2, 200, 64, "causal", 20.0, q_scale=0.0, long_sum=True),
 )
 GPU_TIMING = Case("timing", 4, 16, 4096, 64, "causal", 30.0)
 
@@ -231,7 +237,8 @@ def run(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b
 
 
 def random_inputs(case: Case, device: str, generator: torch.Generator) -> list[torch.Tensor]:
-    """Fresh standard-normal fp16 q (scaled by q_scale), k, v.  In a ``far_below`` case the
+    """Fresh standard-normal fp16 q (scaled by q_scale), k, v (V's column 0 at 512 in the
+    long-sum case).  In a ``far_below`` case the
     last head's every score lies within about +-10 of -FAR_BELOW: exp or exp2 of a score
     minus a running maximum that started at 0, not -inf, underflows to 0 for every key
     there, and the final division is 0/0 (blind round 9, w96), while its softmax is an
@@ -247,6 +254,8 @@ def random_inputs(case: Case, device: str, generator: torch.Generator) -> list[t
         k[:, -1] *= 0.25
         q[:, -1, :, 0] += a
         k[:, -1, :, 0] -= b
+    if case.long_sum:
+        v = long_sum_values(v)
     return [t.to(device, torch.float16) for t in (q, k, v)]
 
 

@@ -19,6 +19,7 @@ import torch
 
 from tutor.harness import guarded as shared
 from tutor.harness.findings import Findings, drop_explained_nan, index_runs
+from tutor.harness.long_sum import long_sum_words
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.attention.reference import far_below_words
@@ -59,6 +60,10 @@ TRANSFORMS: dict[str, tuple[str, Callable[[torch.Tensor, float], torch.Tensor]]]
 def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], device: str,
              generator: torch.Generator, guard_findings: list[GuardFinding], tolerance: float) -> Findings:
     banded = [shared.Banded.of(one.launch.bands, one.result, where(one)) for one in checked]
+    # the long-sum case (q = 0, V's column 0 at 512) reads nothing out; it is said only where all else passed
+    sums = [one for one in checked if one.case.long_sum]
+    maps = [m for one, m in zip(checked, maps, strict=True) if not one.case.long_sum]
+    checked = [one for one in checked if not one.case.long_sum]
     found = Findings()
     other = next(((one, ran) for one in checked if (ran := one.launch.other_blocks(module))), None)
     if other is not None:  # the lists are built for the module's tiles; the map indexes another grid
@@ -121,6 +126,12 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
     guard_findings += guards
     found.add(guard_said)
     drop_explained_nan(found)  # NaN read from past a tensor's end: not the rescale's -inf - (-inf)
+    if not failing:
+        for one in sums:
+            if not one.result.passed:
+                keys = one.bm.allowed().sum(dim=-1)
+                found["long-sum-wrong"] = long_sum_words(one.launch.out, one.expected, keys, tolerance,
+                                                         f"the long-sum case (a causal block mask, seq={one.case.seq})")
     return found
 
 

@@ -53,13 +53,17 @@ STRAY_READS = ("reads-past-length", "reads-unlisted-page")
 
 def output_findings(failing: list[Launch], stray_reads: bool = False,
                     one_slice: Callable[[Launch], torch.Tensor | None] | None = None,
-                    rerun_of: Callable[[Launch], apart.Rerun] | None = None) -> Findings:
+                    rerun_of: Callable[[Launch], apart.Rerun] | None = None,
+                    padless: Callable[[Launch], torch.Tensor | None] | None = None,
+                    tolerance: float = 0.0) -> Findings:
     """Unwritten, out-of-bounds and non-finite outputs.  A NaN only in the cases of large
     scores is put down to an overflowing exp only where no load read a position no
     sequence holds (``stray_reads``: those hold poison, which reaches the output too);
     elsewhere where it starts (:func:`paged_nan.nan_origin_words`: slice states never
     stored, stored non-finite, or the merge), else the case runs again with one slice a
-    sequence (``one_slice``): finite there, the NaN comes with the slices."""
+    sequence (``one_slice``): finite there, the NaN comes with the slices.  A case of large scores
+    whose split count is not a power of two runs again with one that is (``padless``): right
+    there, the NaN comes with the merge's padding slots."""
     found = Findings()
     for x in failing:
         r = _result(x)
@@ -80,10 +84,13 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
                        " that overflowed fp32, can be their source.")
         elif large_only:
             detail += (" Only the cases of large scores have them (hostile: scores of standard deviation 100;"
-                       " orders: a top score of 100, and a fourth sequence whose every score is -120 or less), where"
-                       " an exp overflows fp32, or underflows to 0, first: every exp/exp2 must take a score minus the"
-                       " running maximum (started at -inf, with this tile's scores in it and no padding column's),"
-                       " and the rescale exp2(old maximum - new maximum), not the other way round."
+                       " orders: a top score of 100, and a fourth sequence whose every score is -120 or less)")
+            pad = ("" if padless is None or x.case.num_splits is None else
+                   apart.padding_slots_words(x.case.name, x.case.num_splits, padless(x), x.expected, tolerance))
+            detail += ("." + pad if pad else
+                       ", where an exp overflows fp32, or underflows to 0, first: every exp/exp2 must take a score"
+                       " minus the running maximum (started at -inf, with this tile's scores in it and no padding"
+                       " column's), and the rescale exp2(old maximum - new maximum), not the other way round."
                        + nan_origin_words(x, rerun_of, finite_too=False))
         elif origin := (nan_origin_words(x, rerun_of) if not stray_reads else ""):
             detail += origin
@@ -381,7 +388,8 @@ def state_findings(failing: list[Launch], rerun_of: Callable[[Launch], apart.Rer
 def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
              relaunch: paged_weights.Relaunch | None = None,
              one_slice: Callable[[Launch], torch.Tensor | None] | None = None,
-             rerun_of: Callable[[Launch], apart.Rerun] | None = None) -> list[Diagnosis]:
+             rerun_of: Callable[[Launch], apart.Rerun] | None = None,
+             padless: Callable[[Launch], torch.Tensor | None] | None = None) -> list[Diagnosis]:
     failing = [x for x in launches if not _result(x).passed]
     codes = state_findings(failing, rerun_of)
     # where the merge combined slice states the split never wrote, a read-out through the output
@@ -393,7 +401,7 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
     # keys read from the V pool: the read-out's one-hot values are then its keys (no positions read)
     reads = read_findings(launches, bool(failing), None if swapped else readout)
     codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice,
-                              None if codes else rerun_of))
+                              None if codes else rerun_of, padless, tolerance))
     heads = head_findings(failing, tolerance)
     if "heads-mixed" in heads:
         codes.say("heads-mixed", heads["heads-mixed"])

@@ -74,6 +74,7 @@ from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.findings import Findings, drop_explained_nan, index_runs, visit_findings
 from tutor.harness.loader import LAUNCHER
+from tutor.harness.long_sum import long_sum_values, long_sum_words
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
@@ -91,7 +92,8 @@ class Case:
     seq: int
     head_dim: int
     window: int
-    q_scale: float = 1.0  # > 1: hostile scores (q is scaled up)
+    q_scale: float = 1.0  # > 1: hostile scores (q is scaled up); 0 with long_sum
+    long_sum: bool = False  # q = 0 and V's column 0 at 512: an fp16 running sum overflows (tutor.harness.long_sum)
 
     @property
     def group(self) -> int:
@@ -123,6 +125,9 @@ CPU_CASES = (
     Case("block-edge", 1, 8, 2, 192, 64, 65),  # WINDOW = BLOCK_N + 1, a block-multiple length, 8 heads on 2
     Case("one-key", 1, 4, 1, 70, 64, 1),  # WINDOW = 1: each row sees itself only; 4 heads on 1
     Case("two-keys", 1, 2, 1, 136, 64, 2),  # WINDOW = 2: row 128's older key ends the previous block
+    # the wide window's launch on more rows, every score 0 and V's column 0 at 512: from row 127 on a row
+    # sums 128 keys, 65536 > 65504, so an acc kept in fp16 overflows there (the same compiled variant)
+    Case("long-sum", 1, 2, 2, 200, 32, 128, q_scale=0.0, long_sum=True),
 )
 GPU_CASES = (
     Case("default", 2, 8, 2, 1000, 64, 300),
@@ -136,6 +141,7 @@ GPU_CASES = (
     # head_dim 128 (GPU only: the interpreter is slow): the tiles' register and shared-memory
     # budget doubles; a kernel tuned at 64 can go wrong only here
     Case("head-dim-128", 1, 4, 2, 300, 128, 100),
+    Case("long-sum", 1, 2, 2, 200, 64, 128, q_scale=0.0, long_sum=True),
 )
 # timed: the window is a quarter of the sequence, 8 query heads per K/V head
 GPU_TIMING = Case("timing", 4, 32, 4, 4096, 64, 1024)
@@ -164,14 +170,17 @@ def cases_for(interpreter: bool, shape: tuple[int, int, int, int] | None = None,
 def random_inputs(
     case: Case, device: str, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Fresh standard-normal fp16 q (scaled by the case's q_scale) and k, v (each
-    launch copies them into guard bands: :func:`run`)."""
+    """Fresh standard-normal fp16 q (scaled by the case's q_scale) and k, v (V's column 0 at
+    512 in the long-sum case); each launch copies them into guard bands: :func:`run`."""
     def normal(*shape: int) -> torch.Tensor:
         return torch.randn(shape, generator=generator, dtype=torch.float32)
 
     q = (normal(case.batch, case.heads, case.seq, case.head_dim) * case.q_scale).to(device, torch.float16)
     kv_shape = (case.batch, case.heads_kv, case.seq, case.head_dim)
-    return q, normal(*kv_shape).to(device, torch.float16), normal(*kv_shape).to(device, torch.float16)
+    k, v = normal(*kv_shape), normal(*kv_shape)
+    if case.long_sum:
+        v = long_sum_values(v)
+    return q, k.to(device, torch.float16), v.to(device, torch.float16)
 
 
 @dataclass
@@ -911,6 +920,9 @@ def diagnose(
     # an input's margin is recorded, and the output it missed is said as unwritten-output).
     # Read now, as the correctness launches left them, before any probe launches.
     banded = [shared.Banded.of(one.launch.bands, one.result, _where(one)) for one in checked]
+    # the long-sum case (q = 0, V's column 0 at 512) reads nothing out; it is said only where all else passed
+    sums = [one for one in checked if one.case.long_sum]
+    checked = [one for one in checked if not one.case.long_sum]
     codes, written = _outputs_written([c for c in checked if not c.result.passed])
     outside, started_before = _loop_outside(checked, module)
     codes.add(outside)
@@ -952,7 +964,21 @@ def diagnose(
     said.add(codes)
     said.add({code: detail for code, detail in guard_said.items() if code not in said})
     drop_explained_nan(said)
+    if all(one.result.passed for one in checked):
+        said.add(_long_sum_findings(sums, drill.tolerance))
     return said.worded(drill)
+
+
+def _long_sum_findings(sums: list[Checked], tolerance: float) -> Findings:
+    """``long-sum-wrong`` for a failing long-sum case (every other case passed): which rows of V's
+    column 0 went wrong, and whether they are the rows whose sum of 128 or more keys passes fp16's range."""
+    found = Findings()
+    for one in sums:
+        if not one.result.passed:
+            keys = torch.clamp(torch.arange(1, one.case.seq + 1), max=one.case.window)
+            case = f"the long-sum case (window {one.case.window}, seq={one.case.seq})"
+            found["long-sum-wrong"] = long_sum_words(one.launch.out, one.expected, keys, tolerance, case)
+    return found
 
 
 def _outputs_written(failing: list[Checked]) -> tuple[Findings, list[Checked]]:

@@ -110,7 +110,9 @@ CPU_PLAN = Plan(
         # slices of two blocks: the first sequence's drop comes in its first slice's second block,
         # where a maximum taken of the block alone (not of m_i too) rescales by 2^173 (blind round 14, w35)
         Case("orders", 4, 1, 256, 64, 1.0, "orders"),
-        Case("negative", 2, 1, 64, 64, 1.0, "negative"),
+        # launched with 3 slices (own_splits): the merge's fourth, padding slot is masked, so a padding m
+        # loaded as 0 (other=0.0, not -inf) lies 188 above every real one and underflows their weights
+        Case("negative", 2, 1, 64, 64, 1.0, "negative", own_splits=True),
     ),
     timing=(2, 2, 250, 64),
 )
@@ -125,7 +127,8 @@ GPU_PLAN = Plan(
         # sequences still end inside a block (their lengths are drawn)
         Case("hostile", 4, 4, 1504, 128, 100.0),
         Case("orders", 4, 2, 1024, 128, 1.0, "orders"),
-        Case("negative", 2, 2, 1024, 128, 1.0, "negative"),  # the default's and orders' variant (1024 % 16 == 0)
+        # the default's and orders' split variant (1024 % 16 == 0), with 3 slices: a merge padding slot
+        Case("negative", 2, 2, 1024, 128, 1.0, "negative", own_splits=True),
     ),
     timing=(16, 32, 4096, 128),
 )
@@ -320,11 +323,11 @@ def run(module: ModuleType, case: Case, device: str, generator: torch.Generator)
 
 def launch_on(module: ModuleType, case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               lengths: torch.Tensor, fills: dict[str, str] | None = None,
-              poison: dict[str, frozenset[int]] | None = None) -> Launch:
+              poison: dict[str, frozenset[int]] | None = None, splits: int | None = None) -> Launch:
     """One launch on these inputs, each inside a guard band: ``fills`` maps "Q", "K",
     "V" to what their margins hold ("nan", the default; see :func:`guard.input_band`);
     ``poison``: kernel name -> arguments filled with a marker before it runs
-    (:func:`split_kv_readout.recording`)."""
+    (:func:`split_kv_readout.recording`); ``splits``: a num_splits= of the caller's, not the case's."""
     b, h, n, d = case.shape
     block_n = int(module.BLOCK_N)
     fills = fills or {}
@@ -336,7 +339,7 @@ def launch_on(module: ModuleType, case: Case, q: torch.Tensor, k: torch.Tensor, 
     visits = guarded.visits("visit map", grid, str(q.device), guarding.margin_elements(grid, 2 * grid[1]))
     calls: list[apart.KernelCall] = []
     with apart.recording(module, calls, poison):  # notes each kernel launch, for testing the two kernels apart
-        splits = split_count_for(module, case)
+        splits = split_count_for(module, case) if splits is None else launching.split_count(module, LAUNCHER, splits)
         count = {} if splits is None else {"num_splits": splits}
         returned = getattr(module, LAUNCHER)(*views, lengths, out=out, visits=visits, **count)
     shared.synchronize(q)
@@ -782,7 +785,8 @@ def diagnose(
     per_case, measured = _case_codes(failing, module, tested, tolerance)
     codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested.visits_trusted))
     _wrong_before_nan(codes)
-    _large_scores(codes, failing, measured if map_trusted and tested.visits_trusted else None)
+    _large_scores(codes, failing, measured if map_trusted and tested.visits_trusted else None,
+                  _padding_words(failing, module, tolerance))
     _say_apart(drill, codes, failing, tested)
     if map_trusted:
         _say_visits(codes, visits, passed=not failing)
@@ -989,9 +993,28 @@ def _unread_nan(failing: list[Launch], measured: list[Slicing]) -> bool:
     return nan_seqs > 0 and read_seqs > 0
 
 
-def _large_scores(codes: Findings, failing: list[Launch], measured: list[Slicing] | None) -> None:
-    """NaN only in the cases of large scores: an exp overflowed or underflowed fp32 (added
-    to ``nan-in-output``).  Not where every sequence with NaN read no position at all (the
+def _padding_words(failing: list[Launch], module: ModuleType, tolerance: float) -> str:
+    """The first case with NaN that ran with a split count of its own that is not a power of two,
+    launched again with the next power of two (:func:`split_kv_readout.padding_slots_words`)."""
+    for x in failing:
+        splits = split_count_for(module, x.case)
+        if not _result(x).nonfinite or splits is None or splits & (splits - 1) == 0:
+            continue
+        try:
+            again: torch.Tensor | None = launch_on(module, x.case, x.q, x.k, x.v, x.lengths,
+                                                   splits=1 << (splits - 1).bit_length()).out
+        except cost.LaunchAborted:
+            raise
+        except Exception:  # noqa: BLE001 - a launcher that fails at another count: nothing measured
+            again = None
+        return apart.padding_slots_words(x.case.name, splits, again, x.expected, tolerance)
+    return ""
+
+
+def _large_scores(codes: Findings, failing: list[Launch], measured: list[Slicing] | None, padding: str = "") -> None:
+    """NaN only in the cases of large scores: an exp overflowed or underflowed fp32, or, where
+    ``padding`` (:func:`_padding_words`) measured it, the merge's padding slots (added to
+    ``nan-in-output``).  Not where every sequence with NaN read no position at all (the
     orders case holds a length-1 sequence: a bound one short leaves it nothing, blind round
     10, w08): that is said instead, from the visit map (``measured``: None where it is not
     trusted)."""
@@ -1003,6 +1026,9 @@ def _large_scores(codes: Findings, failing: list[Launch], measured: list[Slicing
         return
     if "nan-in-output" in codes and nan_names and nan_names <= LARGE_SCORES.keys():
         named = "; ".join(words for name, words in LARGE_SCORES.items() if name in nan_names)
+        if padding:  # measured: right with a power-of-two split count
+            codes["nan-in-output"] += f" Only the cases of large scores have them ({named})." + padding
+            return
         codes["nan-in-output"] += (f" Only the cases of large scores have them ({named}): an exp overflowed or"
                                    " underflowed fp32 there. Every exp/exp2 needs the true running maximum"
                                    " subtracted: started at -inf, never a 0 from an initial value or from a"

@@ -758,3 +758,23 @@ def empty_values(conv: Convention, scal: dict[FieldKey, torch.Tensor], vec: torc
         if kind and bool((vals == vals[0]).all()) and not bool(torch.isnan(vals[0])):
             found[kind] = float(vals[0])
     return found or None
+
+
+def padding_slots_words(case: str, splits: int, again: torch.Tensor | None, expected: torch.Tensor,
+                        tolerance: float) -> str:
+    """Where a case with NaN ran with a split count that is not a power of two, and ``again`` (the
+    same case on the same inputs with the next power of two, every slot of a merge's
+    ``tl.arange(0, SPLITS_POW2)`` then a real slice) is finite and right: words saying so, and
+    what a padding slot must load; "" otherwise (no relaunch, or it is wrong too)."""
+    pow2 = 1 << (splits - 1).bit_length()
+    if again is None or not bool(torch.isfinite(again).all()):
+        return ""
+    if float((again.double() - expected.double()).abs().max()) > tolerance:
+        return ""
+    return (f" The {case} case ran with num_splits={splits}; on the same inputs with num_splits={pow2} (a power"
+            f" of two: no padding slot in a merge that rounds the slice count up to one) the output is finite and"
+            f" right, so the NaN comes with the split count - at {splits} a merge over tl.arange(0, {pow2}) has"
+            f" {pow2 - splits} slot{'s' if pow2 - splits > 1 else ''} past the last slice. A masked load of the"
+            " states there must give m = -inf (other=float(\"-inf\")) and l = o = 0, so such a slot weighs"
+            " exp2(-inf - M) = 0; a finite m there (0, say) stands above every real maximum of a sequence whose"
+            " scores all lie far below 0, as in this case, and its weights underflow to 0.")

@@ -52,6 +52,7 @@ from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.loader import LAUNCHER
+from tutor.harness.long_sum import long_sum_values, long_sum_words
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
@@ -69,7 +70,8 @@ class Case:
     heads: int
     head_dim: int
     seqs: tuple[tuple[int, int], ...]  # (Nq, Nk) of each packed sequence
-    q_scale: float = 1.0  # > 1: hostile scores
+    q_scale: float = 1.0  # > 1: hostile scores; 0 with long_sum
+    long_sum: bool = False  # q = 0 and V's column 0 at 512: an fp16 running sum overflows (tutor.harness.long_sum)
     last_key_heavy: bool = False  # each sequence's last key dominates the last row's softmax (see random_inputs)
 
     @property
@@ -102,6 +104,7 @@ ONE_KEY_PAST = (-3, -4)
 # query block's offset (start_m * BLOCK_N) or its row mask otherwise passes with BLOCK_M >= 64,
 # whose one query block held every sequence (blind round 8)
 PAST_TWO_QUERY_BLOCKS = (-5, -6)
+LONG_SUM_SEQS = ((40, 200), (150, 150), (1, 1))  # the long-sum case's sequences
 # Nq/Nk pairs: Nq = Nk (ragged), Nq = 1 (decode-like), a one-token sequence, a
 # chunk whose offset is not a multiple of the block, one whose lengths are.
 CPU_CASES = (
@@ -112,12 +115,17 @@ CPU_CASES = (
     # scores ~ +-100: exp overflows fp32 unless the running maximum is subtracted
     Case("hostile", 1, 32, ((30, 50), (9, 9), (1, 12)), q_scale=20.0),
     Case("one-key-past", 1, 32, (ONE_KEY_PAST,), last_key_heavy=True),
+    # every score 0 and V's column 0 at 512: a row that sees 128 keys or more sums past fp16's 65504, so an acc
+    # kept in fp16 overflows in every row of the chunk (161..200 keys), in rows 127.. of the 150/150 sequence, and
+    # nowhere in the one-token one
+    Case("long-sum", 1, 32, LONG_SUM_SEQS, q_scale=0.0, long_sum=True),
 )
 GPU_CASES = (
     Case("default", 4, 64, ((1, 513), (300, 300), (1, 1), (200, 1000), BLOCK_MULTIPLE, (77, 130))),
     Case("many-short", 2, 64, tuple((1 + i % 5, 1 + i % 5 + (i * 7) % 11) for i in range(40))),
     Case("hostile", 2, 64, ((130, 250), (9, 9), (1, 12)), q_scale=20.0),
     Case("one-key-past", 2, 64, (ONE_KEY_PAST,), last_key_heavy=True),
+    Case("long-sum", 2, 64, LONG_SUM_SEQS, q_scale=0.0, long_sum=True),
 )
 # timed: 16 sequences of 1024..2048 keys, chunks of a quarter of them
 GPU_TIMING = Case("timing", 16, 128, tuple((256 + 64 * (i % 4), 1024 + 64 * i) for i in range(16)))
@@ -175,6 +183,8 @@ def random_inputs(case: Case, device: str,
         mean = q[rows].mean(dim=0)  # (heads, head_dim)
         along = mean / (mean * mean).sum(-1, keepdim=True)  # q . along = 1
         k[keys] = -FAR_BELOW * case.head_dim**0.5 * along + 0.05 * k[keys]
+    if case.long_sum:
+        v = long_sum_values(v)
     if case.last_key_heavy:
         for b in range(len(case.seqs)):
             last_q = q[case.cu_q[b + 1] - 1]  # (heads, head_dim)
@@ -840,6 +850,10 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
     outside the output, the read-out's weights across sequences and against each diagonal,
     the guard bands, NaN rows, and the visit map."""
     found = Findings()
+    everything = checked
+    # the long-sum case (q = 0, V's column 0 at 512) reads nothing out; it is said only where all else passed
+    sums = [c for c in checked if c.case.long_sum]
+    checked = [c for c in checked if not c.case.long_sum]
     failing = [c for c in checked if not c.result.passed]
     for one in failing:
         if one.result.unwritten:
@@ -897,7 +911,7 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
                 found[code] += OVERRUN_CAVEAT
                 break
     nan_source = next((c for c in failing if c.result.nonfinite), None)
-    launches = [shared.Banded.of(c.launch.bands, c.result, f" (the {c.case.name} case)") for c in checked]
+    launches = [shared.Banded.of(c.launch.bands, c.result, f" (the {c.case.name} case)") for c in everything]
     probe = None
     if nan_source is not None:
         src = nan_source
@@ -945,7 +959,22 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
                   f"({'non-finite' if one.result.max_abs_err is None else f'{one.result.max_abs_err:.3g}'}, the "
                   f"{one.case.name} case).{first_read}{heads}")
     found.add(visit_findings(checked, int(module.BLOCK_M), int(module.BLOCK_N)))
+    if not failing:
+        found.add(_long_sum_findings(sums, drill.tolerance))
     return found.worded(drill)
+
+
+def _long_sum_findings(sums: list[Checked], tolerance: float) -> Findings:
+    """``long-sum-wrong`` for a failing long-sum case (every other case passed): which packed rows of
+    V's column 0 went wrong, and whether they are the rows that see 128 keys or more."""
+    found = Findings()
+    for one in sums:
+        if not one.result.passed:
+            keys = torch.cat([torch.arange(nk - nq + 1, nk + 1) for nq, nk in one.case.seqs])
+            where = f"the long-sum case (sequences Nq/Nk {one.case.words()}, packed)"
+            found["long-sum-wrong"] = long_sum_words(one.launch.out.transpose(0, 1), one.expected.transpose(0, 1),
+                                                     keys, tolerance, where)
+    return found
 
 
 SAMPLED_PLACES = 256  # wrong written outputs compared with every right one (each a pass over all of them)

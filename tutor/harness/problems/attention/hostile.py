@@ -34,11 +34,8 @@ fp32 can scale, in rows of one launch.
 q is scaled, never the scores, so every input stays finite in fp16.  All
 numbers are natural units (score = q.k / sqrt(head_dim)).
 
-A second launch of the hostile shape, the ``long-sum`` case, holds every score at 0 (q = 0:
-each row weighs its keys evenly, p = 1 exactly) and V's column 0 at ``LONG_SUM_V`` for every
-key, so the exact output there is ``LONG_SUM_V`` and a row's running sum of p·v grows to
-``LONG_SUM_V`` times the keys it sees: past fp16's largest value (65504) from 128 keys on.
-An accumulator kept in fp16 overflows there, where standard-normal inputs never come near it.
+A second launch of the hostile shape is the ``long-sum`` case (:mod:`tutor.harness.long_sum`):
+every score 0 and V's column 0 at 512, so an accumulator kept in fp16 overflows from 128 keys on.
 
 The hostile case of a check is here too: its launches, part of the verdict
 (:func:`hostile_launches`), and why they failed when only they did
@@ -56,6 +53,7 @@ from tutor.catalog import Drill
 from tutor.harness import cost
 from tutor.harness import launch as launching
 from tutor.harness.findings import worded
+from tutor.harness.long_sum import causal_keys, long_sum_values, long_sum_words
 from tutor.harness.problems.attention.cases import evaluate, launch_modes, mode_words
 from tutor.harness.problems.attention.reference import attention_reference
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding
@@ -72,47 +70,11 @@ _TENT_K = 8.0  # k[..., 2] rises 0.._TENT_K to the middle key and falls back; q[
 _STEP_K = 8.0  # k[..., 3] is this on the first eighth of the keys, 0 after; q[drop rows, 3] sets the step
 
 
-LONG_SUM_V = 512.0  # V[..., 0] of the long-sum case: 128 keys of it sum to 65536, past fp16's 65504
-FP16_MAX = 65504.0
-
-
 def long_sum_inputs(shape: tuple[int, ...], device: str, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
-    """fp16 q, k, v of ``shape`` with q = 0 and v[..., 0] = LONG_SUM_V (see the module's docstring)."""
+    """fp16 q, k, v of ``shape`` with q = 0 and v[..., 0] = LONG_SUM_V (:mod:`tutor.harness.long_sum`)."""
     q = torch.zeros(shape, dtype=torch.float32)
     k, v = (torch.randn(shape, generator=generator, dtype=torch.float32) for _ in range(2))
-    v[..., 0] = LONG_SUM_V
-    return tuple(t.to(device, torch.float16) for t in (q, k, v))
-
-
-def long_sum_words(out: torch.Tensor, expected: torch.Tensor, causal: bool, tolerance: float) -> str:
-    """``long-sum-wrong``'s measured detail: which rows of column 0 went wrong, and whether they
-    are exactly the rows whose sum of p·v passes fp16's largest value."""
-    seq = out.shape[-2]
-    col = out[..., 0].to(torch.float64).reshape(-1, seq)
-    gap = (col - expected[..., 0].to(torch.float64).reshape(-1, seq)).abs().nan_to_num(nan=float("inf"))
-    bad = (gap > tolerance).any(dim=0).cpu()  # per row, over batch and heads
-    others = (out[..., 1:].to(torch.float64) - expected[..., 1:].to(torch.float64)).abs().nan_to_num(nan=float("inf"))
-    rest_right = bool((others <= tolerance).all())
-    keys = torch.arange(1, seq + 1) if causal else torch.full((seq,), seq)
-    past = keys * LONG_SUM_V > FP16_MAX
-    mode = " causal" if causal else ""
-    rows = bad.nonzero().flatten().tolist()
-    if not rows:
-        return ""
-    how = "Inf/NaN" if not bool(torch.isfinite(col[:, bad]).any()) else "wrong"
-    words = (f" Measured on the long-sum{mode} case (seq={seq}): column 0 comes out {how} in {len(rows)} of {seq} rows"
-             f" (rows {rows[0]}..{rows[-1]}), where the exact output is {LONG_SUM_V:g}")
-    # fp16's overflow is Inf: only a non-finite column 0 in exactly the rows past 65504 (every other value right)
-    # says the running sum is fp16 - a full launch's rows all pass 65504, so the rows alone would say little
-    if how == "Inf/NaN" and bool((bad == past).all()) and rest_right:
-        first = int(past.nonzero()[0])
-        words += (f"; they are exactly the rows whose running sum of p·v passes 65504, fp16's largest value (from"
-                  f" row {first} on: {int(keys[first])} keys × {LONG_SUM_V:g} = {int(keys[first]) * LONG_SUM_V:g}),"
-                  " every other row and every other column is right: the running sum (acc) is kept in fp16 - keep"
-                  " acc and l_i in fp32 and cast only the final output.")
-    else:
-        words += "."
-    return words
+    return tuple(t.to(device, torch.float16) for t in (q, k, long_sum_values(v)))
 
 
 def row_groups(seq: int) -> dict[str, torch.Tensor]:
@@ -292,7 +254,9 @@ def hostile_diagnosis(drill: Drill, runs: list[HostileRun], standard_passed: boo
         case = run.case
         findings += [GuardFinding(t, side, "write", case.name, case.causal, case.shape, n) for t, side, n in run.writes]
         if standard_passed and hostile_passed and not case.passed and run.long_sum:
-            codes.setdefault("long-sum-wrong", long_sum_words(run.out, run.expected, bool(run.causal), drill.tolerance))
+            keys = causal_keys(run.out.shape[-2], bool(run.causal))
+            case_words = f"the long-sum{' causal' if run.causal else ''} case (seq={run.out.shape[-2]})"
+            codes.setdefault("long-sum-wrong", long_sum_words(run.out, run.expected, keys, drill.tolerance, case_words))
         elif standard_passed and not case.passed:
             for code, detail in hostile_findings(run.out, run.expected, run.q, run.k, bool(run.causal),
                                                  block_n, drill.tolerance, unmasked_right):
