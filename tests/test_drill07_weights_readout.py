@@ -61,10 +61,15 @@ def on_gpu(entry: mistakes.Mistake) -> tuple[str, ...]:
     return entry.codes if entry.gpu_codes is None else tuple(code_name(c) for c in entry.gpu_codes)
 
 
+# wrong kernels whose read codes come from loads of rows that weigh 0 (V loaded past a length, its p
+# masked): the counted loads see them, no output does
+WEIGHED_ZERO = {"v_load_unmasked", "last_page_unmasked_loads"}
+
+
 def read_out(entry: mistakes.Mistake) -> list[str]:
     """What the read-out must say at the CPU cases: the counted codes, less what no output
     tells (bytes read; for a correct kernel, loads that took no part in any softmax)."""
-    gone = READ_CODES | UNMEASURABLE if entry.passes else UNMEASURABLE
+    gone = READ_CODES | UNMEASURABLE if entry.passes or entry.name in WEIGHED_ZERO else UNMEASURABLE
     return [c for c in entry.codes if c not in gone]
 
 
@@ -86,7 +91,7 @@ def test_the_gpu_codes_leave_out_only_what_the_interpreter_alone_measures():
         gpu, cpu = list(on_gpu(entry)), read_out(entry)
         assert [c for c in gpu if c in cpu] == cpu, entry.name
         assert set(gpu) - set(cpu) <= READ_CODES, entry.name
-    assert on_gpu(ENTRIES["last_page_unmasked_loads"]) == ()
+    assert on_gpu(ENTRIES["last_page_unmasked_loads"]) == ("v-read-unmasked",)
     assert read_out(ENTRIES["table_row_stride"]) != list(on_gpu(ENTRIES["table_row_stride"]))  # measured on an H200
 
 

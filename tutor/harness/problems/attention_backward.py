@@ -498,19 +498,20 @@ def _scale_ratio(student: torch.Tensor, expected: torch.Tensor, tolerance: float
     return c if _fits(student, c * expected, tolerance) else None
 
 
-def _one_query_block(contrib: torch.Tensor, student: torch.Tensor, kv_visits: torch.Tensor, seq: int,
-                     block_m: int, block_n: int, tolerance: float) -> str | None:
-    """Is ``student`` (dK or dV) the contribution of a single query block to each key block:
-    the first or the last one its loop visited?  ``contrib``: (query blocks, bh, N, d)."""
-    visited = kv_visits != 0  # (bh, key blocks, query blocks)
+def _one_block_share(contrib: torch.Tensor, student: torch.Tensor, visits: torch.Tensor, seq: int,
+                     row_block: int, tolerance: float) -> str | None:
+    """Is ``student`` (dK or dV by key block, dQ by query block: its rows in blocks of ``row_block``)
+    the share of a single block of the loop to each of its row blocks: the first or the last one
+    its loop visited?  ``contrib``: (loop blocks, bh, N, d); ``visits``: (bh, row blocks, loop blocks)."""
+    visited = visits != 0  # (bh, row blocks, loop blocks)
     if not bool(visited.any()):
         return None
     n_i = visited.shape[-1]
     index = torch.arange(n_i, device=visited.device)
     last = torch.where(visited, index, torch.full_like(index, -1)).amax(-1).clamp(min=0)  # (bh, key blocks)
     first = torch.where(visited, index, torch.full_like(index, n_i)).amin(-1).clamp(max=n_i - 1)
-    key_block = torch.arange(seq, device=visited.device) // block_n
-    # only key blocks whose loop visited several query blocks can tell one share from the sum
+    key_block = torch.arange(seq, device=visited.device) // row_block  # each row's block
+    # only row blocks whose loop visited several blocks can tell one share from the sum
     several = (visited.sum(-1) >= 2)[:, key_block]  # (bh, N)
     if not bool(several.any()):
         return None
@@ -680,10 +681,17 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
     for g, a, x, scale in (("dv", ref.p, do64, 1.0), ("dk", ref.ds, q64, head_dim**-0.5)):
         if bad[g]:
             contrib = _contributions(_bh(a), x, block_m) * scale
-            which = _one_query_block(contrib, launch.grads[g], launch.dkdv_visits, seq, block_m, block_n, tolerance)
+            which = _one_block_share(contrib, launch.grads[g], launch.dkdv_visits, seq, block_n, tolerance)
             if which is not None:
                 return "dkdv-not-summed", (f" ({g[0]}{g[1].upper()} of each key block is the share of the {which}"
                                            " query block its loop visited.)")
+    # dQ summed over the wrong loop: each query block holds a single key block's share (dq = ..., not +=)
+    if bad["dq"]:
+        k64 = _bh(launch.k.to(torch.float64))
+        contrib = _contributions(_bh(ref.ds).transpose(-1, -2), k64, block_n) * head_dim**-0.5  # by key block
+        which = _one_block_share(contrib, launch.grads["dq"], launch.dq_visits, seq, block_m, tolerance)
+        if which is not None:
+            return "dq-not-summed", f" (dQ of each query block is the share of the {which} key block its loop visited.)"
 
     if bad["dv"]:
         # dQ and dK right: the P of both loops is right (dK's dS is built from it), so only the dV
@@ -765,7 +773,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
         # the D-term probe measures the loop's D term directly; where it says nothing, the dQ
         # loop's whole dS read out (one-hot K, on a failing short case: a model of it that
         # reproduces every pair); then the closed-form fits
-        own = _d_term_detail(launch, d_probe, (g,), block_m, block_n)
+        own = _dk_operand(launch, tolerance, block_n) if g == "dk" else ""  # exact closed forms first
+        own = own or _d_term_detail(launch, d_probe, (g,), block_m, block_n)
         if not own and g == "dq" and ds_words is not None:
             own = ds_words()
         own = own or _own_ds(launch, g, tolerance) or (_dk_loop_d(launch, tolerance, block_m) if g == "dk" else "")
@@ -904,6 +913,29 @@ def _own_ds(launch: BackwardLaunch, grad: str, tolerance: float) -> str:
         return ""
     loop = "`_bwd_dq`" if grad == "dq" else "`_bwd_dkdv`"
     return f" {grad[0]}{grad[1].upper()} is exactly what {loop} gives with dS = P * dP: its dS leaves out D."
+
+
+def _dk_operand(launch: BackwardLaunch, tolerance: float, block_n: int) -> str:
+    """" <measured>" when dK (dV and dQ right) is exactly sm_scale · dSᵀ X with another input X
+    in Q's place, or the right dK with each key block's (BLOCK_N, head_dim) tile transposed
+    (Qᵀ dS taken for dSᵀ Q: a product that only compiles where BLOCK_N equals head_dim); else ""."""
+    ref, head_dim = launch.ref, launch.q.shape[-1]
+    ds_t = ref.ds.transpose(-1, -2) * head_dim**-0.5
+    for name, x in (("dO", launch.do), ("K", launch.k), ("V", launch.v)):
+        if _fits(launch.grads["dk"], ds_t @ x.to(torch.float64), tolerance):
+            return f" dK is exactly sm_scale · dSᵀ {name}: the dK/dV loop's product takes {name} where Q belongs."
+    seq = launch.k.shape[-2]
+    whole = (seq // block_n) * block_n
+    if block_n == head_dim and whole:
+        right = ref.grads["dk"][..., :whole, :]
+        tiles = right.reshape(*right.shape[:-2], whole // block_n, block_n, head_dim).transpose(-1, -2)
+        mine = launch.grads["dk"].to(torch.float64)[..., :whole, :]
+        if _fits(mine, tiles.reshape(right.shape), tolerance):
+            return (f" Each whole key block's dK tile is the right one transposed (its key rows and head_dim columns"
+                    f" exchanged, blocks of {block_n} keys): the product is taken as Qᵀ dS, a (head_dim, BLOCK_N)"
+                    " tile, where dSᵀ Q, a (BLOCK_N, head_dim) one, belongs - it compiles only because BLOCK_N"
+                    f" equals head_dim ({head_dim}) here.")
+    return ""
 
 
 GENERIC = {"dv-wrong", "dq-wrong", "dk-wrong", "ds-wrong"}

@@ -15,7 +15,8 @@ Correctness runs the cases of :data:`CPU_CASES` / :data:`GPU_CASES`: a causal
 mask, a sliding window, a random block pattern (an empty query block, one with
 only partial blocks, one with only full ones), a length shorter than a block,
 lengths that are not multiples of the block, hostile scores (exp overflows fp32
-unless the running maximum is subtracted) and a softcap where tanh saturates.
+unless the running maximum is subtracted), a softcap where tanh saturates, and
+the long-sum case (:mod:`tutor.harness.long_sum`: an fp16 running sum overflows).
 
 The diagnosis is measured (:mod:`.block_sparse_readout`):
 

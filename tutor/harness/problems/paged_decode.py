@@ -26,7 +26,11 @@ scores of standard deviation 100 (``hostile``), and scores in four levels by
 quarter of each sequence (``orders``: the maximum in the first, the last and a
 middle quarter, 173 apart in the exp2 domain, past fp32's range; and a sequence
 whose every score is -120 or less, whose exp2 underflows fp32 unless the
-running maximum starts at -inf).
+running maximum starts at -inf; launched with 3 slices, so a merge that pads its
+slots to 4 must weigh the padding slot 0), and ``nan-tail``: the default case
+with NaN in V wherever the others hold finite poison and page 0 a spare, so a V
+load without the position mask (p = 0 times NaN) shows; it is diagnosed only where
+every other case passed (``v-read-unmasked``).
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ class Case:
     # a split count of its own (num_splits=), not the launcher's choice: the contract takes one,
     # and a merge whose slot mask or count is not the launch's is wrong there (blind round 10, w67)
     num_splits: int | None = None
+    # V NaN at every poisoned position (past a length, in a page no table lists for its sequence): a
+    # V load without the position mask lets p = 0 times NaN into the sum (blind round 16, 07 w28)
+    nan_tail: bool = False
 
     @property
     def batch(self) -> int:
@@ -100,6 +107,7 @@ CPU_CASES = (
     # pages larger than a tile, and slices (384 table positions / 4 = 96) that start inside a
     # page: a position's offset is pos % PAGE_SIZE, not the tile's own column or the slice's
     Case("large-pages", 4, 2, 128, 16, (250, 130), 1.0),
+    Case("nan-tail", 8, 2, 8, 32, (53, 1, 24, 37), 2.0, nan_tail=True),  # the default case, NaN where it poisons
 )
 GPU_CASES = (
     Case("default", 32, 8, 16, 128, (2000, 1, 1024, 777, 1537, 64), 2.0),
@@ -108,6 +116,7 @@ GPU_CASES = (
     Case("hostile", 16, 4, 16, 128, (1504, 29), 100.0),
     Case("orders", 16, 2, 16, 128, (1024, 1024, 768, 637), 1.0, "orders", num_splits=3),
     Case("large-pages", 16, 4, 256, 128, (1500, 300), 1.0),
+    Case("nan-tail", 32, 8, 16, 128, (2000, 1, 1024, 777, 1537, 64), 2.0, nan_tail=True),
 )
 CPU_TIMING = (2, 8, 2, 16, 64, 32)  # batch, heads, kv_heads, page_size, length, head_dim
 GPU_TIMING = (16, 32, 8, 16, 4096, 128)
@@ -145,11 +154,15 @@ def pages_needed(length: int, page_size: int) -> int:
 
 def page_layout(case: Case, generator: torch.Generator) -> tuple[torch.Tensor, list[tuple[int, int]]]:
     """The scrambled pool's block table (int32, CPU) and each page's owner (:class:`Paged`):
-    each sequence's pages in a random order, then its poisoned page, two spares in no table."""
+    each sequence's pages in a random order, then its poisoned page, two spares in no table (page 0
+    one of them in a nan-tail case)."""
     needed = [pages_needed(n, case.page_size) for n in case.lengths]
     max_pages = max(needed) + 1
     num_pages = sum(needed) + case.batch + SPARE_PAGES
     perm = torch.randperm(num_pages, generator=generator).tolist()
+    if case.nan_tail:  # page 0 a spare (all NaN in V): what a page index loaded with other=0 points at
+        perm.remove(0)
+        perm.append(0)
     owner: list[tuple[int, int]] = [(-1, -1)] * num_pages
     rows = []
     i = 0
@@ -205,6 +218,8 @@ def make_inputs(case: Case, device: str, generator: torch.Generator) -> Paged:
         if first < ps:  # the poisoned part of this page
             k[page, :, first:, :] = torch.randn((kvh, ps - first, d), generator=generator) * GARBAGE_K_SCALE
             v[page, :, first:, :] = torch.randn((kvh, ps - first, d), generator=generator) + GARBAGE_V_SHIFT
+            if case.nan_tail:
+                v[page, :, first:, :] = float("nan")
     if case.layout == "orders":  # poisoned keys against a query of norm sqrt(d): large
         for page, (_, j) in enumerate(owner):
             if j < 0:
@@ -221,8 +236,9 @@ def gathered(p: Paged, case: Case) -> tuple[torch.Tensor, torch.Tensor]:
     pages = p.block_table[:, cols // ps].long()  # (batch, n)
     k = p.k_pages[pages, :, cols % ps, :]  # (batch, n, kv_heads, D)
     v = p.v_pages[pages, :, cols % ps, :]
-    keep = (cols[None, :] < p.lengths[:, None]).to(k.dtype)[..., None, None]
-    return (k * keep).transpose(1, 2), (v * keep).transpose(1, 2)
+    keep = (cols[None, :] < p.lengths[:, None])[..., None, None]
+    zero = torch.zeros((), dtype=k.dtype, device=k.device)  # where, not a product: the poison may be NaN
+    return torch.where(keep, k, zero).transpose(1, 2), torch.where(keep, v, zero).transpose(1, 2)
 
 
 def _softmax_rows(s: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

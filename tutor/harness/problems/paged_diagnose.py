@@ -390,6 +390,9 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
              one_slice: Callable[[Launch], torch.Tensor | None] | None = None,
              rerun_of: Callable[[Launch], apart.Rerun] | None = None,
              padless: Callable[[Launch], torch.Tensor | None] | None = None) -> list[Diagnosis]:
+    # the nan-tail case (V NaN where the other cases hold finite poison) is said only where all else passed
+    tails = [x for x in launches if x.case.nan_tail]
+    launches = [x for x in launches if not x.case.nan_tail]
     failing = [x for x in launches if not _result(x).passed]
     codes = state_findings(failing, rerun_of)
     # where the merge combined slice states the split never wrote, a read-out through the output
@@ -411,4 +414,21 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
         slices = _one_slice_words(clean[0], tolerance, one_slice) if clean and not hot else ""
         codes.say("wrong-temperature" if hot else "wrong-output", heads["wrong-output"] + softmax + slices)
     codes.add(reads)
+    if not failing:
+        codes.add(nan_tail_findings(tails))
     return codes.worded(drill)
+
+
+def nan_tail_findings(tails: list[Launch]) -> Findings:
+    """``v-read-unmasked`` for a nan-tail case whose output holds NaN (every other case passed):
+    the same inputs as the default case but for NaN in V at the positions no sequence holds."""
+    found = Findings()
+    for x in tails:
+        if not _result(x).nonfinite:
+            continue
+        bad = (~torch.isfinite(x.out.double().cpu())).any(dim=-1).nonzero().tolist()
+        found.say("v-read-unmasked", f" NaN in (sequence, head) {pairs_words(bad)}{_where(x)}, whose inputs are the"
+                  " default case's but for NaN in V at every position past a length and in the page each table names"
+                  " past its last one; every other case, where those positions hold finite values, is right.")
+        break
+    return found

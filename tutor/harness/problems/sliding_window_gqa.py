@@ -22,7 +22,10 @@ a multiple of both blocks, 8 query heads on 2: a lower bound one key off shows
 in the visit map) and one-key (WINDOW = 1, 4 query heads on 1).  And two-keys
 (WINDOW = 2 on 136 rows): row 128 starts a query block at every block size up to
 128 and its oldest key, 127, ends the block before, so a lower bound one key late
-misses a key there (a blind attempt passed every other case).
+misses a key there (a blind attempt passed every other case).  And long-sum (the
+wide window's launch on 200 rows, :mod:`tutor.harness.long_sum`): every score 0 and
+V's column 0 at 512, so an fp16 running sum overflows once a row sees 128 keys;
+it reads nothing out and is said only where every other case passed.
 
 The diagnosis is measured, never guessed, and every probe launch is at the
 shape, dtypes and window of a correctness case (the variant the verdict

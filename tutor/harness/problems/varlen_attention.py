@@ -10,7 +10,8 @@ row i sees its keys 0 .. i + (Nk_b - Nq_b).
 Every case packs sequences that exercise a boundary (:func:`cases_for`): Nq =
 Nk, Nq = 1, a sequence of one token, lengths that are not a multiple of the
 block and one that is (set from the student's blocks), many short sequences,
-and hostile scores.  Sequences sit back to back, so each one's neighbours
+hostile scores, and the long-sum case (:mod:`tutor.harness.long_sum`: an fp16
+running sum overflows; said only where every other case passed).  Sequences sit back to back, so each one's neighbours
 are the guard bands between sequences: a read into the next or the previous
 sequence finds real keys of another sequence, and the weight read-out below
 names them.  The packed tensors themselves sit between NaN margins
@@ -953,6 +954,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         seen = "" if untrusted else " The measured weights show no key a row should not see and none it misses."
         heads = reading.other_head_words(one.launch.out, one.expected, one.launch.q, one.launch.k, one.launch.v,
                                          functools.partial(reference, one.case), drill.tolerance)
+        heads = heads or other_query_rows_words(one.case, one.launch.q, one.launch.k, one.launch.v, one.launch.out,
+                                                one.expected, drill.tolerance)
         found.say("wrong-temperature" if hot and not heads else "wrong-output",
                   f"{seen} The "
                   f"largest error is at row {row - one.case.cu_q[b]} of {_seq_words(one.case, b)} "
@@ -975,6 +978,48 @@ def _long_sum_findings(sums: list[Checked], tolerance: float) -> Findings:
             found["long-sum-wrong"] = long_sum_words(one.launch.out.transpose(0, 1), one.expected.transpose(0, 1),
                                                      keys, tolerance, where)
     return found
+
+
+OTHER_ROWS_SAMPLED = 8  # wrong (packed row, head) outputs matched against every query row, spread over the rows
+
+
+def other_query_rows_words(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                           expected: torch.Tensor, tolerance: float) -> str:
+    """Where every sampled wrong output (packed row, head) equals, within the tolerance, attention
+    of another packed query row's q (the same head) against its own sequence's keys under its own
+    causal bound, in words, with the law that relates the two rows where one fits every sample
+    (the in-sequence index counted from packed row 0: the q offset misses the sequence's start);
+    "" otherwise.  Each sample costs every query row's attention over one sequence's keys."""
+    got = out.to(torch.float64)
+    wrong = ((got - expected.to(torch.float64)).abs().nan_to_num(nan=float("inf")) > tolerance).any(dim=-1)
+    pairs = wrong.cpu().nonzero().tolist()  # (packed row, head)
+    if not pairs:
+        return ""
+    sample = pairs[:: max(1, len(pairs) // OTHER_ROWS_SAMPLED)][:OTHER_ROWS_SAMPLED]
+    queries = q.to(torch.float64)
+    found: list[tuple[int, int, int]] = []  # (row, head, the row whose q it took)
+    for r, h in sample:
+        b = _seq_of(case, r)
+        nq, nk = case.seqs[b]
+        seen = r - case.cu_q[b] + nk - nq + 1  # keys 0 .. i + (Nk - Nq) of its sequence
+        keys = slice(case.cu_k[b], case.cu_k[b] + seen)
+        kk, vv = k[keys, h].to(torch.float64), v[keys, h].to(torch.float64)
+        o = torch.softmax(queries[:, h] @ kk.T * case.head_dim**-0.5, dim=-1) @ vv  # every row's q, these keys
+        gap = (o - got[r, h]).abs().amax(dim=-1).nan_to_num(nan=float("inf"))
+        gap[r] = float("inf")
+        other = int(gap.argmin())
+        if float(gap[other]) > tolerance:
+            return ""
+        found.append((r, h, other))
+    shown = "; ".join(f"row {r - case.cu_q[_seq_of(case, r)]} of sequence {_seq_of(case, r)} (head {h}): packed row"
+                      f" {o}'s" for r, h, o in found[:4])
+    words = (f" Each of {len(found)} wrong outputs sampled equals, within the tolerance, attention of another packed"
+             f" query row's q against its own keys ({shown}{'; ...' if len(found) > 4 else ''})")
+    if all(o == r - case.cu_q[_seq_of(case, r)] for r, _, o in found):
+        return words + (": in every one the row of its in-sequence index counted from packed row 0, as if its"
+                        " sequence started there. The q load misses the sequence's start"
+                        " row, cu_seqlens_q[b].")
+    return words + ": the q load reads another row; check its offset."
 
 
 SAMPLED_PLACES = 256  # wrong written outputs compared with every right one (each a pass over all of them)

@@ -1,0 +1,56 @@
+"""What the diagnoses of blind round 16's mistakes say, measured (each entry lives in its
+drill's mistakes file, where its codes are checked with the rest): the words name the
+measurement behind them, and only where it holds.
+
+- an fp16 running sum (drills 06, 08, 09): the long-sum case's rows that go Inf are exactly
+  the ones that see 128 keys or more;
+- a merge that loads its padding slots' m as 0 (drills 05, 07): right with a power-of-two
+  split count, NaN with 3;
+- dQ assigned, not accumulated (drill 04): each query block holds the last key block's share;
+- dK from the wrong operand, or a transposed tile (drill 04);
+- a q pointer without the sequence's start (drill 08): each wrong row is attention of the row
+  of its in-sequence index counted from packed row 0;
+- a V load without the position mask (drill 07): NaN only in the nan-tail case.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers_harness import check_files
+
+from tutor.authoring import student_kernels as mistakes
+from tutor.harness.result import CheckResult
+
+WANTED = {
+    "06_acc_kept_in_fp16": ("long-sum-wrong", ["rows 127..199", "the running sum (acc) is kept in fp16"]),
+    "08_acc_kept_in_fp16": ("long-sum-wrong", ["rows 0..39, 167..189", "the running sum (acc) is kept in fp16"]),
+    "09_acc_kept_in_fp16": ("long-sum-wrong", ["rows 127..199", "the running sum (acc) is kept in fp16"]),
+    "05_merge_pads_max_with_zero": ("nan-in-output", ["with num_splits=4", "finite and right", "m = -inf"]),
+    "07_merge_pads_max_with_zero": ("nan-in-output", ["with num_splits=4", "finite and right", "m = -inf"]),
+    "04_dq_overwritten": ("dq-not-summed", ["the share of the last key block its loop visited"]),
+    "04_dk_takes_do_for_q": ("dk-wrong", ["dK is exactly sm_scale · dSᵀ dO"]),
+    "04_dk_tile_transposed": ("dk-wrong", ["dK tile is the right one transposed", "BLOCK_N equals head_dim (64)"]),
+    "08_q_rows_without_the_sequence_start": ("wrong-output", ["counted from packed row 0", "cu_seqlens_q[b]"]),
+    "07_v_load_unmasked": ("v-read-unmasked", ["the nan-tail case", "every other case"]),
+}
+pytestmark = pytest.mark.timeout(1200)
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory) -> dict[str, CheckResult]:
+    written = mistakes.materialise(tmp_path_factory.mktemp("round16"))
+    files = {stem: written[stem] for stem in WANTED}
+    results = check_files(list(files.values()))
+    return {stem: results[path] for stem, path in files.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", sorted(WANTED))
+def test_the_words_quote_the_measurement(checked, stem: str):
+    code, phrases = WANTED[stem]
+    result = checked[stem]
+    assert not result.passed, stem
+    message = next((d.message for d in result.diagnosis if d.code == code), None)
+    assert message is not None, [d.code for d in result.diagnosis]
+    for phrase in phrases:
+        assert phrase in message, message
