@@ -49,6 +49,16 @@ def test_a_total_off_with_every_block_in_proportion_blames_the_divisor():
     assert "Below 1:" not in above
 
 
+def test_a_total_that_is_each_rows_own_sum_is_said_as_the_final_division_left_out():
+    """Weights of exp(s - max) not divided by their sum: each row's factor is its own l."""
+    s, allowed, p = _scores()
+    masked = torch.where(allowed, s, float("-inf"))
+    unnormalised = torch.where(allowed, (masked - masked.amax(-1, keepdim=True)).exp(), 0.0)
+    said = block_shares_words(unnormalised, s, allowed, BLOCK)
+    assert "not divided by l_i at the end" in said and "Above 1:" not in said, said
+    assert "not divided by l_i" not in block_shares_words(p * 1.3, s, allowed, BLOCK)  # one factor for all rows
+
+
 def test_rows_that_never_read_a_key_they_must_see_are_not_compared():
     """A row whose loop skipped keys renormalises over the rest: its blocks all weigh more than
     softmax's share, with nothing wrong in how it divides.  Such rows (a key with exactly 0

@@ -111,8 +111,9 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
                     " of the chosen scores)" + ("" if "full" in unread and "partial" in unread else
                                                ", on the others it matches softcap·tanh(s/softcap)"))
         heads = other_head_words(one, tolerance)
-        found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the measured "
-                  f"weights put no weight on a masked key, miss no visible one, and {modifier}."
+        found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}; the weights"
+                  " measured at small scores (q scaled down) put no weight on a masked key, miss no visible one,"
+                  f" and {modifier}."
                   f"{shares}{heads}" + ("" if heads else own_scores_words(module, one, device, generator))
                   + "".join(_far_below_wrong_words(x, tolerance) for x in written))
     found.add(visits)
@@ -175,9 +176,36 @@ def own_scores_words(module: ModuleType, one: Checked, device: str, generator: t
                 f"{float(apart[h, r]):.2g} in all, a row), so on this case the error lies in how the values are"
                 " combined, not in the weights.")
     kind = "NaN" if math.isnan(float(w[h, r, c])) else f"{float(w[h, r, c]):.3g}"
+    vanished = ""
+    if total < VANISHED and float(p[h, r].sum()) > 1 - VANISHED:
+        raw = softcapped(reading.scores(x.q, x.k), case.softcap)[h, r].double().cpu()
+        vanished = _masked_above_words(raw, allowed[r].cpu(), bm, r)
     return (f"{said} head {h} row {r} weighs key {c} at {kind} where softmax of its capped, masked scores gives "
             f"{float(p[h, r, c]):.3g}; its weights add up to {total:.3g} and differ from softmax's by "
-            f"{float(apart[h, r]):.3g} in all." + listed_shares_words(w, s, allowed, bm))
+            f"{float(apart[h, r]):.3g} in all.{vanished}" + listed_shares_words(w, s, allowed, bm))
+
+
+VANISHED = 0.01  # a row whose read-out weights add up to less than this: every weight underflowed
+UNDERFLOW_GAP = 17.0  # exp(-17) ~ 4e-8: below fp16's smallest subnormal, as p goes into the second dot
+
+
+def _masked_above_words(raw: torch.Tensor, allowed: torch.Tensor, bm: BlockMask, r: int) -> str:
+    """For a row whose every weight vanished: where the keys its partial blocks mask score far above
+    every key it may see, in words (what a maximum taken before the mask gives); "" otherwise."""
+    kinds = bm.kinds()[r // bm.block_m]
+    partial = torch.zeros_like(allowed)
+    for j in (kinds == 1).nonzero().flatten().tolist():
+        partial[j * bm.block_n:(j + 1) * bm.block_n] = True
+    masked = partial[: raw.shape[-1]] & ~allowed
+    if not bool(masked.any()) or not bool(allowed.any()):
+        return ""
+    seen, hidden = float(raw[allowed].max()), float(raw[masked].max())
+    if hidden - seen < UNDERFLOW_GAP:
+        return ""
+    return (f" Every weight of that row vanished: the keys it may see score at most {seen:.3g} (capped), while keys"
+            f" its partial blocks mask score up to {hidden:.3g}, {hidden - seen:.3g} above - exp of its scores minus"
+            " a maximum taken over the masked keys too (before the mask sets them to -inf) underflows to 0 there,"
+            " and so does one minus any maximum that high.")
 
 
 def listed_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, bm: BlockMask) -> str:

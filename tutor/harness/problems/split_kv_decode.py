@@ -1035,6 +1035,10 @@ def _large_scores(codes: Findings, failing: list[Launch], measured: list[Slicing
                                    " state no slice wrote.")
 
 
+LAYOUT_NAN = (" Read in a layout the split did not write, a sequence's slots hold other slices' states (an empty"
+              " slice's m = -inf among them), so the NaN may come with the layout: make the two kernels agree first.")
+
+
 def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apart) -> None:
     """The two kernels tested apart, said beside the first error, as measured; where the
     merge measured alone is exact, a code's words stop pointing at it."""
@@ -1045,6 +1049,14 @@ def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apa
         probe, tested = None, Apart()  # an output not (all) written: the rest is not worth guessing at
     if tested.layouts_disagree:
         apart_words += tested.layouts_disagree
+        # the NaN's pattern is measured; the causes its words list (the empty state, -inf - -inf) are not: read in
+        # another layout, a sequence's slots hold other slices' states (blind round 17, w11)
+        if "empty-slice-nan" in codes:
+            nan = codes.pop("empty-slice-nan").strip().removesuffix(".")
+            apart_words += f" {nan[:1].upper()}{nan[1:]}: sequences that leave a slice empty." + LAYOUT_NAN
+        elif "nan-in-output" in codes:
+            nan = codes.pop("nan-in-output").removesuffix(".")
+            apart_words += " NaN or Inf in the output:" + nan + "." + LAYOUT_NAN
     elif probe is not None and not probe.exact:
         conv = tested.convention
         if conv is not None and (conv.vector != "o" or any(k not in ("m2", "l") for k in conv.scalars.values())):

@@ -769,7 +769,7 @@ def padding_slots_words(case: str, splits: int, again: torch.Tensor | None, expe
     pow2 = 1 << (splits - 1).bit_length()
     if again is None or not bool(torch.isfinite(again).all()):
         return ""
-    if float((again.double() - expected.double()).abs().max()) > tolerance:
+    if float((again.double().cpu() - expected.double().cpu()).abs().max()) > tolerance:
         return ""
     return (f" The {case} case ran with num_splits={splits}; on the same inputs with num_splits={pow2} (a power"
             f" of two: no padding slot in a merge that rounds the slice count up to one) the output is finite and"

@@ -99,6 +99,17 @@ def _runs_words(known: list[tuple[int, float]], unit: str) -> str:
             f" computation done piece by piece (a slice of a split, a pass of a loop) would.")
 
 
+OWN_SUM_SLACK = 0.03  # a row's factor within 3 % of its own l: the final division left out
+
+
+def _factor_is_own_sum(factors: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor) -> bool:
+    """Whether each row's weight factor is its own l = sum of exp(s - max s) over its allowed keys."""
+    masked = torch.where(allowed, s, torch.full_like(s, float("-inf")))
+    top = masked.amax(-1, keepdim=True)
+    own = torch.where(allowed, (masked - top).exp(), torch.zeros_like(s)).sum(-1)
+    return bool(((factors / own) - 1).abs().max() < OWN_SUM_SLACK)
+
+
 def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, block_n: int,
                        row_name: Callable[[int], str] = lambda r: f"row {r}", unit: str = "block",
                        of: str = "keys", spans: list[slice] | None = None,
@@ -139,6 +150,10 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
         said = (f" Across its {blocks}, each row's weights keep softmax's proportions (every block's share within"
                 f" {100 * CONSISTENT:.0f} % of one factor a row) and weigh every key it may see; only their total is"
                 f" off, ×{lo:.3g} to ×{hi:.3g}.")
+        if hi > 1 + SUM_SLACK and _factor_is_own_sum(mean[multi].exp(), s[multi], allowed[multi]):
+            return said + (" The factor is each row's own sum of exp(score - its maximum) over the keys it may see"
+                           " (its l; 1 for a row that sees one key): the output is the accumulator, not divided by"
+                           " l_i at the end.")
         if hi > 1 + SUM_SLACK:
             said += (" Above 1: the output is divided by less than the sum of the weights it accumulated (a running"
                      " sum that misses terms or rescales the accumulator gets, or a merge that weighs the partial"

@@ -1,4 +1,4 @@
-"""What the diagnoses of blind round 16's mistakes say, measured (each entry lives in its
+"""What the diagnoses of blind rounds 16 and 17's mistakes say, measured (each entry lives in its
 drill's mistakes file, where its codes are checked with the rest): the words name the
 measurement behind them, and only where it holds.
 
@@ -10,7 +10,10 @@ measurement behind them, and only where it holds.
 - dK from the wrong operand, or a transposed tile (drill 04);
 - a q pointer without the sequence's start (drill 08): each wrong row is attention of the row
   of its in-sequence index counted from packed row 0;
-- a V load without the position mask (drill 07): NaN only in the nan-tail case.
+- a V load without the position mask (drill 07): NaN only in the nan-tail case;
+- round 17: split and merge that disagree on the states' layout (drill 05): the NaN is not put on the
+  empty state; the final division left out (drill 06): the factor is each row's own l; masked scores
+  in the running maximum (drill 09): every weight of a row vanishes, its masked keys far above.
 """
 
 from __future__ import annotations
@@ -32,13 +35,17 @@ WANTED = {
     "04_dk_tile_transposed": ("dk-wrong", ["dK tile is the right one transposed", "BLOCK_N equals head_dim (64)"]),
     "08_q_rows_without_the_sequence_start": ("wrong-output", ["counted from packed row 0", "cu_seqlens_q[b]"]),
     "07_v_load_unmasked": ("v-read-unmasked", ["the nan-tail case", "every other case"]),
+    "05_states_stored_slice_major": ("wrong-output", ["disagree on where the slice states live",
+                                                      "may come with the layout"]),
+    "06_no_final_division": ("wrong-output", ["not divided by l_i at the end"]),
+    "09_mask_after_the_max": ("wrong-output", ["Every weight of that row vanished", "masked keys too"]),
 }
 pytestmark = pytest.mark.timeout(1200)
 
 
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory) -> dict[str, CheckResult]:
-    written = mistakes.materialise(tmp_path_factory.mktemp("round16"))
+    written = mistakes.materialise(tmp_path_factory.mktemp("rounds"))
     files = {stem: written[stem] for stem in WANTED}
     results = check_files(list(files.values()))
     return {stem: results[path] for stem, path in files.items()}
