@@ -1010,7 +1010,10 @@ def other_query_rows_words(case: Case, q: torch.Tensor, k: torch.Tensor, v: torc
         other = int(gap.argmin())
         if float(gap[other]) > tolerance:
             return ""
-        found.append((r, h, other))
+        # a row that sees few keys fits many q's (its output is a mix of a few value rows): where the row of
+        # its in-sequence index counted from packed row 0 fits as well, that one is taken
+        from_zero = r - case.cu_q[b]
+        found.append((r, h, from_zero if float(gap[from_zero]) <= tolerance else other))
     shown = "; ".join(f"row {r - case.cu_q[_seq_of(case, r)]} of sequence {_seq_of(case, r)} (head {h}): packed row"
                       f" {o}'s" for r, h, o in found[:4])
     words = (f" Each of {len(found)} wrong outputs sampled equals, within the tolerance, attention of another packed"
