@@ -786,7 +786,7 @@ def diagnose(
     codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested.visits_trusted))
     _wrong_before_nan(codes)
     _large_scores(codes, failing, measured if map_trusted and tested.visits_trusted else None,
-                  _padding_words(failing, module, tolerance))
+                  lambda: _padding_words(failing, module, tolerance))
     _say_apart(drill, codes, failing, tested)
     if map_trusted:
         _say_visits(codes, visits, passed=not failing)
@@ -1011,9 +1011,10 @@ def _padding_words(failing: list[Launch], module: ModuleType, tolerance: float) 
     return ""
 
 
-def _large_scores(codes: Findings, failing: list[Launch], measured: list[Slicing] | None, padding: str = "") -> None:
+def _large_scores(codes: Findings, failing: list[Launch], measured: list[Slicing] | None,
+                  padding: Callable[[], str] | None = None) -> None:
     """NaN only in the cases of large scores: an exp overflowed or underflowed fp32, or, where
-    ``padding`` (:func:`_padding_words`) measured it, the merge's padding slots (added to
+    ``padding`` (:func:`_padding_words`, called only here) measures it, the merge's padding slots (added to
     ``nan-in-output``).  Not where every sequence with NaN read no position at all (the
     orders case holds a length-1 sequence: a bound one short leaves it nothing, blind round
     10, w08): that is said instead, from the visit map (``measured``: None where it is not
@@ -1026,8 +1027,10 @@ def _large_scores(codes: Findings, failing: list[Launch], measured: list[Slicing
         return
     if "nan-in-output" in codes and nan_names and nan_names <= LARGE_SCORES.keys():
         named = "; ".join(words for name, words in LARGE_SCORES.items() if name in nan_names)
-        if padding:  # measured: right with a power-of-two split count
-            codes["nan-in-output"] += f" Only the cases of large scores have them ({named})." + padding
+        # measured (a relaunch, made only here): right with a power-of-two split count
+        padded = padding() if padding is not None else ""
+        if padded:
+            codes["nan-in-output"] += f" Only the cases of large scores have them ({named})." + padded
             return
         codes["nan-in-output"] += (f" Only the cases of large scores have them ({named}): an exp overflowed or"
                                    " underflowed fp32 there. Every exp/exp2 needs the true running maximum"
