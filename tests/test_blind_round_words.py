@@ -1,4 +1,4 @@
-"""What the diagnoses of blind rounds 16 and 17's mistakes say, measured (each entry lives in its
+"""What the diagnoses of blind rounds 16 to 18's mistakes say, measured (each entry lives in its
 drill's mistakes file, where its codes are checked with the rest): the words name the
 measurement behind them, and only where it holds.
 
@@ -13,7 +13,10 @@ measurement behind them, and only where it holds.
 - a V load without the position mask (drill 07): NaN only in the nan-tail case;
 - round 17: split and merge that disagree on the states' layout (drill 05): the NaN is not put on the
   empty state; the final division left out (drill 06): the factor is each row's own l; masked scores
-  in the running maximum (drill 09): every weight of a row vanishes, its masked keys far above.
+  in the running maximum (drill 09): every weight of a row vanishes, its masked keys far above;
+- later rounds: a q pointer indexed by the sequence alone (drill 05): each wrong output is attention
+  with another (sequence, head)'s query; lse and delta swapped for the dQ kernel (drill 04): the
+  causal launch's NaN and, beside it, the full launch's dQ read out (one factor per row).
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ WANTED = {
                                                       "may come with the layout"]),
     "06_no_final_division": ("wrong-output", ["not divided by l_i at the end"]),
     "09_mask_after_the_max": ("wrong-output", ["Every weight of that row vanished", "masked keys too"]),
+    "04_dq_gets_lse_and_delta_swapped": ("dq-wrong", ["one factor per row", "or its D is not the row's own"]),
+    "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
+                                                      "sequence 1 head 0: sequence 0 head 1's"]),
 }
 pytestmark = pytest.mark.timeout(1200)
 

@@ -807,32 +807,53 @@ def diagnose(
 
 def other_head_words(launch: Launch, tolerance: float) -> str:
     """Where every wrong (sequence, head) output equals, in float64 within the tolerance,
-    attention with another head's query (its own K/V) or with its own query against another
-    head's K/V, in its own sequence: that, in words; else ""."""
+    attention with another (sequence, head)'s query and its own K/V, or with its own query
+    against another head's K/V of its sequence: that, in words; else "".  A query of its own
+    sequence is preferred where both fit."""
     b, h, n, d = launch.case.shape
-    if h < 2:
-        return ""
     out = launch.out.double().cpu()
-    wrong = ((out - launch.expected).abs().nan_to_num(nan=float("inf")).amax(dim=-1) > tolerance).nonzero().tolist()
-    if not wrong:
+    far = (out - launch.expected).abs().nan_to_num(nan=float("inf")).amax(dim=-1) > tolerance
+    wrong = [(int(bi), int(hi)) for bi, hi in far.nonzero().tolist()]
+    if not wrong or b * h < 2:
         return ""
     q, k, v = launch.q, launch.k, launch.v
-    explained: dict[str, dict[tuple[int, int], int]] = {"query": {}, "K/V": {}}
+
+    def fits(alt: torch.Tensor, bi: int, hi: int) -> bool:
+        return float((out[bi, hi] - alt[bi, hi]).abs().max()) <= tolerance
+
+    rows = q.reshape(b * h, *q.shape[2:])
+    queries: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for j in range(b * h):
+        alt = attend(rows[j:j + 1].expand_as(rows).reshape(q.shape), k, v, launch.lengths)
+        for bi, hi in wrong:
+            if j != bi * h + hi and fits(alt, bi, hi):
+                queries.setdefault((bi, hi), []).append(divmod(j, h))
+    kvs: dict[tuple[int, int], int] = {}
     for other in range(h):
         pick = torch.full((h,), other, dtype=torch.long, device=q.device)
-        for what, alt in (("query", attend(q[:, pick], k, v, launch.lengths)),
-                          ("K/V", attend(q, k[:, pick], v[:, pick], launch.lengths))):
-            for bi, hi in wrong:
-                if other != hi and float((out[bi, hi] - alt[bi, hi]).abs().max()) <= tolerance:
-                    explained[what].setdefault((bi, hi), other)
-    for what, found in explained.items():
-        if len(found) == len(wrong):
-            shown = "; ".join(f"sequence {bi} head {hi}: head {found[(bi, hi)]}'s" for bi, hi in wrong[:4])
-            more = f"; and {len(wrong) - 4} more" if len(wrong) > 4 else ""
-            own = "its own K/V" if what == "query" else "its own query"
+        alt = attend(q, k[:, pick], v[:, pick], launch.lengths)
+        for bi, hi in wrong:
+            if other != hi and fits(alt, bi, hi):
+                kvs.setdefault((bi, hi), other)
+    more = f"; and {len(wrong) - 4} more" if len(wrong) > 4 else ""
+    if len(queries) == len(wrong):
+        # each wrong output's query source: one of its own sequence where one fits
+        source = {key: next((o for o in found if o[0] == key[0]), found[0]) for key, found in queries.items()}
+        if all(source[key][0] == key[0] for key in wrong):
+            shown = "; ".join(f"sequence {bi} head {hi}: head {source[(bi, hi)][1]}'s" for bi, hi in wrong[:4])
             return (f" Each of the {len(wrong)} wrong (sequence, head) outputs equals, within the tolerance, attention "
-                    f"with another head's {what} of its sequence and {own} ({shown}{more}): check the head offset of "
-                    f"the {'q pointer' if what == 'query' else 'K/V cache pointers'}.")
+                    f"with another head's query of its sequence and its own K/V ({shown}{more}): check the head "
+                    f"offset of the q pointer.")
+        shown = "; ".join(f"sequence {bi} head {hi}: sequence {source[(bi, hi)][0]} head {source[(bi, hi)][1]}'s"
+                          for bi, hi in wrong[:4])
+        return (f" Each of the {len(wrong)} wrong (sequence, head) outputs equals, within the tolerance, attention "
+                f"with another (sequence, head)'s query and its own K/V ({shown}{more}): check the q pointer's offset,"
+                f" its sequence part (the query's batch stride) and its head part.")
+    if len(kvs) == len(wrong):
+        shown = "; ".join(f"sequence {bi} head {hi}: head {kvs[(bi, hi)]}'s" for bi, hi in wrong[:4])
+        return (f" Each of the {len(wrong)} wrong (sequence, head) outputs equals, within the tolerance, attention "
+                f"with another head's K/V of its sequence and its own query ({shown}{more}): check the head offset of "
+                f"the K/V cache pointers.")
     return ""
 
 
