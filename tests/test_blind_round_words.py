@@ -16,7 +16,9 @@ measurement behind them, and only where it holds.
   in the running maximum (drill 09): every weight of a row vanishes, its masked keys far above;
 - later rounds: a q pointer indexed by the sequence alone (drill 05): each wrong output is attention
   with another (sequence, head)'s query; lse and delta swapped for the dQ kernel (drill 04): the
-  causal launch's NaN and, beside it, the full launch's dQ read out (one factor per row).
+  causal launch's NaN and, beside it, the full launch's dQ read out (one factor per row); a split that
+  stores o / l (drill 07): an empty slice's l is 0, not NaN, so the NaN is put on o alone; packed query
+  rows loaded without their mask (drill 07): Q read past its end, said though the output is right.
 """
 
 from __future__ import annotations
@@ -43,9 +45,12 @@ WANTED = {
     "06_no_final_division": ("wrong-output", ["not divided by l_i at the end"]),
     "09_mask_after_the_max": ("wrong-output", ["Every weight of that row vanished", "masked keys too"]),
     "04_dq_gets_lse_and_delta_swapped": ("dq-wrong", ["one factor per row", "or its D is not the row's own"]),
+    "07_split_stores_o_normalised": ("nan-in-output", ["holds 0, not NaN, so the NaN arose in o alone"]),
+    "07_q_rows_unmasked": ("read-past-end-unused", ["Q was read past its end: 384 elements after it"]),
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
 }
+FINDINGS = {"read-past-end-unused"}  # said of a kernel whose output is right
 pytestmark = pytest.mark.timeout(1200)
 
 
@@ -62,7 +67,7 @@ def checked(tmp_path_factory) -> dict[str, CheckResult]:
 def test_the_words_quote_the_measurement(checked, stem: str):
     code, phrases = WANTED[stem]
     result = checked[stem]
-    assert not result.passed, stem
+    assert result.passed == (code in FINDINGS), stem  # a finding comes with a right output
     message = next((d.message for d in result.diagnosis if d.code == code), None)
     assert message is not None, [d.code for d in result.diagnosis]
     for phrase in phrases:

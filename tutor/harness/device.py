@@ -63,12 +63,13 @@ def select_device(choice: DeviceChoice = "auto") -> Device:
             f"pip install 'triton>={wanted}' (see docs/SETUP.md)"
         )
     if not has_gpu:
-        from tutor.harness import interpreter_bf16, interpreter_bounds, interpreter_patch
+        from tutor.harness import interpreter_autotune, interpreter_bf16, interpreter_bounds, interpreter_patch
 
         interpreter_patch.install()  # one language swap per launch: same numbers, a third less time
         interpreter_patch.integers_as_on_a_gpu()  # no int32 overflow check: a GPU has none; a quarter less time
         interpreter_bf16.install()  # bfloat16 dots and arithmetic computed as a GPU does
         interpreter_bounds.install()  # a load or store outside every tensor: an error at its line, not a crash
+        interpreter_autotune.install()  # an autotuned kernel runs its first config (no driver to time them)
     kind: DeviceKind
     if has_gpu:
         kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"

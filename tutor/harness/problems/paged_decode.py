@@ -52,7 +52,7 @@ from tutor.harness import launch as launching
 from tutor.harness.loader import LAUNCHER
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches, paged_reads
 from tutor.harness.problems import split_kv_readout as apart
-from tutor.harness.result import CaseResult
+from tutor.harness.result import CaseResult, GuardFinding
 
 GARBAGE_K_SCALE = 3.0  # poisoned keys: larger than real ones, so a read of them wins the softmax
 GARBAGE_V_SHIFT = 3.0  # poisoned values: shifted, so a read of them moves the output
@@ -415,9 +415,15 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
 
     def diagnose() -> Diagnosed:
         relaunch = relauncher(module, device)  # the read-out, where no load was counted
+        # the margins a passing launch's loads read (counted on the interpreter only): read-past-end-unused
+        findings: list[GuardFinding] = []
+        unused: dict[str, str] = {}
+        shared.unused_read_details([(x.guarded.bands, x.result, f" (the {x.case.name} case)")
+                                    for x in launches if x.result is not None], findings, unused)
         return Diagnosed(diagnosis=paged_diagnose.diagnose(drill, launches, drill.tolerance, relaunch,
                                                            one_slice(module, device), rerecorder(module, device),
-                                                           padless(module, device)))
+                                                           padless(module, device), unused),
+                         guard_findings=findings)
 
     def diagnosis_variants() -> list[Callable[[], object]]:
         """The num_splits=1 runs the diagnosis may make (``one_slice``: a variant of its own,

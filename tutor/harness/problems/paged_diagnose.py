@@ -389,7 +389,10 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
              relaunch: paged_weights.Relaunch | None = None,
              one_slice: Callable[[Launch], torch.Tensor | None] | None = None,
              rerun_of: Callable[[Launch], apart.Rerun] | None = None,
-             padless: Callable[[Launch], torch.Tensor | None] | None = None) -> list[Diagnosis]:
+             padless: Callable[[Launch], torch.Tensor | None] | None = None,
+             unused_reads: dict[str, str] | None = None) -> list[Diagnosis]:
+    """``unused_reads``: ``read-past-end-unused`` as the guard bands measured it (passing
+    launches' loads into a margin, :func:`tutor.harness.guarded.unused_read_details`)."""
     # the nan-tail case (V NaN where the other cases hold finite poison) is said only where all else passed
     tails = [x for x in launches if x.case.nan_tail]
     launches = [x for x in launches if not x.case.nan_tail]
@@ -416,6 +419,7 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
     codes.add(reads)
     if not failing:
         codes.add(nan_tail_findings(tails))
+    codes.add(unused_reads or {})
     return codes.worded(drill)
 
 

@@ -171,12 +171,24 @@ def _spoiled_slot_words(split: apart.KernelCall, roles: apart.Roles, states: lis
     empty = _rows(split.after[maxima[0]], roles.rows, roles.slots).eq(float("-inf")).any(dim=2) if maxima \
         else torch.zeros_like(bad)
     n_empty, n_bad = int((bad & empty).sum()), int(bad.sum())
+    # the other clean scalar states (a running sum) at those slots: 0 there means the NaN arose in o alone
+    sums = [pos for pos in states if pos != roles.split_pos[roles.vector] and pos not in spoiled
+            and pos not in maxima[:1]]
+    zero_sums = [pos for pos in sums
+                 if bool((_rows(split.after[pos], roles.rows, roles.slots) == 0).all(dim=2)[bad & empty].all())]
     words = ""
     if n_empty:
         which = f"All {n_bad} slots holding it" if n_empty == n_bad else f"{n_empty} of the {n_bad} slots holding it"
-        words += (f" {which} store a maximum of -inf ({split.arg_name(maxima[0])}):"
-                  " a slice that scored no position, where exp2(-inf − (-inf)) is NaN; such a slice must leave"
-                  " l = 0 and o = 0 as they started.")
+        words += (f" {which} store a maximum of -inf ({split.arg_name(maxima[0])}): a slice that scored no"
+                  " position.")
+        if zero_sums:
+            words += (f" There {split.arg_name(zero_sums[0])} holds 0, not NaN, so the NaN arose in o alone: o divided"
+                      " by that l = 0 before it is stored is 0/0 (a slice that stores its o normalised must not"
+                      " divide an empty one), as is a rescale exp2(-inf − (-inf)) applied to o and not to l. Such a"
+                      " slice must leave l = 0 and o = 0 as they started.")
+        else:
+            words += (" There an update that takes exp2(-inf − (-inf)) is NaN, and so is o or l divided by l = 0;"
+                      " such a slice must leave l = 0 and o = 0 as they started.")
     if n_bad > n_empty:
         words += (f" {n_bad - n_empty} of them have a finite maximum: there a NaN in the running sums comes from"
                   " 0 × Inf or Inf − Inf in the slice's own arithmetic, as when, on the first tile (m = -inf,"
