@@ -18,7 +18,8 @@ measurement behind them, and only where it holds.
   with another (sequence, head)'s query; lse and delta swapped for the dQ kernel (drill 04): the
   causal launch's NaN and, beside it, the full launch's dQ read out (one factor per row); a split that
   stores o / l (drill 07): an empty slice's l is 0, not NaN, so the NaN is put on o alone; packed query
-  rows loaded without their mask (drill 07): Q read past its end, said though the output is right.
+  rows loaded without their mask (drill 07): Q read past its end, said though the output is right; a key
+  loop that starts at the query tile (drill 08): the earlier key blocks are missing from the visit map.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ WANTED = {
     "04_dq_gets_lse_and_delta_swapped": ("dq-wrong", ["one factor per row", "or its D is not the row's own"]),
     "07_split_stores_o_normalised": ("nan-in-output", ["holds 0, not NaN, so the NaN arose in o alone"]),
     "07_q_rows_unmasked": ("read-past-end-unused", ["Q was read past its end: 384 elements after it"]),
+    "08_key_loop_starts_at_the_query_tile": ("keys-missed", ["the visit map records no visit to those earlier blocks"]),
+    "08_acc_zeroed_each_block": ("keys-missed", ["did not survive the later ones"]),
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
 }

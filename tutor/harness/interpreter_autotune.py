@@ -45,7 +45,7 @@ def install() -> bool:
         self.nargs = dict(zip(self.arg_names, args, strict=False))  # what prune_configs' hooks read
         try:
             kept = list(self.prune_configs(kwargs)) or configs
-        except Exception:  # a pruning hook that needs a GPU: every config stays a candidate
+        except RuntimeError:  # a pruning hook that needs a GPU's driver: every config stays a candidate
             kept = configs
         self.configs = kept[:1]  # one config: Triton's autotuner launches it without timing
         try:

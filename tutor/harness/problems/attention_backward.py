@@ -953,6 +953,9 @@ def spans(indices: list[int]) -> str:
     return ", ".join(words[:6]) + (f" and {len(words) - 6} more runs" if len(words) > 6 else "")
 
 
+UNSTEADY = " Run again on the same inputs, the NaN/Inf does not come back in the same places"
+
+
 def _unsteady_nan_words(launch: BackwardLaunch, again: dict[str, torch.Tensor]) -> str:
     """``again``: the case's gradients from its own inputs run once more.  Where its NaN/Inf
     does not come back in the same elements, that in words (no function of the inputs: memory
@@ -964,10 +967,10 @@ def _unsteady_nan_words(launch: BackwardLaunch, again: dict[str, torch.Tensor]) 
         return ""
     counts = ", ".join(f"{n} {int((~torch.isfinite(launch.grads[n].float())).sum())} then"
                        f" {int((~torch.isfinite(again[n].float())).sum())}" for n in names)
-    return (" Run again on the same inputs, the NaN/Inf does not come back in the same places (non-finite"
-            f" elements: {counts}), so it is no function of the inputs alone. It comes from memory read"
-            " before anything wrote it (a buffer the launcher allocates with torch.empty and accumulates"
-            " into, say) or from an order of operations that changes between runs (a race).")
+    return (f"{UNSTEADY} (non-finite elements: {counts}), so it is no function of the inputs alone. It"
+            " comes from memory read before anything wrote it (a buffer the launcher allocates with"
+            " torch.empty and accumulates into, say) or from an order of operations that changes between"
+            " runs (a race).")
 
 
 def _slope_words(slope: float) -> str:
@@ -1090,9 +1093,11 @@ def diagnose(drill: Drill, launches: list[BackwardLaunch], maps: list[VisitMap],
                                                ds_words, nan_words):
                 say(code, detail)
     _reconcile(codes, generic, context.explained)
-    if not codes or set(codes) == {"nan-in-output"}:
+    if not codes or (set(codes) == {"nan-in-output"} and UNSTEADY not in codes["nan-in-output"]):
         # NaN on one case and a finite wrong gradient on another: what the finite one measured is
-        # said beside the NaN (blind round 16, 04/w27: a full launch's P read out, a causal one's NaN)
+        # said beside the NaN (blind round 16, 04/w27: a full launch's P read out, a causal one's NaN),
+        # unless the NaN is no function of the inputs: then neither is what the finite launch measured
+        # (blind round 18, 04/w40: dQ accumulated into a buffer never zeroed, read out as "dP wrong")
         codes.update(generic)
     for code, detail in _loop_findings(drill, launches, maps).items():
         say(code, detail)

@@ -592,20 +592,44 @@ def _offset_law(offsets: dict[int, int | None], case: Case) -> tuple[str, str] |
     return None
 
 
-def _last_block_words(read: RowRead, block_n: int) -> str:
+def _last_block_words(read: RowRead, block_n: int, unvisited: bool) -> str:
     """Where every row that misses keys weighs only keys of the K/V block holding its diagonal
     and none before it, that, in words (blind round 11: an accumulator zeroed each block, a
-    running maximum never updated); else ""."""
+    running maximum never updated; ``unvisited``: the visit map records none of those earlier
+    blocks for their query blocks, blind round 18, 08/w38: a loop started at the query tile's
+    own offset); else ""."""
     if not read.last_block_only or read.last_block_only + read.weigh_none != read.missing_rows:
         return ""
     none = f" ({read.weigh_none} of them weigh no key at all)" if read.weigh_none else ""
-    return (f" Those rows weigh only keys of the K/V block holding their diagonal (blocks of BLOCK_N = "
-            f"{block_n} keys from the sequence's start), none of the blocks before it{none}: what the earlier "
-            f"blocks added did not survive the later ones (a state reset, or scaled by 0, between blocks), or "
-            f"their keys were masked out.")
+    said = (f" Those rows weigh only keys of the K/V block holding their diagonal (blocks of BLOCK_N = "
+            f"{block_n} keys from the sequence's start), none of the blocks before it{none}")
+    if unvisited:
+        return said + (", and the visit map records no visit to those earlier blocks for the query blocks those rows"
+                       " are in, while it records others. The key loop does not reach them: look at where it starts"
+                       " (the sequence's first key block) and at its bounds.")
+    return said + (": what the earlier blocks added did not survive the later ones (a state reset, or scaled by 0,"
+                   " between blocks), or their keys were masked out.")
 
 
-def diagonal_findings(read: RowRead, case: Case, block_n: int) -> Findings:
+def _earlier_blocks_unvisited(read: RowRead, case: Case, visits: torch.Tensor | None, block_m: int,
+                              block_n: int) -> bool:
+    """Whether the visit map records some visit, and none, for any head, to a key block before
+    the diagonal's of each row that misses keys, in that row's query block."""
+    if visits is None or not read.missed:
+        return False
+    got = (visits != 0).cpu()
+    if not bool(got.any()):
+        return False
+    for b, i, _ in read.missed:
+        nq, nk = case.seqs[b]
+        diagonal_block = (i + nk - nq) // block_n
+        if bool(got[b * case.heads:(b + 1) * case.heads, i // block_m, :diagonal_block].any()):
+            return False
+    return True
+
+
+def diagonal_findings(read: RowRead, case: Case, block_n: int, visits: torch.Tensor | None = None,
+                      block_m: int = 1) -> Findings:
     """The diagonal each sequence's rows measure: the classic off-by-(Nk - Nq), one shift
     shared by all sequences, a shift that moves with the packed starts, or rows that
     miss keys / weigh keys after their diagonal (said with the measured rows)."""
@@ -673,9 +697,10 @@ def diagonal_findings(read: RowRead, case: Case, block_n: int) -> Findings:
     if read.missed:
         b, i, keys = read.missed[0]
         last = i + case.seqs[b][1] - case.seqs[b][0]
+        unvisited = _earlier_blocks_unvisited(read, case, visits, block_m, block_n)
         found.say("keys-missed", f" {len(read.missed)} rows give no weight to keys they must see; the first: row {i} "
                   f"of {_seq_words(case, b)} misses key{'s' * (len(keys) > 1)} {index_runs(keys)} of its 0..{last}"
-                  f"{where}.{_last_block_words(read, block_n)}")
+                  f"{where}.{_last_block_words(read, block_n, unvisited)}")
     if read.future:
         b, i, n = read.future[0]
         found.say("future-keys-seen", f" {len(read.future)} rows weigh keys after their diagonal; the first: row {i} "
@@ -841,8 +866,9 @@ NAN_WHATEVER_V = (
     " Read out through one-hot values on that case, each of those rows weighs every key NaN: the NaN arises in"
     " what the row computes from its scores (the running maximum, l_i, alpha, p) before V can matter. The"
     " usual sources: m_i starts at -inf, so m_new - m_i or qk - m_i (exp2 of +inf, then 0 * inf), a division"
-    " by alpha or l_i inside the loop, or a block where a row's every score is -inf (-inf - (-inf) = NaN);"
-    " alpha must be exp2(m_i - m_new) and p must use m_new.")
+    " by alpha or l_i inside the loop, a block where a row's every score is -inf (-inf - (-inf) = NaN), or a"
+    " row whose loop read no key at all (l_i still 0, so acc / l_i is 0/0); alpha must be exp2(m_i - m_new)"
+    " and p must use m_new.")
 
 
 def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: str, generator: torch.Generator,
@@ -899,7 +925,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         across = other_sequence_findings(read, one.case)
         found.add(across)
         # the first failing case that shows one
-        diagonal = diagonal or diagonal_findings(read, one.case, int(module.BLOCK_N))
+        diagonal = diagonal or diagonal_findings(read, one.case, int(module.BLOCK_N), one.launch.visits,
+                                                 int(module.BLOCK_M))
         if across or diagonal:
             # one case's read-out that names something is the diagnosis: reading the other failing
             # cases (a launch per head_dim packed keys each: 47 launches, 3.7 s after the verdict on
