@@ -19,7 +19,8 @@ measurement behind them, and only where it holds.
   causal launch's NaN and, beside it, the full launch's dQ read out (one factor per row); a split that
   stores o / l (drill 07): an empty slice's l is 0, not NaN, so the NaN is put on o alone; packed query
   rows loaded without their mask (drill 07): Q read past its end, said though the output is right; a key
-  loop that starts at the query tile (drill 08): the earlier key blocks are missing from the visit map.
+  loop that starts at the query tile (drill 08): the earlier key blocks are missing from the visit map;
+  D or lse read for another row than the query row's (drill 04): the loop's gradient fits exactly.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ WANTED = {
     "07_q_rows_unmasked": ("read-past-end-unused", ["Q was read past its end: 384 elements after it"]),
     "08_key_loop_starts_at_the_query_tile": ("keys-missed", ["the visit map records no visit to those earlier blocks"]),
     "08_acc_zeroed_each_block": ("keys-missed", ["did not survive the later ones"]),
+    "04_d_loaded_with_the_key_offsets": ("dk-wrong", ["with D read at the key block's offsets"]),
+    "04_lse_broadcast_along_the_keys": ("dq-wrong", ["with lse read broadcast along the wrong axis"]),
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
 }

@@ -112,4 +112,5 @@ def test_a_dq_loop_with_d_on_the_wrong_axis_is_named_through_the_harness(tmp_pat
     assert result.outcome == "failed"
     said = {d.code: d.message for d in result.diagnosis}
     assert "dq-wrong" in said, said
-    assert "D is broadcast on the wrong axis" in said["dq-wrong"], said["dq-wrong"]
+    # the exact closed form: row i, key j of a tile takes the D of the query block's row j mod BLOCK_N
+    assert "with D read broadcast along the wrong axis" in said["dq-wrong"], said["dq-wrong"]

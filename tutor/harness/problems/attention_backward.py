@@ -774,6 +774,7 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
         # loop's whole dS read out (one-hot K, on a failing short case: a model of it that
         # reproduces every pair); then the closed-form fits
         own = _dk_operand(launch, tolerance, block_n) if g == "dk" else ""  # exact closed forms first
+        own = own or _key_indexed(launch, g, tolerance, block_m, block_n)
         own = own or _d_term_detail(launch, d_probe, (g,), block_m, block_n)
         if not own and g == "dq" and ds_words is not None:
             own = ds_words()
@@ -862,6 +863,54 @@ def _d_form(launch: BackwardLaunch, d_student: torch.Tensor, block_m: int, toler
         said += ("; dK is exactly what the same D gives in the dK/dV loop: both loops use it (the preprocess's"
                  " output, or the same slip in both loops)")
     return f" ({said}.)"
+
+
+def _misread_rows(seq: int, block_m: int, block_n: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """(N, N) long: for each (query row i, key j), the row whose D or lse a loop uses where it
+    loads that row vector wrongly: at the key's index j; with the key block's offsets (row i of a
+    query block takes key block start + i mod BLOCK_M: loaded at the key offsets, broadcast over
+    the rows); or at the right rows broadcast the other way (key j of a block takes query block
+    start + j mod BLOCK_N).  Rows at or past ``seq`` read 0 (a masked load's other)."""
+    i = torch.arange(seq, device=device)[:, None].expand(seq, seq)
+    j = torch.arange(seq, device=device)[None, :].expand(seq, seq)
+    return {"at each key's index j": j,
+            "at the key block's offsets (row i reads key block start + i mod BLOCK_M)":
+                (j // block_n) * block_n + i % block_m,
+            "broadcast along the wrong axis (key j reads query block start + j mod BLOCK_N)":
+                (i // block_m) * block_m + j % block_n}
+
+
+def _key_indexed(launch: BackwardLaunch, grad: str, tolerance: float, block_m: int, block_n: int) -> str:
+    """" <measured>" where the one wrong gradient (``grad``, "dq" or "dk") is exactly what its loop
+    gives with D, or (the dQ loop) lse, read for another row than the query row's own, as
+    :func:`_misread_rows` lists them (blind round 18, 04/w37: D loaded with the key offsets;
+    w11: lse broadcast along the keys); "" otherwise."""
+    ref = launch.ref
+    seq = launch.q.shape[-2]
+    q64, k64, v64, do64 = (t.to(torch.float64) for t in (launch.q, launch.k, launch.v, launch.do))
+    scale = launch.q.shape[-1] ** -0.5
+    d_rows = (do64 * ref.o).sum(-1)
+    dp = do64 @ v64.transpose(-1, -2)
+    masked = ref.s.masked_fill(~ref.allowed, float("-inf"))
+
+    def read(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        padded = torch.cat([values, torch.zeros_like(values[..., :1])], dim=-1)  # row seq: a masked load's 0
+        return padded[..., rows.clamp(max=seq)]
+
+    loop = "`_bwd_dkdv`" if grad == "dk" else "`_bwd_dq`"
+    for how, rows in _misread_rows(seq, block_m, block_n, q64.device).items():
+        candidates = {"D": ref.p * (dp - read(d_rows, rows))}
+        if grad == "dq":  # the dK/dV loop's P is dV's too: with dV right, only the dQ loop's lse can be off
+            candidates["lse"] = torch.exp(masked - read(ref.lse, rows)) * (dp - d_rows[..., :, None])
+        for what, ds in candidates.items():
+            if not bool(torch.isfinite(ds).all()):
+                continue
+            fitted = (ds.transpose(-1, -2) @ q64 if grad == "dk" else ds @ k64) * scale
+            if _fits(launch.grads[grad], fitted, tolerance):
+                return (f" {GRAD_BANDS[grad]} is exactly what {loop} gives with {what} read {how}, not at the"
+                        f" query row i: look at the load of {what} in that loop, its offsets and how it is"
+                        f" broadcast against the (query, key) tile.")
+    return ""
 
 
 def _dk_loop_d(launch: BackwardLaunch, tolerance: float, block_m: int) -> str:
