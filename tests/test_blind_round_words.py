@@ -20,7 +20,10 @@ measurement behind them, and only where it holds.
   stores o / l (drill 07): an empty slice's l is 0, not NaN, so the NaN is put on o alone; packed query
   rows loaded without their mask (drill 07): Q read past its end, said though the output is right; a key
   loop that starts at the query tile (drill 08): the earlier key blocks are missing from the visit map;
-  D or lse read for another row than the query row's (drill 04): the loop's gradient fits exactly.
+  D or lse read for another row than the query row's (drill 04): the loop's gradient fits exactly; a
+  merge that adds ln(l) to an exp2-domain maximum (drill 05): each slice weighs l^0.693 2^m; a merge
+  that counts l twice: the power of l fitted on every row the tutor tried is 2; a running maximum from
+  0 (drill 06): its far-below case, every score near -120, is NaN in every row.
 """
 
 from __future__ import annotations
@@ -53,6 +56,11 @@ WANTED = {
     "08_acc_zeroed_each_block": ("keys-missed", ["did not survive the later ones"]),
     "04_d_loaded_with_the_key_offsets": ("dk-wrong", ["with D read at the key block's offsets"]),
     "04_lse_broadcast_along_the_keys": ("dq-wrong", ["with lse read broadcast along the wrong axis"]),
+    "05_merge_lse_with_natural_log_of_l": ("wrong-output", ["l_s^0.693 2^(m_s - M)", "a natural log of l_s"]),
+    "05_merge_counts_l_twice": ("wrong-output", ["l_s^2 2^(m_s - M) / sum_t l_t^2 2^(m_t - M)",
+                                                 "to the power 2 where it belongs once"]),
+    "06_running_max_starts_at_zero": ("nan-in-output", ["on the far-below case (window 80, seq=150)",
+                                                         "in every row of a case", "0/0 (those rows are NaN)"]),
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
 }

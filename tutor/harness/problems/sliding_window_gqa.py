@@ -82,7 +82,12 @@ from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Proble
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.attention.cases import block_visit_map, evaluate
-from tutor.harness.problems.attention.reference import masked_attention, score_rounding_allowance
+from tutor.harness.problems.attention.reference import (
+    FAR_BELOW,
+    far_below_words,
+    masked_attention,
+    score_rounding_allowance,
+)
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 
@@ -97,6 +102,7 @@ class Case:
     window: int
     q_scale: float = 1.0  # > 1: hostile scores (q is scaled up); 0 with long_sum
     long_sum: bool = False  # q = 0 and V's column 0 at 512: an fp16 running sum overflows (tutor.harness.long_sum)
+    far_below: bool = False  # every score near -FAR_BELOW: a running maximum that starts at 0 underflows every p
 
     @property
     def group(self) -> int:
@@ -131,6 +137,9 @@ CPU_CASES = (
     # the wide window's launch on more rows, every score 0 and V's column 0 at 512: from row 127 on a row
     # sums 128 keys, 65536 > 65504, so an acc kept in fp16 overflows there (the same compiled variant)
     Case("long-sum", 1, 2, 2, 200, 32, 128, q_scale=0.0, long_sum=True),
+    # the hostile case's shapes with every score near -120 (drills 05, 07-09 have such rows too): a running
+    # maximum that starts at 0, not -inf, leaves every p = exp2(score - 0) at 0 and the row 0/0
+    Case("far-below", 1, 2, 1, 150, 64, 80, far_below=True),
 )
 GPU_CASES = (
     Case("default", 2, 8, 2, 1000, 64, 300),
@@ -145,7 +154,9 @@ GPU_CASES = (
     # budget doubles; a kernel tuned at 64 can go wrong only here
     Case("head-dim-128", 1, 4, 2, 300, 128, 100),
     Case("long-sum", 1, 2, 2, 200, 64, 128, q_scale=0.0, long_sum=True),
+    Case("far-below", 1, 4, 2, 300, 64, 100, far_below=True),
 )
+FAR_BELOW_Q = 8.0  # the far-below case's q along dim 0 (K's is FAR_BELOW * sqrt(d) / it: 120 at d = 64)
 # timed: the window is a quarter of the sequence, 8 query heads per K/V head
 GPU_TIMING = Case("timing", 4, 32, 4, 4096, 64, 1024)
 
@@ -178,12 +189,19 @@ def random_inputs(
     def normal(*shape: int) -> torch.Tensor:
         return torch.randn(shape, generator=generator, dtype=torch.float32)
 
-    q = (normal(case.batch, case.heads, case.seq, case.head_dim) * case.q_scale).to(device, torch.float16)
+    q = normal(case.batch, case.heads, case.seq, case.head_dim) * case.q_scale
     kv_shape = (case.batch, case.heads_kv, case.seq, case.head_dim)
     k, v = normal(*kv_shape), normal(*kv_shape)
+    if case.far_below:
+        # q = A e0 + noise / 4 and k = -B e0 + noise / 4, A B / sqrt(d) = FAR_BELOW: every score of a row
+        # lies within a few units of -FAR_BELOW (q's own noise shifts a row by ~4, keys differ by ~0.3)
+        a = FAR_BELOW_Q
+        q, k = q * 0.25, k * 0.25
+        q[..., 0] += a
+        k[..., 0] -= FAR_BELOW * case.head_dim**0.5 / a
     if case.long_sum:
         v = long_sum_values(v)
-    return q, k.to(device, torch.float16), v.to(device, torch.float16)
+    return q.to(device, torch.float16), k.to(device, torch.float16), v.to(device, torch.float16)
 
 
 @dataclass
@@ -925,7 +943,9 @@ def diagnose(
     banded = [shared.Banded.of(one.launch.bands, one.result, _where(one)) for one in checked]
     # the long-sum case (q = 0, V's column 0 at 512) reads nothing out; it is said only where all else passed
     sums = [one for one in checked if one.case.long_sum]
-    checked = [one for one in checked if not one.case.long_sum]
+    # the far-below case (every score near -120) likewise: said only where all else passed
+    below = [one for one in checked if one.case.far_below]
+    checked = [one for one in checked if not one.case.long_sum and not one.case.far_below]
     codes, written = _outputs_written([c for c in checked if not c.result.passed])
     outside, started_before = _loop_outside(checked, module)
     codes.add(outside)
@@ -967,9 +987,59 @@ def diagnose(
     said.add(codes)
     said.add({code: detail for code, detail in guard_said.items() if code not in said})
     drop_explained_nan(said)
-    if all(one.result.passed for one in checked):
+    failed = [one for one in checked if not one.result.passed]
+    hostile_low = bool(failed) and all(one.case.name == "hostile" for one in failed) and all(
+        _wrong_rows_all_low(one, drill.tolerance) for one in failed)
+    if not failed or hostile_low:
+        if hostile_low and any(not one.result.passed for one in below):
+            # the hostile case's wrong rows are rows whose every score is far below 0 too: one cause, said once
+            said.pop("wrong-output", None)
+        said.add(_far_below_findings(below, drill.tolerance, hostile_failed=hostile_low))
+    if not failed:
         said.add(_long_sum_findings(sums, drill.tolerance))
     return said.worded(drill)
+
+
+LOW_SCORE = -10.0  # a row whose every visible score lies below this: p = exp2(score - 0) loses fp16's bits
+
+
+def _wrong_rows_all_low(one: Checked, tolerance: float) -> bool:
+    """Whether every wrong (head, row) output of the case is a row whose every score in its
+    window lies below LOW_SCORE (natural units): what a running maximum started at 0 gets wrong."""
+    out = one.launch.out.to(torch.float64).cpu()
+    bad = (out - one.expected.cpu()).abs().nan_to_num(nan=float("inf")).amax(dim=-1) > tolerance
+    if not bool(bad.any()):
+        return False
+    scores = reading.scores(one.launch.q, one.launch.k.repeat_interleave(one.case.group, dim=1)).cpu()
+    allowed = window_mask(one.case.seq, one.case.window)
+    top = scores.masked_fill(~allowed, float("-inf")).amax(dim=-1).reshape(bad.shape)
+    return bool((top[bad] < LOW_SCORE).all())
+
+
+def _far_below_findings(below: list[Checked], tolerance: float, hostile_failed: bool = False) -> Findings:
+    """``nan-in-output`` or ``wrong-output`` for a failing far-below case (every other case
+    passed, but the hostile one where ``hostile_failed``): which rows went wrong, all of them
+    scores near -FAR_BELOW, and what they became."""
+    found = Findings()
+    for one in below:
+        if one.result.passed:
+            continue
+        out = one.launch.out.to(torch.float64).cpu()
+        gap = (out - one.expected.cpu()).abs().nan_to_num(nan=float("inf")).amax(dim=-1)  # (batch, heads, seq)
+        bad = gap > tolerance
+        rows = sorted({int(r) for r in bad.nonzero()[:, -1].tolist()})
+        wrong = out[bad]
+        then = (", and the final division is then 0/0 (those rows are NaN)" if bool(wrong.isnan().all())
+                else ", and those rows are then 0" if bool((wrong == 0).all()) else None)
+        where = "in every row" if len(rows) == one.case.seq else f"in rows {index_runs(rows)}"
+        others = ("Every other case but the hostile one, whose wrong rows all have every score below"
+                  f" {LOW_SCORE:.0f} too," if hostile_failed else "Every other case")
+        subject = (f"{others} passed; on the far-below case (window {one.case.window},"
+                   f" seq={one.case.seq}) {int(bad.sum())} of {bad.numel()} (head, row) outputs are wrong, {where}"
+                   f" of a case")
+        code = "nan-in-output" if bool((~torch.isfinite(wrong)).any()) else "wrong-output"
+        found.say(code, far_below_words(subject, then))
+    return found
 
 
 def _long_sum_findings(sums: list[Checked], tolerance: float) -> Findings:

@@ -704,9 +704,17 @@ def read_weights(got: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor, labels
     top = (m2 == big).double()
     but_last = sums * base
     but_last[:, -1] = 0.0
+    # a log of l_s in the other base than the maxima's, added to them: 2^(m + ln l) = 2^m l^ln2, e^(m + log2 l)
+    safe_l = torch.where(nonempty, sums, torch.ones_like(sums))
+    ln_l = base * safe_l.pow(LN2) * nonempty.double()
+    log2_l = base * safe_l.pow(LOG2E) * nonempty.double()
     described = {
         "l_s e^(m_s - M) / sum_t l_t e^(m_t - M): natural exp applied to maxima kept in the exp2 domain (or the"
         " other way round)": natural / natural.sum(-1, keepdim=True),
+        "l_s^0.693 2^(m_s - M) / sum_t l_t^0.693 2^(m_t - M): a natural log of l_s added to a maximum in the exp2"
+        " domain, where log2(l_s) belongs (2^(ln l) = l^0.693)": ln_l / ln_l.sum(-1, keepdim=True),
+        "l_s^1.44 2^(m_s - M) / sum_t l_t^1.44 2^(m_t - M): log2(l_s) added to a maximum in natural-log units,"
+        " where ln(l_s) belongs (e^(log2 l) = l^1.44)": log2_l / log2_l.sum(-1, keepdim=True),
         "l_s 2^(m_s - M) / sum_t 2^(m_t - M): the sum it divides by leaves out l_t": sums * base / base.sum(
             -1, keepdim=True),
         "l_s 2^(m_s - M) / sum_t l_t: the sum it divides by is not brought to one maximum": sums * base / sums.sum(
@@ -716,6 +724,8 @@ def read_weights(got: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor, labels
         f" last slice (its mask or loop over the slices one short)": but_last / but_last.sum(-1, keepdim=True),
     }
     formula = None if code else next((words for words, h in described.items() if fits_all(h)), None)
+    if code is None and formula is None:
+        formula = _power_law_words(weights, m2, sums, finite, fits_all)
     # the worst slice of the worst finite row
     words = ""
     if formula:
@@ -739,6 +749,53 @@ def read_weights(got: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor, labels
         words += (f" Your merge alone gives NaN or inf on the rows with {'; '.join(nan_rows)}"
                   + ("; right on the others." if bool((right | ~finite).all()) else "."))
     return MergeReadout(False, code, nan_rows, words)
+
+
+def _power_law_words(weights: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor, finite: torch.Tensor,
+                     fits_all: Callable[[torch.Tensor], bool]) -> str | None:
+    """Where the merge weighs every slice as l_s^b 2^(a (m_s - M)), normalised over the slices,
+    one (a, b) for every row the tutor tried (fitted on the log weights, a constant a row): that
+    formula in words (blind round 19, 05/w08: l counted twice, b = 2); None where none fits."""
+    nonempty = (sums > 0) & finite[:, None]
+    usable = nonempty & (weights > 1e-12)  # fitted where a log is measurable; every row is checked after
+    if int(usable.sum()) < 4:
+        return None
+    ln_w = torch.where(usable, weights.clamp_min(1e-300).log(), torch.zeros_like(weights))
+    x1 = torch.where(usable, m2 * LN2, torch.zeros_like(m2))
+    x2 = torch.where(usable, sums.clamp_min(1e-300).log(), torch.zeros_like(sums))
+    n = usable.sum(-1, keepdim=True).clamp(min=1)
+
+    def centred(x: torch.Tensor) -> torch.Tensor:
+        return torch.where(usable, x - x.sum(-1, keepdim=True) / n, torch.zeros_like(x))
+
+    y, a1, a2 = centred(ln_w), centred(x1), centred(x2)
+    gram = torch.tensor([[float((a1 * a1).sum()), float((a1 * a2).sum())],
+                         [float((a1 * a2).sum()), float((a2 * a2).sum())]], dtype=torch.float64)
+    if float(torch.linalg.det(gram)) < 1e-6:
+        return None
+    a, b = torch.linalg.solve(gram, torch.tensor([float((a1 * y).sum()), float((a2 * y).sum())],
+                                                 dtype=torch.float64)).tolist()
+    if abs(a - 1) < 0.02 and abs(b - 1) < 0.02:
+        return None  # the right weights: what is wrong is elsewhere
+    big = m2.amax(-1, keepdim=True)
+    fitted = torch.where(nonempty, torch.exp2(a * (m2 - big)) * sums.clamp_min(1e-300).pow(b), torch.zeros_like(m2))
+    if not fits_all(fitted / fitted.sum(-1, keepdim=True)):
+        return None
+    a_off, b_off = abs(a - 1) >= 0.02, abs(b - 1) >= 0.02
+    power = f"^{b:.3g}" if b_off else ""
+
+    def term(x: str) -> str:
+        return f"l_{x}{power} 2^({a:.3g} (m_{x} - M))" if a_off else f"l_{x}{power} 2^(m_{x} - M)"
+
+    why = []
+    if b_off:
+        why.append(f"l_s enters the weight to the power {b:.3g} where it belongs once (l counted twice gives 2; a"
+                   " log of l_s in another base than the maxima's, 0.693 or 1.44)")
+    if a_off:
+        why.append(f"the maxima enter multiplied by {a:.3g}: in other units than the exponential's (exp of maxima"
+                   " kept for exp2 gives 1.44, the other way round 0.693)")
+    return f"{term('s')} / sum_t {term('t')}, fitted on every row (the right weight is l_s 2^(m_s - M)): " + \
+        "; ".join(why)
 
 
 def _num(x: float) -> str:
