@@ -60,7 +60,7 @@ WANTED = {
     "05_merge_counts_l_twice": ("wrong-output", ["l_s^2 2^(m_s - M) / sum_t l_t^2 2^(m_t - M)",
                                                  "to the power 2 where it belongs once"]),
     "06_running_max_starts_at_zero": ("nan-in-output", ["on the far-below case (window 80, seq=150)",
-                                                         "in every row of a case", "0/0 (those rows are NaN)"]),
+                                                         "in every row of the case", "0/0 (those rows are NaN)"]),
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
 }

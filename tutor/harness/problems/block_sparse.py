@@ -53,7 +53,7 @@ from tutor.harness.loader import LAUNCHER
 from tutor.harness.long_sum import long_sum_values
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention.cases import block_visit_map, evaluate
-from tutor.harness.problems.attention.reference import FAR_BELOW, score_rounding_allowance
+from tutor.harness.problems.attention.reference import place_far_below, score_rounding_allowance
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 
@@ -248,13 +248,7 @@ def random_inputs(case: Case, device: str, generator: torch.Generator) -> list[t
     q = torch.randn(shape, generator=generator) * case.q_scale
     k, v = (torch.randn(shape, generator=generator) for _ in range(2))
     if case.far_below:
-        # q = A e0 + noise and k = -B e0 + noise on the last head, A * B / sqrt(d) = FAR_BELOW
-        a = case.q_scale
-        b = FAR_BELOW * case.head_dim**0.5 / a
-        q[:, -1] *= 0.25 / case.q_scale
-        k[:, -1] *= 0.25
-        q[:, -1, :, 0] += a
-        k[:, -1, :, 0] -= b
+        place_far_below(q[:, -1], k[:, -1], a=case.q_scale, q_scale=case.q_scale)  # the last head
     if case.long_sum:
         v = long_sum_values(v)
     return [t.to(device, torch.float16) for t in (q, k, v)]

@@ -82,10 +82,11 @@ from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Proble
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.attention.cases import block_visit_map, evaluate
+from tutor.harness.problems.attention.hostile import row_errors
 from tutor.harness.problems.attention.reference import (
-    FAR_BELOW,
     far_below_words,
     masked_attention,
+    place_far_below,
     score_rounding_allowance,
 )
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
@@ -193,12 +194,7 @@ def random_inputs(
     kv_shape = (case.batch, case.heads_kv, case.seq, case.head_dim)
     k, v = normal(*kv_shape), normal(*kv_shape)
     if case.far_below:
-        # q = A e0 + noise / 4 and k = -B e0 + noise / 4, A B / sqrt(d) = FAR_BELOW: every score of a row
-        # lies within a few units of -FAR_BELOW (q's own noise shifts a row by ~4, keys differ by ~0.3)
-        a = FAR_BELOW_Q
-        q, k = q * 0.25, k * 0.25
-        q[..., 0] += a
-        k[..., 0] -= FAR_BELOW * case.head_dim**0.5 / a
+        place_far_below(q, k, FAR_BELOW_Q)  # every score of a row within a few units of -FAR_BELOW
     if case.long_sum:
         v = long_sum_values(v)
     return q.to(device, torch.float16), k.to(device, torch.float16), v.to(device, torch.float16)
@@ -1006,8 +1002,7 @@ LOW_SCORE = -10.0  # a row whose every visible score lies below this: p = exp2(s
 def _wrong_rows_all_low(one: Checked, tolerance: float) -> bool:
     """Whether every wrong (head, row) output of the case is a row whose every score in its
     window lies below LOW_SCORE (natural units): what a running maximum started at 0 gets wrong."""
-    out = one.launch.out.to(torch.float64).cpu()
-    bad = (out - one.expected.cpu()).abs().nan_to_num(nan=float("inf")).amax(dim=-1) > tolerance
+    bad = row_errors(one.launch.out.cpu(), one.expected.cpu(), per_head=True) > tolerance  # (batch*head, row)
     if not bool(bad.any()):
         return False
     scores = reading.scores(one.launch.q, one.launch.k.repeat_interleave(one.case.group, dim=1)).cpu()
@@ -1024,19 +1019,17 @@ def _far_below_findings(below: list[Checked], tolerance: float, hostile_failed: 
     for one in below:
         if one.result.passed:
             continue
-        out = one.launch.out.to(torch.float64).cpu()
-        gap = (out - one.expected.cpu()).abs().nan_to_num(nan=float("inf")).amax(dim=-1)  # (batch, heads, seq)
-        bad = gap > tolerance
+        out = one.launch.out.cpu()
+        bad = row_errors(out, one.expected.cpu(), per_head=True) > tolerance  # (batch*head, row)
         rows = sorted({int(r) for r in bad.nonzero()[:, -1].tolist()})
-        wrong = out[bad]
+        wrong = out.reshape(-1, *out.shape[-2:])[bad]
         then = (", and the final division is then 0/0 (those rows are NaN)" if bool(wrong.isnan().all())
                 else ", and those rows are then 0" if bool((wrong == 0).all()) else None)
-        where = "in every row" if len(rows) == one.case.seq else f"in rows {index_runs(rows)}"
+        where = "in every row of the case" if len(rows) == one.case.seq else f"in rows {index_runs(rows)}"
         others = ("Every other case but the hostile one, whose wrong rows all have every score below"
                   f" {LOW_SCORE:.0f} too," if hostile_failed else "Every other case")
         subject = (f"{others} passed; on the far-below case (window {one.case.window},"
-                   f" seq={one.case.seq}) {int(bad.sum())} of {bad.numel()} (head, row) outputs are wrong, {where}"
-                   f" of a case")
+                   f" seq={one.case.seq}) {int(bad.sum())} of {bad.numel()} (head, row) outputs are wrong, {where}")
         code = "nan-in-output" if bool((~torch.isfinite(wrong)).any()) else "wrong-output"
         found.say(code, far_below_words(subject, then))
     return found

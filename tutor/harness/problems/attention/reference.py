@@ -20,6 +20,17 @@ KeyRule = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 FAR_BELOW = 120.0
 
 
+def place_far_below(q: torch.Tensor, k: torch.Tensor, a: float, q_scale: float = 1.0) -> None:
+    """In place: q (standard-normal noise times ``q_scale``) becomes a e0 + noise / 4 and k
+    (standard-normal noise) -b e0 + noise / 4, with a b / sqrt(d) = FAR_BELOW: every score of a
+    row lies within a few units of -FAR_BELOW (q's own noise along e0 shifts a whole row by about
+    FAR_BELOW / (4 a), keys differ by about 0.3): an ordinary softmax over score differences."""
+    q *= 0.25 / q_scale
+    k *= 0.25
+    q[..., 0] += a
+    k[..., 0] -= FAR_BELOW * q.shape[-1] ** 0.5 / a
+
+
 def far_below_words(subject: str, then: str | None = "") -> str:
     """Rows whose every score lies near -FAR_BELOW, named by ``subject`` (e.g. "Those rows are
     all in sequence 2 of that case"), and what underflows there, followed by ``then`` (what
