@@ -16,7 +16,7 @@ from helpers_harness import check_jobs, job, shipped_drill, shipped_solution
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
-from tutor.harness.problems import PROBLEMS, problem_for
+from tutor.harness.problems import PROBLEMS, paged_diagnose, problem_for
 from tutor.harness.problems import paged_decode as paged
 from tutor.harness.result import CheckResult
 
@@ -261,8 +261,6 @@ def test_nan_in_the_same_place_of_every_group_is_said_as_such():
     w63: the group mask one short): the last place of each group of 4; other patterns say nothing."""
     from types import SimpleNamespace
 
-    from tutor.harness.problems import paged_diagnose
-
     x = SimpleNamespace(case=paged.Case("t", 8, 2, 8, 32, (5, 9, 3)))
     every = [[b, h] for b in range(3) for h in (3, 7)]
     words = paged_diagnose._group_position_words(x, every)
@@ -288,3 +286,26 @@ def test_a_slice_size_rounded_down_fails_at_ordinary_scores(tmp_path):
     short = next(c for c in result.cases if c.name == "short")
     assert not result.passed and not short.passed
     assert "positions-unread" in result.codes, result.codes
+    said = {d.code: d.message for d in result.diagnosis}["positions-unread"]
+    assert "What was never read is each sequence's tail (sequence 0 (length 180) from position" in said, said
+
+
+def test_unread_positions_are_said_as_a_tail_only_where_each_sequence_misses_its_last_ones():
+    lengths = [70, 16, 7]
+    said = paged_diagnose.tail_words({0: set(range(64, 70))}, lengths, times=1)
+    assert "sequence 0 (length 70) from position 64 to its end" in said and "read, 1 time like every other" in said
+    both = paged_diagnose.tail_words({0: set(range(64, 70)), 1: {15}}, lengths, times=2)
+    assert "sequence 1 (length 16) from position 15" in both and "2 times" in both
+    assert paged_diagnose.tail_words({0: {3, 69}}, lengths, times=1) == ""  # a gap is not a tail
+    assert paged_diagnose.tail_words({0: set(range(64, 70)), 1: {3}}, lengths, times=1) == ""  # nor one of two
+    assert paged_diagnose.tail_words({2: set(range(7))}, lengths, times=1) == ""  # a whole sequence: no bound
+
+
+@pytest.mark.slow
+def test_a_tail_read_from_the_wrong_pages_is_not_said_as_reading_that_stopped(checked):
+    """The table column cols // BLOCK_N reads a sequence's own earlier pages again in place of
+    its later ones: its tail goes unread, but the reads did not stop (positions read twice)."""
+    said = {d.code: d.message for d in checked("page_index_by_block").diagnosis}
+    assert "positions-unread" in said and "tail" not in said["positions-unread"], said
+    split = {d.code: d.message for d in checked("split_grid_one_slice_short").diagnosis}
+    assert "What was never read is each sequence's tail" in split["positions-unread"], split

@@ -263,6 +263,27 @@ class ReadFacts:
     past: list[str] = field(default_factory=list)
     unlisted: list[str] = field(default_factory=list)
     repeated: tuple[int, str] | None = None  # (least reads of a held K/V element, its words); GQA > 1 only
+    tail: str = ""  # counted loads that stopped short of a length (:func:`tail_words`)
+
+
+def tail_words(missing: dict[int, set[int]], lengths: list[int], times: int) -> str:
+    """" <measured>" where each sequence with positions never read misses exactly its last ones
+    (positions p..length-1, p > 0) and counted loads read every other held element ``times``
+    times: the reads stopped short of the length; "" where any sequence misses positions
+    elsewhere (then no one bound explains them)."""
+    tails: list[str] = []
+    for s, gone in sorted(missing.items()):
+        n = lengths[s]
+        first = min(gone)
+        if first == 0 or gone != set(range(first, n)):
+            return ""
+        tails.append(f"sequence {s} (length {n}) from position {first} to its end")
+    if not tails:
+        return ""
+    return (f" What was never read is each sequence's tail ({'; '.join(tails)}), and every position before it was"
+            f" read, {times} time{'s' if times > 1 else ''} like every other: the reads stop short of the length (a"
+            " loop bound, a mask, a slice's range or the launch grid that does not reach it: a count rounded down,"
+            " the last slice or block never launched).")
 
 
 def counted_facts(x: Launch) -> ReadFacts:
@@ -299,6 +320,14 @@ def counted_facts(x: Launch) -> ReadFacts:
                        f" past its length {c.lengths[s]})" if s >= 0 else f"page {page} (in no block table)")
                 unlisted[key] = unlisted.get(key, 0) + int((any_read[page] > 0).sum())
     facts.unlisted = [f"read {key}" for key in unlisted]
+    # a tail unread while every other held element was read equally often: reading that stopped
+    # (a position read twice and another never is reading that went astray, not stopping)
+    read_counts = np.unique(np.concatenate(needed_reads)) if needed_reads else np.zeros(0)
+    if read_counts.size and (read_counts[read_counts > 0].size == 1):
+        unread_by_seq: dict[int, set[int]] = {}
+        for (s, _, _), positions in unread.items():
+            unread_by_seq.setdefault(s, set()).update(positions)
+        facts.tail = tail_words(unread_by_seq, list(c.lengths), int(read_counts.max()))
     for (s, page, j), positions in sorted(unread.items()):
         by_pools: dict[str, list[int]] = {}
         for position, pools in positions.items():
@@ -340,7 +369,10 @@ def say_reads(facts: list[ReadFacts], failing: bool) -> Findings:
             said: list[str] = getattr(f, field_name)
             if said:
                 more = f"; and {len(said) - 4} more" if len(said) > 4 else ""
-                found.say(code, f" {f.how}: " + "; ".join(said[:4]) + more + _where(f.launch) + ".")
+                # a tail left unread while the reads went elsewhere (past a length, to unlisted pages)
+                # is not reading that stopped short: the tail words only where nothing strayed
+                tail = f.tail if code == "positions-unread" and not f.past and not f.unlisted else ""
+                found.say(code, f" {f.how}: " + "; ".join(said[:4]) + more + _where(f.launch) + "." + tail)
                 break
     repeated = [f.repeated for f in facts if f.repeated is not None]
     if repeated and all(least >= 2 for least, _ in repeated):
