@@ -55,3 +55,33 @@ def test_a_store_past_every_tensor_is_an_error_at_its_line_not_a_dead_worker(tmp
     assert "outside every tensor the kernel was given" in result.error.message
     assert "MidM's storage" in result.error.message
     assert result.error.source_line == "    tl.store(MidM + state, m_i)"
+
+
+def test_an_integer_division_by_zero_is_noted_once_per_launch_and_said_with_an_out_of_bounds_access():
+    bounds._launch.zero_division.append("")
+    try:
+        assert bounds._zero_division_words() == ""
+        bounds.divided(np.array([4, 4]))  # no zero divisor: nothing noted
+        assert bounds._zero_division_words() == ""
+        bounds.divided(np.array([4, 0]))
+        first = bounds._launch.zero_division[-1]
+        assert first.endswith(": `bounds.divided(np.array([4, 0]))`"), first  # the line that divided
+        bounds.divided(np.int32(0))  # only the first is kept
+        assert bounds._launch.zero_division[-1] == first
+        assert f"this launch divided an integer by 0 ({first})" in bounds._zero_division_words()
+    finally:
+        bounds._launch.zero_division.pop()
+    bounds.divided(np.array([0]))  # outside a launch: nothing is noted (and nothing fails)
+
+
+@pytest.mark.slow
+def test_heads_passed_in_the_wrong_order_name_the_division_by_zero_that_led_out_of_bounds(tmp_path):
+    """Drill 06's launcher passing H_KV for H and H for H_KV (blind round 19, 06/w40): the group
+    size H // H_KV is 0, the K/V head h // 0 is 0 on the interpreter, and the load runs past K."""
+    path = solution_with("06", "        head_dim**-0.5, seq, window, heads, heads_kv,\n",
+                         "        head_dim**-0.5, seq, window, heads_kv, heads,\n", tmp_path / "06_heads_swapped.py")
+    result = check_one(path, "06")
+    assert result.error is not None and result.error.kind == "runtime", result.error
+    assert "outside every tensor the kernel was given" in result.error.message
+    assert "this launch divided an integer by 0 (program (0, 0, 0), line 49: `off_hkv = off_h // (H // H_KV)`)" \
+        in result.error.message, result.error.message

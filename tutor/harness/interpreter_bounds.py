@@ -54,6 +54,8 @@ class OutOfBounds(RuntimeError):
 class _Launch(threading.local):
     def __init__(self) -> None:
         self.spans: list[list[Span] | None] = []  # a stack: one entry per running launch (None: unchecked)
+        # per running launch, the first integer // or % by 0 it ran, in words ("" while none)
+        self.zero_division: list[str] = []
 
 
 _launch = _Launch()
@@ -144,11 +146,47 @@ def check_addresses(kind: str, live: Any, size: int) -> None:
         inside |= (live >= s.first) & (live + size <= s.end)
     if bool(inside.all()):
         return
+    raise OutOfBounds(_words(kind, live, size, spans, _program()) + _zero_division_words())
+
+
+def _program() -> str:
+    """The running program, in words ("program (0, 9, 0)")."""
     from triton.runtime import interpreter
 
     grid = getattr(interpreter.interpreter_builder, "grid_idx", None)
-    where = f"program {tuple(int(i) for i in grid)}" if grid is not None else "one program"
-    raise OutOfBounds(_words(kind, live, size, spans, where))
+    return f"program {tuple(int(i) for i in grid)}" if grid is not None else "one program"
+
+
+def _kernel_line() -> str:
+    """The innermost frame outside Triton and this module (the kernel's line being
+    interpreted), as "line N: `source`"; "" where there is none."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name != __file__ and "/triton/" not in name.replace("\\", "/"):
+            info = inspect.getframeinfo(frame, context=1)
+            source = (info.code_context or [""])[0].strip()
+            return f"line {info.lineno}" + (f": `{source}`" if source else "")
+        frame = frame.f_back
+    return ""
+
+
+def divided(divisor: Any) -> None:
+    """Note the first integer division or remainder by 0 of the running launch (``divisor``: the
+    NumPy divisor).  Not an error: a correct kernel may divide in lanes it then masks off."""
+    if _launch.zero_division and not _launch.zero_division[-1] and bool(np.any(np.asarray(divisor) == 0)):
+        where = ", ".join(part for part in (_program(), _kernel_line()) if part)
+        _launch.zero_division[-1] = where
+
+
+def _zero_division_words() -> str:
+    """What an out-of-bounds error adds where its launch divided an integer by 0 earlier."""
+    where = _launch.zero_division[-1] if _launch.zero_division else ""
+    if not where:
+        return ""
+    return (f" Before it, this launch divided an integer by 0 ({where}): Triton's interpreter makes that 0, a GPU"
+            " an undefined value, and an offset or program index computed from it can land anywhere: check that"
+            " divisor (a count such as a group size H // H_KV that came out 0, arguments passed in another order).")
 
 
 def _element_size(handle: Any) -> int:
@@ -165,7 +203,8 @@ def install() -> bool:
 
     builder = getattr(interpreter, "InterpreterBuilder", None)
     executor = getattr(interpreter, "GridExecutor", None)
-    names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas")
+    names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas",
+             "create_idiv", "create_srem", "create_urem")
     if builder is None or executor is None or not all(hasattr(builder, n) for n in names):
         return False
     if getattr(builder.create_masked_load, "_flashtutor_bounds", False):
@@ -175,11 +214,13 @@ def install() -> bool:
     @functools.wraps(launch)
     def checked_launch(self: Any, *args: Any, **kwargs: Any) -> Any:
         _launch.spans.append(spans_of(self.fn, args, kwargs))
+        _launch.zero_division.append("")
         interpreter_races.begin()
         try:
             return launch(self, *args, **kwargs)
         finally:
             interpreter_races.end()
+            _launch.zero_division.pop()
             _launch.spans.pop()
 
     load, store = builder.create_masked_load, builder.create_masked_store
@@ -211,6 +252,25 @@ def install() -> bool:
         check("atomic", ptr.data, None, _element_size(ptr))
         return cas(self, ptr, *rest)
 
+    # integer // and % (sdiv and udiv call create_idiv); a float's are create_fdiv / create_frem
+    idiv, srem, urem = builder.create_idiv, builder.create_srem, builder.create_urem
+
+    @functools.wraps(idiv)
+    def integer_div(self: Any, lhs: Any, rhs: Any) -> Any:
+        divided(rhs.data)
+        return idiv(self, lhs, rhs)
+
+    @functools.wraps(srem)
+    def signed_rem(self: Any, lhs: Any, rhs: Any) -> Any:
+        divided(rhs.data)
+        return srem(self, lhs, rhs)
+
+    @functools.wraps(urem)
+    def unsigned_rem(self: Any, lhs: Any, rhs: Any) -> Any:
+        divided(rhs.data)
+        return urem(self, lhs, rhs)
+
+    builder.create_idiv, builder.create_srem, builder.create_urem = integer_div, signed_rem, unsigned_rem
     masked_load._flashtutor_bounds = True  # type: ignore[attr-defined]
     builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
     builder.create_atomic_rmw, builder.create_atomic_cas = atomic_rmw, atomic_cas
