@@ -47,12 +47,22 @@ def test_the_right_ds_is_said_right(causal):
     (lambda s, p, dp, d, allowed: p * (dp - 2 * d[..., None]), "subtracts 2 x rowsum(dO * O) as D"),
     (lambda s, p, dp, d, allowed: p * (dp - d[..., None, :]), "D is broadcast on the wrong axis"),
     (lambda s, p, dp, d, allowed: 0.125 * p * (dp - d[..., None]), "is 0.125 x P * (dP - D)"),
+    (lambda s, p, dp, d, allowed: p * (dp.transpose(-1, -2) - d[..., None]), "its dP is transposed"),
 ])
 @pytest.mark.parametrize("causal", [False, True])
 def test_each_term_is_named_from_the_measured_ds(make, said, causal):
     q, k, v, do, allowed, s, p, dp, d = _inputs(causal)
     shape = readout.describe_ds(_dq_for(make(s, p, dp, d, allowed), k), q, k, v, do, allowed)
     assert not shape.right and said in shape.words, shape.words
+
+
+@pytest.mark.parametrize("name", ["K", "Q", "dO"])
+def test_a_dp_made_from_another_operand_than_v_is_named(name):
+    """dP = dO Kᵀ in the dQ loop (blind round 18, 04/w20: a k typed for v)."""
+    q, k, v, do, allowed, s, p, dp, d = _inputs(False)
+    other = {"K": k, "Q": q, "dO": do}[name]
+    shape = readout.describe_ds(_dq_for(p * (do @ other.transpose(-1, -2) - d[..., None]), k), q, k, v, do, allowed)
+    assert f"its dP is dO {name}ᵀ where it is dO Vᵀ" in shape.words, shape.words
 
 
 def test_a_p_of_another_temperature_is_measured():

@@ -255,6 +255,14 @@ def describe_ds(dq: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
                               " cannot tell them apart).")
     if close(got, (dp - d[..., None]) * allowed):
         return DsShape(False, f"{said} is dP - D on every pair a row may see: it is not multiplied by P.")
+    # dP from another operand than V (P and D right): dS = P * (dO Xᵀ - D), or dP transposed
+    for name, other in (("K", k64), ("Q", q64), ("dO", do64)):
+        if close(got, p * (do64 @ other.transpose(-1, -2) - d[..., None])):
+            return DsShape(False, f"{said} is P * (dO {name}ᵀ - D) on every pair: its dP is dO {name}ᵀ where it is"
+                                  f" dO Vᵀ ({name} loaded or used in place of V), P and D are right.")
+    if close(got, p * (dp.transpose(-1, -2) - d[..., None])):
+        return DsShape(False, f"{said} is P * (dPᵀ - D) on every pair: its dP is transposed (V dOᵀ, or the"
+                              " (key, query) tile where it takes the (query, key) one), P and D are right.")
     # D, where P is large enough to say: D_used = dP - dS / P
     big = allowed & (p > DS_MEASURABLE)
     d_used = torch.where(big, dp - got / p.clamp(min=DS_MEASURABLE), torch.zeros((), dtype=f64))
