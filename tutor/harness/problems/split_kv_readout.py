@@ -787,13 +787,25 @@ def _power_law_words(weights: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor
     def term(x: str) -> str:
         return f"l_{x}{power} 2^({a:.3g} (m_{x} - M))" if a_off else f"l_{x}{power} 2^(m_{x} - M)"
 
+    def near(x: float, *values: float) -> bool:
+        return any(abs(x - v) < 0.03 for v in values)
+
     why = []
     if b_off:
-        why.append(f"l_s enters the weight to the power {b:.3g} where it belongs once (l counted twice gives 2; a"
-                   " log of l_s in another base than the maxima's, 0.693 or 1.44)")
+        said = f"l_s enters the weight to the power {b:.3g} where it belongs once"
+        if near(b, 2):
+            said += " (l counted twice: once in o_s or a weight, and again)"
+        elif near(b, LN2, LOG2E):
+            said += " (a log of l_s in another base than the maxima's: 2^(ln l) = l^0.693, e^(log2 l) = l^1.44)"
+        why.append(said)
     if a_off:
-        why.append(f"the maxima enter multiplied by {a:.3g}: in other units than the exponential's (exp of maxima"
-                   " kept for exp2 gives 1.44, the other way round 0.693)")
+        if near(a, -1):
+            why.append("the maxima enter with their sign flipped: 2^(M - m_s) where 2^(m_s - M) belongs")
+        elif near(a, LN2, LOG2E):
+            why.append(f"the maxima enter multiplied by {a:.3g}: in other units than the exponential's (exp of"
+                       " maxima kept for exp2 gives 1.44, the other way round 0.693)")
+        else:
+            why.append(f"the maxima enter multiplied by {a:.3g}")
     return f"{term('s')} / sum_t {term('t')}, fitted on every row (the right weight is l_s 2^(m_s - M)): " + \
         "; ".join(why)
 
