@@ -64,7 +64,8 @@ WANTED = {
     "07_split_grid_one_slice_short": ("positions-unread", ["What was never read is each sequence's tail",
                                                            "the last slice or block never launched"]),
     "04_dq_loop_dp_from_k": ("dq-wrong", ["its dP is dO Kᵀ where it is dO Vᵀ"]),
-    "05_merge_weights_sign_flipped": ("nan-in-output", ["2^(-1 (m_s - M))", "the maxima enter with their sign flipped"]),
+    "05_merge_weights_sign_flipped": ("nan-in-output", ["2^(-1 (m_s - M))",
+                                                        "the maxima enter with their sign flipped"]),
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
 }
