@@ -66,6 +66,8 @@ WANTED = {
     "04_dq_loop_dp_from_k": ("dq-wrong", ["its dP is dO Kᵀ where it is dO Vᵀ"]),
     "05_merge_weights_sign_flipped": ("nan-in-output", ["2^(-1 (m_s - M))",
                                                         "the maxima enter with their sign flipped"]),
+    "07_running_max_over_the_wrong_axis": ("nan-in-output", ["in slot 0, whose slice holds position 0",
+                                                             "the maximum it stored never took their scores"]),
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
 }
