@@ -68,6 +68,8 @@ WANTED = {
                                                         "the maxima enter with their sign flipped"]),
     "07_running_max_over_the_wrong_axis": ("nan-in-output", ["in slot 0, whose slice holds position 0",
                                                              "the maximum it stored never took their scores"]),
+    "04_forward_lse_in_log2_units": ("forward-changed", ["O is right; the lse your forward stores is 1.443 x the"
+                                                         " natural log of each row's sum (log2 of the sum)"]),
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
 }

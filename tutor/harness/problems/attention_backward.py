@@ -1164,6 +1164,29 @@ class _Cases:
     explained: list[str] = field(default_factory=list)  # each explained launch's code ("" where none fits)
 
 
+LSE_SLACK = 1e-2  # the fp32 lse of fp16 inputs against float64's, natural units
+
+
+def _lse_words(launch: BackwardLaunch) -> str:
+    """" (<measured>)" where the student's forward stores another lse than the natural log of
+    each row's sum (O right): a multiple of it (log2 units: 1.443), or off by up to so much;
+    "" where it is the natural log."""
+    got = launch.lse.to(torch.float64).reshape(launch.ref.lse.shape)
+    ref = launch.ref.lse
+    off = float((got - ref).abs().nan_to_num(nan=float("inf")).max())
+    if off <= LSE_SLACK:
+        return ""
+    if bool(torch.isfinite(got).all()) and float((ref * ref).sum()) > 0:
+        c = float((got * ref).sum() / (ref * ref).sum())
+        if float((got - c * ref).abs().max()) <= LSE_SLACK * max(1.0, abs(c)):
+            log2 = " (log2 of the sum)" if abs(c - LOG2E) < 0.01 else ""
+            return (f" (O is right; the lse your forward stores is {c:.4g} x the natural log of each row's"
+                    f" sum{log2}, off by up to {off:.3g}: the backward's P = exp(qk - lse) is written for the"
+                    " natural log)")
+    return (f" (O is right; the lse your forward stores is off by up to {off:.3g} from the natural log of each"
+            " row's sum, which the backward's P = exp(qk - lse) is written for)")
+
+
 def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int, probe: Probe | None,
                    cases: _Cases, d_probe: DProbe | None = None,
                    ds_words: DsWords | None = None, nan_words: NanWords | None = None) -> list[tuple[str, str]]:
@@ -1180,6 +1203,9 @@ def _case_findings(launch: BackwardLaunch, tolerance: float, block_m: int, block
             return hostile
     if not launch.forward_ok:
         return [("forward-changed", launch.forward_detail + where + ".")]
+    lse = _lse_words(launch)
+    if lse:  # a forward whose lse is its own, with a backward that fails on it
+        return [("forward-changed", lse + where + ".")]
     outputs = _output_findings(launch, where, nan_words, (block_m, block_n))
     if outputs:
         return outputs
