@@ -70,6 +70,8 @@ WANTED = {
                                                              "the maximum it stored never took their scores"]),
     "04_forward_lse_in_log2_units": ("forward-changed", ["O is right; the lse your forward stores is 1.443 x the"
                                                          " natural log of each row's sum (log2 of the sum)"]),
+    "06_v_loaded_one_key_late": ("values-off-keys", ["the weight of each key j sits on value row j + 1"]),
+    "06_v_masked_with_the_query_rows": ("values-off-keys", ["were weighed, and their values read as 0"]),
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
 }

@@ -80,6 +80,7 @@ from tutor.harness.loader import LAUNCHER
 from tutor.harness.long_sum import long_sum_values, long_sum_words
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems.attention import readout as reading
+from tutor.harness.problems.attention import value_rows
 from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.attention.cases import block_visit_map, evaluate
 from tutor.harness.problems.attention.hostile import row_errors
@@ -1226,8 +1227,17 @@ class _WindowReadouts:
                 self.found[name] = []
                 return []
             self.slopes[name] = temperature(weights, inputs[0], inputs[1], one.case, self.block_n)
-            support, _ = weight_readout(self.module, one.case, self.device, self.generator, zero_q=True)
-            found = read_window(weights, read_visits, one.case, self.block_m, self.block_n, support)
+            moved = _values_off_keys(weights, inputs[0], inputs[1], one.case, self.block_n)
+            if moved is not None:  # the keys are weighed right and the values come from other rows
+                found = [moved]
+            else:
+                support, _ = weight_readout(self.module, one.case, self.device, self.generator, zero_q=True)
+                found = read_window(weights, read_visits, one.case, self.block_m, self.block_n, support)
+                # values moved past the sequence (no weight anywhere) fit it too, as do values moved
+                # by a shift where every row weighs one key (a window moved as much looks the same)
+                if _no_weight_anywhere(weights) or _values_off_keys(weights, inputs[0], inputs[1], one.case,
+                                                                    self.block_n, min_keys=1) is not None:
+                    found = [dataclasses.replace(f, fits=(*f.fits, "values-off-keys")) for f in found]
             for f in found:
                 f.detail = f.detail[:-1] + _where(one) + "."
                 if f.width is not None:
@@ -1246,6 +1256,32 @@ class _WindowReadouts:
     def speaking(self) -> dict[str, list[WindowFinding]]:
         """What each read-out that can speak for some row says."""
         return {name: found for name, found in self.found.items() if name not in self.mute}
+
+
+def _values_off_keys(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case,
+                     block_n: int, min_keys: int = 2) -> WindowFinding | None:
+    """``values-off-keys`` where the read-out's weights are softmax's own but sit on other value
+    rows than their keys' (:mod:`value_rows`): V loaded at other rows than K, or some of its
+    rows read as 0.  None where the weights sit on their own keys' rows (what the window
+    read-out then measures is the keys each row sees)."""
+    allowed = window_mask(case.seq, case.window, weights.device)
+    scores = reading.scores(q, k.repeat_interleave(case.group, dim=1)).to(weights.device)
+    probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    shift = value_rows.shifted_values(weights, probs, 2 * block_n, min_keys)
+    if shift is not None:
+        return WindowFinding("values-off-keys", value_rows.shifted_words(shift))
+    dropped = value_rows.dropped_values(weights, probs)
+    if dropped:
+        return WindowFinding("values-off-keys", value_rows.dropped_words(weights, probs, dropped))
+    return None
+
+
+def _no_weight_anywhere(weights: torch.Tensor) -> bool:
+    """Whether the read-out gives no value row of the sequence any weight, on every finite row
+    (there being one): what V read wholly from other rows (before the first, past the last)
+    measures, as does an output that adds no value at all."""
+    finite = torch.isfinite(weights).all(-1)
+    return bool(finite.any()) and bool((weights[finite].abs() < value_rows.MEASURABLE).all())
 
 
 def _other_head_words(one: Checked, tolerance: float) -> str:
