@@ -703,6 +703,9 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
             times += f" (sm_scale = 1/sqrt({head_dim}): dV takes no scale)." if abs(
                 c - head_dim**-0.5) < 0.02 * head_dim**-0.5 else "."
             return "dv-wrong", f" ({errs}; dQ and dK are right, so P is: look at the dV accumulation.{times})"
+        operand = _dv_operand(launch, tolerance, bad["dk"])
+        if operand:
+            return "dv-wrong", f" ({errs}.{operand})"
         # dV = Pᵀ dO: only a different P explains it
         for name, p in _candidate_p(launch, block_m, block_n).items():
             if _fits(launch.grads["dv"], p.transpose(-1, -2) @ launch.do.to(torch.float64), tolerance):
@@ -984,6 +987,30 @@ def _dk_operand(launch: BackwardLaunch, tolerance: float, block_n: int) -> str:
                     f" exchanged, blocks of {block_n} keys): the product is taken as Qᵀ dS, a (head_dim, BLOCK_N)"
                     " tile, where dSᵀ Q, a (BLOCK_N, head_dim) one, belongs - it compiles only because BLOCK_N"
                     f" equals head_dim ({head_dim}) here.")
+    return ""
+
+
+def _dv_operand(launch: BackwardLaunch, tolerance: float, dk_bad: bool) -> str:
+    """" <measured>" when dV is exactly Pᵀ X with the right P and another operand X in dO's
+    place: another input (blind round 20, 04/w39: dO loaded from Q's pointer), or dO with its
+    rows read one late or one early (04/w46); else ""."""
+    p_t = launch.ref.p.transpose(-1, -2)
+    also = (" dK is wrong with it: the same loop's dP = dO Vᵀ takes that operand too." if dk_bad else "")
+    for name, x in (("Q", launch.q), ("K", launch.k), ("V", launch.v)):
+        if _fits(launch.grads["dv"], p_t @ x.to(torch.float64), tolerance):
+            return f" dV is exactly Pᵀ {name}: the dK/dV loop's dV product takes {name} where dO belongs.{also}"
+    do64 = launch.do.to(torch.float64)
+    for shift in (1, -1):
+        moved = torch.zeros_like(do64)
+        if shift > 0:
+            moved[..., :-shift, :] = do64[..., shift:, :]
+        else:
+            moved[..., -shift:, :] = do64[..., :shift, :]
+        if _fits(launch.grads["dv"], p_t @ moved, tolerance):
+            when = ("one row late (row i reads dO of row i + 1)" if shift > 0
+                    else "one row early (row i reads dO of row i - 1)")
+            return (f" dV is exactly Pᵀ dO with dO's rows read {when}: the rows of the dK/dV loop's dO load are"
+                    f" off by one.{also}")
     return ""
 
 
@@ -1321,8 +1348,10 @@ def check_correctness(
     modes = [mode == "causal" for mode in drill.modes] or [False]
     launches: list[BackwardLaunch] = []
     maps: list[VisitMap] = []
-    # on a GPU also a whole-block length at head_dim 128 (issue 21): a kernel that assumes 64 fails there
-    extra = [] if interpreter or shape is not None else [("whole", plan.whole)]
+    # also a whole-block length at another head_dim: 128 on a GPU (issue 21), 32 on the interpreter
+    # (blind round 20, 04/w48: a backward with sm_scale = 0.125, right at 64 alone): a kernel that
+    # assumes head_dim 64 fails there
+    extra = [] if shape is not None else [("whole", plan.whole)]
 
     def recheck() -> bool:
         """Run a failing case again without visit maps?  Only compiled (the interpreter runs
