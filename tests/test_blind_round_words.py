@@ -75,6 +75,9 @@ WANTED = {
     "04_dkdv_do_loaded_from_q": ("dv-wrong", ["dV is exactly Pᵀ Q: the dK/dV loop's dV product takes Q"]),
     "04_dkdv_do_rows_one_late": ("dv-wrong", ["with dO's rows read one row late (row i reads dO of row i + 1)"]),
     "04_scale_hard_coded_for_head_dim_64": ("dv-wrong", ["grows as exp(0.707 s)", "seen on the whole shape"]),
+    "07_pool_row_no_kv_heads": ("positions-unread", ["one term changed", "the pool row without the K/V head"]),
+    "07_page_and_slot_the_other_way_round": ("positions-unread", ["block_table[b, pos % PAGE_SIZE] and slot"
+                                                                  " pos // PAGE_SIZE"]),
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
 }

@@ -270,6 +270,13 @@ def attend_every_head(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths
     return (_softmax_rows(s, lengths) @ v.double()).transpose(1, 2).cpu()
 
 
+def _block_n(module: ModuleType) -> int | None:
+    """The kernel's BLOCK_N, where the file defines one as a positive int (a pool row formula
+    with it is among those :mod:`paged_layout` tries)."""
+    value = getattr(module, "BLOCK_N", None)
+    return value if isinstance(value, int) and value > 0 else None
+
+
 # -- a launch ---------------------------------------------------------------------------------
 @dataclass
 class Launch:
@@ -422,7 +429,8 @@ def check_correctness(drill: Drill, module: ModuleType, interpreter: bool, devic
                                     for x in launches if x.result is not None], findings, unused)
         return Diagnosed(diagnosis=paged_diagnose.diagnose(drill, launches, drill.tolerance, relaunch,
                                                            one_slice(module, device), rerecorder(module, device),
-                                                           padless(module, device), unused),
+                                                           padless(module, device), unused,
+                                                           block_n=_block_n(module)),
                          guard_findings=findings)
 
     def diagnosis_variants() -> list[Callable[[], object]]:

@@ -28,7 +28,7 @@ import torch
 
 from tutor.catalog import Drill
 from tutor.harness.findings import Findings, index_runs
-from tutor.harness.problems import paged_weights
+from tutor.harness.problems import paged_layout, paged_weights
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.problems.paged_decode import Launch, attend_every_head, gathered, pages_needed
 from tutor.harness.problems.paged_nan import nan_origin_words
@@ -264,6 +264,7 @@ class ReadFacts:
     unlisted: list[str] = field(default_factory=list)
     repeated: tuple[int, str] | None = None  # (least reads of a held K/V element, its words); GQA > 1 only
     tail: str = ""  # counted loads that stopped short of a length (:func:`tail_words`)
+    layout: str = ""  # the one changed term of the pool row that gives the rows read (:mod:`paged_layout`)
 
 
 def tail_words(missing: dict[int, set[int]], lengths: list[int], times: int) -> str:
@@ -286,8 +287,9 @@ def tail_words(missing: dict[int, set[int]], lengths: list[int], times: int) -> 
             " the last slice or block never launched).")
 
 
-def counted_facts(x: Launch) -> ReadFacts:
-    """The counted loads of the K and V pools (Triton's interpreter)."""
+def counted_facts(x: Launch, block_n: int | None = None) -> ReadFacts:
+    """The counted loads of the K and V pools (Triton's interpreter); ``block_n`` (the
+    kernel's BLOCK_N, where known) lets the rows read be matched to a pool row formula."""
     c, p = x.case, x.inputs
     ps = c.page_size
     table = p.block_table.cpu()
@@ -298,6 +300,8 @@ def counted_facts(x: Launch) -> ReadFacts:
     for name, counts in (("K", x.k_counts), ("V", x.v_counts)):
         pool, before, after = _pool_counts(x, name, counts)
         per_pos = pool.min(axis=-1)  # (num_pages, kv_heads, page_size): an offset counts once all of D was read
+        if name == "K" and block_n is not None:
+            facts.layout = paged_layout.layout_words(x, pool.max(axis=-1), before + after, block_n)
         any_read = pool.max(axis=-1)
         if before or after:
             unlisted[f"{name} outside the pool ({before} elements before it, {after} after)"] = before + after
@@ -374,18 +378,24 @@ def say_reads(facts: list[ReadFacts], failing: bool) -> Findings:
                 tail = f.tail if code == "positions-unread" and not f.past and not f.unlisted else ""
                 found.say(code, f" {f.how}: " + "; ".join(said[:4]) + more + _where(f.launch) + "." + tail)
                 break
+    layout = next((f.layout for f in facts if f.layout), "")
+    first = next((code for code in ("positions-unread", "reads-past-length", "reads-unlisted-page")
+                  if code in found), None)
+    if layout and first is not None:
+        found[first] += layout
     repeated = [f.repeated for f in facts if f.repeated is not None]
     if repeated and all(least >= 2 for least, _ in repeated):
         found.say("kv-read-repeatedly", " Counted loads: " + "; ".join(words for _, words in repeated) + ".")
     return found
 
 
-def read_findings(launches: list[Launch], failing: bool, relaunch: paged_weights.Relaunch | None = None) -> Findings:
+def read_findings(launches: list[Launch], failing: bool, relaunch: paged_weights.Relaunch | None = None,
+                  block_n: int | None = None) -> Findings:
     """What the reads of the K and V pools say: the counted loads where every launch counted
     them (Triton's interpreter), else, for a failing kernel, the weights read-out of each
     failing case (``relaunch`` runs the kernel on a case's launch with other inputs)."""
     if all(x.k_counts is not None and x.v_counts is not None for x in launches):
-        return say_reads([counted_facts(x) for x in launches], failing)
+        return say_reads([counted_facts(x, block_n if failing else None) for x in launches], failing)
     if not failing or relaunch is None:
         return Findings()  # nothing counted, and a passing kernel is not read out
     facts: list[ReadFacts] = []
@@ -422,9 +432,10 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
              one_slice: Callable[[Launch], torch.Tensor | None] | None = None,
              rerun_of: Callable[[Launch], apart.Rerun] | None = None,
              padless: Callable[[Launch], torch.Tensor | None] | None = None,
-             unused_reads: dict[str, str] | None = None) -> list[Diagnosis]:
+             unused_reads: dict[str, str] | None = None, block_n: int | None = None) -> list[Diagnosis]:
     """``unused_reads``: ``read-past-end-unused`` as the guard bands measured it (passing
-    launches' loads into a margin, :func:`tutor.harness.guarded.unused_read_details`)."""
+    launches' loads into a margin, :func:`tutor.harness.guarded.unused_read_details`);
+    ``block_n``: the kernel's BLOCK_N, where it has one (:mod:`paged_layout`)."""
     # the nan-tail case (V NaN where the other cases hold finite poison) is said only where all else passed
     tails = [x for x in launches if x.case.nan_tail]
     launches = [x for x in launches if not x.case.nan_tail]
@@ -437,7 +448,7 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
     clean = [x for x in failing if _result(x).written_and_finite]
     swapped = _swapped_pools_words(clean[0], tolerance, readout) if clean and readout is not None else ""
     # keys read from the V pool: the read-out's one-hot values are then its keys (no positions read)
-    reads = read_findings(launches, bool(failing), None if swapped else readout)
+    reads = read_findings(launches, bool(failing), None if swapped else readout, block_n)
     codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice,
                               None if codes else rerun_of, padless, tolerance))
     heads = head_findings(failing, tolerance)
