@@ -42,7 +42,6 @@ WANTED = {
     "07_merge_pads_max_with_zero": ("nan-in-output", ["with num_splits=4", "finite and right", "m = -inf"]),
     "04_dq_overwritten": ("dq-not-summed", ["the share of the last key block its loop visited"]),
     "04_dk_takes_do_for_q": ("dk-wrong", ["dK is exactly sm_scale · dSᵀ dO"]),
-    "04_dk_tile_transposed": ("dk-wrong", ["dK tile is the right one transposed", "BLOCK_N equals head_dim (64)"]),
     "08_q_rows_without_the_sequence_start": ("wrong-output", ["counted from packed row 0", "cu_seqlens_q[b]"]),
     "07_v_load_unmasked": ("v-read-unmasked", ["the nan-tail case", "every other case"]),
     "05_states_stored_slice_major": ("wrong-output", ["disagree on where the slice states live",

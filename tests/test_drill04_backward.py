@@ -327,9 +327,7 @@ def test_the_d_term_probe_names_the_loop_and_the_term(name, written):
         assert words in said, said
 
 
-# blind round 11: NaN read again at smaller scores, where the dK/dV loop's P shows its slope;
-# a dQ loop that loads K transposed is not told its dS is right (a one-hot K at component j
-# for key j was its own transpose)
+# blind round 11: NaN read again at smaller scores, where the dK/dV loop's P shows its slope
 ROUND_11_WORDS = {
     "backward_scale_is_sqrt_d": (["every gradient is finite", "P grows as exp(64 s)"], []),
     "dkdv_scores_unscaled": (["q divided by 8", "P grows as exp(8 s)"], []),
@@ -337,7 +335,8 @@ ROUND_11_WORDS = {
     "dkdv_causal_mask_by_multiplying": (["exactly the keys that some row may not see", "inf * 0"], []),
     "ds_without_p_both_loops": (["the dQ loop's dS is dP - D on every pair a row may see: it is not multiplied by P"],
                                 []),
-    "dq_loop_k_loaded_transposed": (["the dQ loop's dS differs from P * (dP - D)"], ["dS = P * (dP - D) is right"]),
+    # dq_loop_k_loaded_transposed is refused at compile since the interpreter runs the whole case
+    # (head_dim 32, blind round 20), as it was on a GPU (head_dim 128)
 }
 
 
