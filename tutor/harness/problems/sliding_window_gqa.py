@@ -1238,7 +1238,11 @@ class _WindowReadouts:
                 if _no_weight_anywhere(weights) or _values_off_keys(weights, inputs[0], inputs[1], one.case,
                                                                     self.block_n, min_keys=1) is not None:
                     found = [dataclasses.replace(f, fits=(*f.fits, "values-off-keys")) for f in found]
+            zero = _masked_as_zero(weights, inputs[0], inputs[1], one.case) if found else ""
             for f in found:
+                if zero and f.code in ("future-keys-seen", "window-unmasked", "far-block-unmasked"):
+                    f.detail += zero
+                    zero = ""
                 f.detail = f.detail[:-1] + _where(one) + "."
                 if f.width is not None:
                     f.width = (name, f.width[1], f.width[2])
@@ -1274,6 +1278,32 @@ def _values_off_keys(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, ca
     if dropped:
         return WindowFinding("values-off-keys", value_rows.dropped_words(weights, probs, dropped))
     return None
+
+
+def _masked_as_zero(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> str:
+    """" <measured>" where every key a row may not see but weighs gets what a score of exactly
+    0 gets in that row (one weight for all of them, whatever their own scores): a mask that
+    sets the removed scores to 0, not -inf (blind round 20, 06/w14); "" otherwise, or where
+    their own scores would give the same (the read-out cannot tell)."""
+    scores = reading.scores(q, k.repeat_interleave(case.group, dim=1)).to(weights.device)
+    allowed = window_mask(case.seq, case.window, weights.device)
+    finite = torch.isfinite(weights).all(-1, keepdim=True)
+    w = weights.nan_to_num(0.0)
+    outside = (w > value_rows.MEASURABLE) & ~allowed & finite
+    inside = (w > value_rows.MEASURABLE) & allowed & finite
+    rows = outside.any(-1) & inside.any(-1)
+    if not bool(rows.any()) or bool((outside.any(-1) & ~rows).any()):
+        return ""
+    # a visible key's weight is exp(s_j - m) / l: a score of 0 gets that times exp(-s_j)
+    at_zero = torch.where(inside, w * torch.exp(-scores), torch.zeros_like(w)).sum(-1) / inside.sum(-1).clamp(min=1)
+    near = ((w - at_zero[..., None]).abs() <= 1e-4 + 0.02 * at_zero[..., None]) | ~outside
+    own = torch.where(outside, at_zero[..., None] * torch.exp(scores), w)  # what their own scores would get
+    own_fits = ((w - own).abs() <= 1e-4 + 0.02 * own) | ~outside
+    if not bool(near[rows].all()) or bool(own_fits[rows].all()):
+        return ""
+    return (" The keys it should remove all weigh what a score of exactly 0 gets in their row (one weight for"
+            " every such key of a row, whatever its own score): the mask sets their scores to 0 where -inf"
+            " belongs, so exp(0 - m) keeps them in the softmax.")
 
 
 def _no_weight_anywhere(weights: torch.Tensor) -> bool:
