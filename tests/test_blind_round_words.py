@@ -78,6 +78,7 @@ WANTED = {
     "07_page_and_slot_the_other_way_round": ("positions-unread", ["block_table[b, pos % PAGE_SIZE] and slot"
                                                                   " pos // PAGE_SIZE"]),
     "06_masked_scores_set_to_zero": ("future-keys-seen", ["weigh what a score of exactly 0 gets in their row"]),
+    "05_merge_adds_o_without_weight": ("wrong-output", ["l_s / sum_t l_t 2^(m_t - M): the o_s are added without"]),
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
 }

@@ -248,7 +248,7 @@ def test_the_solution_passes_and_each_loop_visits_exactly_the_causal_blocks(ship
     result = shipped_and_solution["solution"]
     assert result.error is None and result.passed and result.solved and result.diagnosis == []
     assert result.guard_findings == []  # no load or store reached a guard band
-    assert {c.name for c in result.cases} == {"default", "ragged", "short", "hostile"}
+    assert {c.name for c in result.cases} == {"default", "ragged", "short", "whole", "hostile"}
     batch, heads, seq, _ = VISIT_SHAPE
     needed = causal_pairs_blocks(seq, 64, 64)
     dq_map, kv_map = result.visits, result.extra_visits[0]

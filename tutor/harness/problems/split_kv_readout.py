@@ -719,6 +719,8 @@ def read_weights(got: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor, labels
             -1, keepdim=True),
         "l_s 2^(m_s - M) / sum_t l_t: the sum it divides by is not brought to one maximum": sums * base / sums.sum(
             -1, keepdim=True),
+        "l_s / sum_t l_t 2^(m_t - M): the o_s are added without their factor 2^(m_s - M), while the sum it divides"
+        " by has it": sums / (sums * base).sum(-1, keepdim=True),
         "1 for the slice holding the largest maximum, 0 for the others": top / top.sum(-1, keepdim=True),
         f"its share of the mass among slices 0..{slots - 2}, and 0 for slice {slots - 1}: the merge leaves out the"
         f" last slice (its mask or loop over the slices one short)": but_last / but_last.sum(-1, keepdim=True),
