@@ -76,7 +76,7 @@ def error_codes(result: CheckResult) -> tuple[str, ...]:
 def test_every_entry_applies_and_every_code_has_words():
     for entry in ENTRIES:
         entry.text(DRILL)  # raises when an edit no longer occurs exactly once
-        for code in entry.codes:
+        for code in (c for c in entry.codes if not c.startswith("error:")):  # a check that cannot run
             assert code in DRILL.diagnoses, (entry.name, code)
     for hint in DRILL.hints:
         for code in hint.unlock_codes:
@@ -292,6 +292,9 @@ def _result(entry: mistakes.Mistake, written: dict[str, Path]) -> CheckResult:
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
 def test_each_student_like_kernel_gets_exactly_its_codes(entry, written):
     result = _result(entry, written)
+    if entry.codes and entry.codes[0].startswith("error:"):  # refused on the whole case's head_dim, say
+        assert result.error is not None and f"error:{result.error.kind}" == entry.codes[0], result.error
+        return
     assert result.error is None, result.error
     assert error_codes(result) == entry.codes, [d.message for d in result.diagnosis]
     assert result.passed == entry.passes, [(c.name, c.causal, c.max_abs_err) for c in result.cases]

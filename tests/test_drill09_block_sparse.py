@@ -25,6 +25,7 @@ from tutor.harness.loader import load_student_module
 from tutor.harness.problems import PROBLEMS, problem_for
 from tutor.harness.problems import block_sparse as bs
 from tutor.harness.problems import block_sparse_readout as bsr
+from tutor.harness.problems.attention.reference import FAR_BELOW
 
 DRILL = get_drill("09")
 ENTRIES = mistakes.load(DRILL)
@@ -305,7 +306,7 @@ def test_a_running_maximum_started_at_zero_is_caught_on_every_seed_by_the_far_be
         result = check_here(path, device, seed=seed)
         assert not result.passed
         said = {d.code: d.message for d in result.diagnosis}
-        assert f"lies in head 1, whose every score lies near -{bs.FAR_BELOW:.0f}" in said["wrong-output"]
+        assert f"lies in head 1, whose every score lies near -{FAR_BELOW:.0f}" in said["wrong-output"]
 
 
 def test_the_block_multiplicities_count_additions_and_refuse_uneven_shares():

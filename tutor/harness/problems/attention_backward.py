@@ -1351,7 +1351,8 @@ def check_correctness(
     # also a whole-block length at another head_dim: 128 on a GPU (issue 21), 32 on the interpreter
     # (blind round 20, 04/w48: a backward with sm_scale = 0.125, right at 64 alone): a kernel that
     # assumes head_dim 64 fails there
-    extra = [] if shape is not None else [("whole", plan.whole)]
+    # (on the interpreter with any default shape: it adds eight small launches)
+    extra = [] if shape is not None and not interpreter else [("whole", plan.whole)]
 
     def recheck() -> bool:
         """Run a failing case again without visit maps?  Only compiled (the interpreter runs
