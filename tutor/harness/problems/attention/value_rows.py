@@ -109,7 +109,7 @@ def dropped_values(weights: torch.Tensor, probs: torch.Tensor) -> list[int]:
     gone = w.abs() < 0.1 * MEASURABLE
     if not bool((_close(w, probs) | gone)[rows].all()):
         return []
-    lost = rows & ((probs > 10 * MEASURABLE) & gone).any(-1) & (w.sum(-1) < 0.99)
+    lost = rows & ((probs > MEASURABLE) & gone).any(-1) & (w.sum(-1) < 0.99)
     return lost.flatten().nonzero().flatten().tolist()
 
 
@@ -118,7 +118,7 @@ def dropped_words(weights: torch.Tensor, probs: torch.Tensor, rows: list[int]) -
     seq = weights.shape[-1]
     first = rows[0]
     flat_w, flat_p = weights.reshape(-1, seq)[first], probs.reshape(-1, seq)[first]
-    keys = ((flat_p > 10 * MEASURABLE) & (flat_w.abs() < 0.1 * MEASURABLE)).nonzero().flatten().tolist()
+    keys = ((flat_p > MEASURABLE) & (flat_w.abs() < 0.1 * MEASURABLE)).nonzero().flatten().tolist()
     total = float(flat_w.sum())
     return (f" Read out through one-hot V, {len(rows)} rows' weights add up to less than 1 (row {first % seq}:"
             f" {total:.3g}), and on the value rows that have weight they are softmax's own over the whole window,"
