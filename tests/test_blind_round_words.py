@@ -70,7 +70,7 @@ WANTED = {
     "04_forward_lse_in_log2_units": ("forward-changed", ["O is right; the lse your forward stores is 1.443 x the"
                                                          " natural log of each row's sum (log2 of the sum)"]),
     "06_v_loaded_one_key_late": ("values-off-keys", ["the weight of each key j sits on value row j + 1"]),
-    "06_v_masked_with_the_query_rows": ("values-off-keys", ["were weighed, and their values read as 0"]),
+    "06_v_masked_with_the_query_rows": ("values-off-keys", ["were weighed, and what they add to the output is 0"]),
     "04_dkdv_do_loaded_from_q": ("dv-wrong", ["dV is exactly Pᵀ Q: the dK/dV loop's dV product takes Q"]),
     "04_dkdv_do_rows_one_late": ("dv-wrong", ["with dO's rows read one row late (row i reads dO of row i + 1)"]),
     "04_scale_hard_coded_for_head_dim_64": ("dv-wrong", ["grows as exp(0.707 s)", "seen on the whole shape"]),

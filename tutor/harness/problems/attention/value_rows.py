@@ -10,9 +10,10 @@ missed.  The scores tell them apart:
   follows the score of key c - shift (one constant per row) and not key c's own,
   the weight of key j sits on value row j + shift (:func:`shifted_values`);
 - a mask that removes keys renormalises the rest (their weights grow); values read
-  as 0 do not: where the weights on the value rows that have any are softmax's own
-  over the whole window and other keys' weight is simply missing, those keys were
-  weighed and their values read as 0 (:func:`dropped_values`).
+  as 0 do not, nor does a share of acc lost while the sum l kept it: where the
+  weights on the value rows that have any are softmax's own over the whole window
+  and other keys' weight is simply missing, those keys were weighed and added
+  nothing to the output (:func:`dropped_values`).
 
 Both are said only where every row read supports them.
 """
@@ -123,6 +124,7 @@ def dropped_words(weights: torch.Tensor, probs: torch.Tensor, rows: list[int]) -
     return (f" Read out through one-hot V, {len(rows)} rows' weights add up to less than 1 (row {first % seq}:"
             f" {total:.3g}), and on the value rows that have weight they are softmax's own over the whole window,"
             " not renormalised over fewer keys: the keys whose weight is missing (row"
-            f" {first % seq}: keys {index_runs(keys)}) were weighed, and their values read as 0. A mask that removed"
-            " them from the scores would have given the others their weight; V's load drops them (its mask or its"
-            " rows are not K's).")
+            f" {first % seq}: keys {index_runs(keys)}) were weighed, and what they add to the output is 0. A mask"
+            " that removed them from the scores would have given the others their weight; here their values read"
+            " as 0 (V's load drops them: its mask or its rows are not K's), or what they added to acc was lost"
+            " while the sum l kept their share (acc reset or overwritten in the loop).")
