@@ -21,9 +21,9 @@ def _probs(shift_mask: int = 0) -> torch.Tensor:
 
 def test_weights_moved_one_value_row_later_are_found_with_their_shift():
     probs = _probs()
-    moved = value_rows._shift(probs, 1)
+    moved = value_rows.shifted(probs, 1)
     assert value_rows.shifted_values(moved, probs, 64) == 1
-    assert value_rows.shifted_values(value_rows._shift(probs, -3), probs, 64) == -3
+    assert value_rows.shifted_values(value_rows.shifted(probs, -3), probs, 64) == -3
     assert value_rows.shifted_values(probs, probs, 64) is None  # in place: nothing moved
 
 
@@ -44,3 +44,15 @@ def test_values_read_as_zero_are_told_from_keys_the_mask_removed():
     removed[:, 30:, 27:30] = 0.0
     removed = removed / removed.sum(-1, keepdim=True)  # a mask that removed them: the rest renormalised
     assert value_rows.dropped_values(removed, probs) == []
+
+
+def test_nearly_even_weights_rounded_to_fp16_still_give_their_shift():
+    """The read-out's weights are nearly even (small scores) and the kernel's output is fp16:
+    two keys' weights round to one value, so their largest alone cannot place the shift."""
+    g = torch.Generator().manual_seed(1)
+    scores = 5e-4 * torch.randn(2, SEQ, SEQ, generator=g, dtype=torch.float64)
+    r, c = torch.arange(SEQ)[:, None], torch.arange(SEQ)[None, :]
+    allowed = (c <= r) & (c > r - 16)
+    probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1).nan_to_num(0.0)
+    moved = value_rows.shifted(probs, -5).half().double()  # what an fp16 output reads out
+    assert value_rows.shifted_values(moved, probs, 64) == -5

@@ -28,16 +28,17 @@ MEASURABLE = 1e-3  # a weight worth reading (the read-out's weights are ~1/WINDO
 MIN_ROWS = 4  # finite rows with weight that a match must hold on
 
 
-def _shift(probs: torch.Tensor, shift: int) -> torch.Tensor:
-    """probs[..., c - shift] at column c (0 where c - shift is outside)."""
-    out = torch.zeros_like(probs)
-    n = probs.shape[-1]
+def shifted(t: torch.Tensor, shift: int, dim: int = -1) -> torch.Tensor:
+    """t moved ``shift`` places along ``dim``: index c holds t's index c - shift (0 where that
+    is outside)."""
+    out = torch.zeros_like(t)
+    n = t.shape[dim]
     if abs(shift) >= n:
         return out
     if shift >= 0:
-        out[..., shift:] = probs[..., : n - shift]
+        out.narrow(dim, shift, n - shift).copy_(t.narrow(dim, 0, n - shift))
     else:
-        out[..., :shift] = probs[..., -shift:]
+        out.narrow(dim, 0, n + shift).copy_(t.narrow(dim, -shift, n + shift))
     return out
 
 
@@ -61,7 +62,7 @@ def _matches(weights: torch.Tensor, probs: torch.Tensor, shift: int, min_keys: i
     decisive = rows & ((weights.nan_to_num(0.0) > MEASURABLE).sum(-1) >= min_keys)
     if int(decisive.sum()) < MIN_ROWS:
         return False
-    return bool(_close(weights, _shift(probs, shift))[rows].all())
+    return bool(_close(weights, shifted(probs, shift))[rows].all())
 
 
 def shifted_values(weights: torch.Tensor, probs: torch.Tensor, most: int, min_keys: int = 2) -> int | None:
@@ -72,19 +73,18 @@ def shifted_values(weights: torch.Tensor, probs: torch.Tensor, most: int, min_ke
     one key decide: a window moved by as much fits that too (see :func:`_matches`)."""
     if _matches(weights, probs, 0, min_keys):
         return None
-    # a moved weight keeps its row's largest where it moves: the one shift worth trying is the
-    # distance from the largest softmax weight to the largest measured one, on a row with weight
+    # the one shift worth trying over every row: the one that brings softmax's weights closest to
+    # the measured ones on a row none of whose weight moved out (an argmax would do, but the
+    # read-out's weights are nearly even and fp16 ties them)
     w, p = weights.reshape(-1, weights.shape[-1]), probs.reshape(-1, probs.shape[-1])
     rows = _rows(weights).flatten()
-    whole = rows & ((w.nan_to_num(0.0).sum(-1) - 1).abs() < 0.01)  # a row none of whose weight moved out
+    whole = rows & ((w.nan_to_num(0.0).sum(-1) - 1).abs() < 0.01)
     picked = (whole if bool(whole.any()) else rows).nonzero().flatten()
     if picked.numel() == 0:
         return None
-    first = int(picked[0])
-    shift = int(w[first].argmax()) - int(p[first].argmax())
-    if shift and abs(shift) <= most and _matches(weights, probs, shift, min_keys):
-        return shift
-    return None
+    row_w, row_p = w[int(picked[0])], p[int(picked[0])]
+    shift = min((s for s in range(-most, most + 1) if s), key=lambda s: float((row_w - shifted(row_p, s)).abs().sum()))
+    return shift if _matches(weights, probs, shift, min_keys) else None
 
 
 def shifted_words(shift: int) -> str:
