@@ -78,6 +78,7 @@ from tutor.harness.findings import Findings, drop_explained_nan, matches, visit_
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import backward_ds_readout as dterm
 from tutor.harness.problems import backward_readout as readout
+from tutor.harness.problems.attention import value_rows
 from tutor.harness.problems.attention.cases import block_visit_map, ideal_visits
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 from tutor.harness.shapes import plan_for
@@ -993,24 +994,26 @@ def _dk_operand(launch: BackwardLaunch, tolerance: float, block_n: int) -> str:
 def _dv_operand(launch: BackwardLaunch, tolerance: float, dk_bad: bool) -> str:
     """" <measured>" when dV is exactly Pᵀ X with the right P and another operand X in dO's
     place: another input (blind round 20, 04/w39: dO loaded from Q's pointer), or dO with its
-    rows read one late or one early (04/w46); else ""."""
-    p_t = launch.ref.p.transpose(-1, -2)
-    also = (" dK is wrong with it: the same loop's dP = dO Vᵀ takes that operand too." if dk_bad else "")
-    for name, x in (("Q", launch.q), ("K", launch.k), ("V", launch.v)):
-        if _fits(launch.grads["dv"], p_t @ x.to(torch.float64), tolerance):
-            return f" dV is exactly Pᵀ {name}: the dK/dV loop's dV product takes {name} where dO belongs.{also}"
+    rows read one late or one early (04/w46); and whether a wrong dK is exactly what the same
+    loop's dP = X Vᵀ gives; else ""."""
+    ref = launch.ref
     do64 = launch.do.to(torch.float64)
-    for shift in (1, -1):
-        moved = torch.zeros_like(do64)
-        if shift > 0:
-            moved[..., :-shift, :] = do64[..., shift:, :]
-        else:
-            moved[..., -shift:, :] = do64[..., :shift, :]
-        if _fits(launch.grads["dv"], p_t @ moved, tolerance):
-            when = ("one row late (row i reads dO of row i + 1)" if shift > 0
-                    else "one row early (row i reads dO of row i - 1)")
-            return (f" dV is exactly Pᵀ dO with dO's rows read {when}: the rows of the dK/dV loop's dO load are"
-                    f" off by one.{also}")
+    operands = {f"Pᵀ {name}: the dK/dV loop's dV product takes {name} where dO belongs": x.to(torch.float64)
+                for name, x in (("Q", launch.q), ("K", launch.k), ("V", launch.v))}
+    for shift, when in ((1, "late (row i reads dO of row i + 1)"), (-1, "early (row i reads dO of row i - 1)")):
+        operands[f"Pᵀ dO with dO's rows read one row {when}: the rows of the dK/dV loop's dO load are off by"
+                 " one"] = value_rows.shifted(do64, -shift, dim=-2)
+    for what, x in operands.items():
+        if not _fits(launch.grads["dv"], ref.p.transpose(-1, -2) @ x, tolerance):
+            continue
+        said = f" dV is exactly {what}."
+        if dk_bad:
+            # dK of that loop's dS = P (X Vᵀ - D), D the preprocess's rowsum(dO * O)
+            ds = ref.p * (x @ launch.v.to(torch.float64).transpose(-1, -2) - (do64 * ref.o).sum(-1)[..., None])
+            dk = ds.transpose(-1, -2) @ launch.q.to(torch.float64) * launch.q.shape[-1] ** -0.5
+            said += (" dK is exactly what the same loop's dP = X Vᵀ gives with that operand."
+                     if _fits(launch.grads["dk"], dk, tolerance) else " dK is wrong too.")
+        return said
     return ""
 
 
