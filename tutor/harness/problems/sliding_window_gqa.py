@@ -1227,7 +1227,11 @@ class _WindowReadouts:
                 self.found[name] = []
                 return []
             self.slopes[name] = temperature(weights, inputs[0], inputs[1], one.case, self.block_n)
-            moved = _values_off_keys(weights, inputs[0], inputs[1], one.case, self.block_n)
+            # the true scores of the read-out's q and k, and softmax over each row's window
+            scores = reading.scores(inputs[0], inputs[1].repeat_interleave(one.case.group, dim=1)).to(weights.device)
+            allowed = window_mask(one.case.seq, one.case.window, weights.device)
+            probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+            moved = _values_off_keys(weights, probs, self.block_n)
             if moved is not None:  # the keys are weighed right and the values come from other rows
                 found = [moved]
             else:
@@ -1235,10 +1239,10 @@ class _WindowReadouts:
                 found = read_window(weights, read_visits, one.case, self.block_m, self.block_n, support)
                 # values moved past the sequence (no weight anywhere) fit it too, as do values moved
                 # by a shift where every row weighs one key (a window moved as much looks the same)
-                if _no_weight_anywhere(weights) or _values_off_keys(weights, inputs[0], inputs[1], one.case,
-                                                                    self.block_n, min_keys=1) is not None:
+                if _no_weight_anywhere(weights) or value_rows.shifted_values(
+                        weights, probs, 2 * self.block_n, min_keys=1) is not None:
                     found = [dataclasses.replace(f, fits=(*f.fits, "values-off-keys")) for f in found]
-            zero = _masked_as_zero(weights, inputs[0], inputs[1], one.case) if found else ""
+            zero = _masked_as_zero(weights, scores, allowed) if found else ""
             for f in found:
                 if zero and f.code in ("future-keys-seen", "window-unmasked", "far-block-unmasked"):
                     f.detail += zero
@@ -1262,16 +1266,12 @@ class _WindowReadouts:
         return {name: found for name, found in self.found.items() if name not in self.mute}
 
 
-def _values_off_keys(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case,
-                     block_n: int, min_keys: int = 2) -> WindowFinding | None:
-    """``values-off-keys`` where the read-out's weights are softmax's own but sit on other value
-    rows than their keys' (:mod:`value_rows`): V loaded at other rows than K, or some of its
-    rows read as 0.  None where the weights sit on their own keys' rows (what the window
-    read-out then measures is the keys each row sees)."""
-    allowed = window_mask(case.seq, case.window, weights.device)
-    scores = reading.scores(q, k.repeat_interleave(case.group, dim=1)).to(weights.device)
-    probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
-    shift = value_rows.shifted_values(weights, probs, 2 * block_n, min_keys)
+def _values_off_keys(weights: torch.Tensor, probs: torch.Tensor, block_n: int) -> WindowFinding | None:
+    """``values-off-keys`` where the read-out's weights are softmax's own (``probs``, over each
+    row's window) but sit on other value rows than their keys' (:mod:`value_rows`): V loaded at
+    other rows than K, or some of its rows adding nothing.  None where the weights sit on their
+    own keys' rows (what the window read-out then measures is the keys each row sees)."""
+    shift = value_rows.shifted_values(weights, probs, 2 * block_n)
     if shift is not None:
         return WindowFinding("values-off-keys", value_rows.shifted_words(shift))
     dropped = value_rows.dropped_values(weights, probs)
@@ -1280,13 +1280,11 @@ def _values_off_keys(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, ca
     return None
 
 
-def _masked_as_zero(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> str:
-    """" <measured>" where every key a row may not see but weighs gets what a score of exactly
-    0 gets in that row (one weight for all of them, whatever their own scores): a mask that
-    sets the removed scores to 0, not -inf (blind round 20, 06/w14); "" otherwise, or where
-    their own scores would give the same (the read-out cannot tell)."""
-    scores = reading.scores(q, k.repeat_interleave(case.group, dim=1)).to(weights.device)
-    allowed = window_mask(case.seq, case.window, weights.device)
+def _masked_as_zero(weights: torch.Tensor, scores: torch.Tensor, allowed: torch.Tensor) -> str:
+    """" <measured>" where every key a row may not see (``allowed``) but weighs gets what a score
+    of exactly 0 gets in that row (one weight for all of them, whatever their own ``scores``): a
+    mask that sets the removed scores to 0, not -inf (blind round 20, 06/w14); "" otherwise, or
+    where their own scores would give the same (the read-out cannot tell)."""
     finite = torch.isfinite(weights).all(-1, keepdim=True)
     w = weights.nan_to_num(0.0)
     outside = (w > value_rows.MEASURABLE) & ~allowed & finite
