@@ -189,6 +189,17 @@ def _zero_division_words() -> str:
             " divisor (a count such as a group size H // H_KV that came out 0, arguments passed in another order).")
 
 
+def _noting_zero_divisors(op: Any) -> Any:
+    """An interpreter builder's integer // or % that notes a divisor of 0 first (:func:`divided`)."""
+
+    @functools.wraps(op)
+    def noted(self: Any, lhs: Any, rhs: Any) -> Any:
+        divided(rhs.data)
+        return op(self, lhs, rhs)
+
+    return noted
+
+
 def _element_size(handle: Any) -> int:
     ty = handle.get_element_ty()
     return max(1, int(getattr(ty, "primitive_bitwidth", 8)) // 8)
@@ -253,24 +264,8 @@ def install() -> bool:
         return cas(self, ptr, *rest)
 
     # integer // and % (sdiv and udiv call create_idiv); a float's are create_fdiv / create_frem
-    idiv, srem, urem = builder.create_idiv, builder.create_srem, builder.create_urem
-
-    @functools.wraps(idiv)
-    def integer_div(self: Any, lhs: Any, rhs: Any) -> Any:
-        divided(rhs.data)
-        return idiv(self, lhs, rhs)
-
-    @functools.wraps(srem)
-    def signed_rem(self: Any, lhs: Any, rhs: Any) -> Any:
-        divided(rhs.data)
-        return srem(self, lhs, rhs)
-
-    @functools.wraps(urem)
-    def unsigned_rem(self: Any, lhs: Any, rhs: Any) -> Any:
-        divided(rhs.data)
-        return urem(self, lhs, rhs)
-
-    builder.create_idiv, builder.create_srem, builder.create_urem = integer_div, signed_rem, unsigned_rem
+    for name in ("create_idiv", "create_srem", "create_urem"):
+        setattr(builder, name, _noting_zero_divisors(getattr(builder, name)))
     masked_load._flashtutor_bounds = True  # type: ignore[attr-defined]
     builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
     builder.create_atomic_rmw, builder.create_atomic_cas = atomic_rmw, atomic_cas
