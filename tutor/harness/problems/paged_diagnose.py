@@ -263,7 +263,7 @@ class ReadFacts:
     past: list[str] = field(default_factory=list)
     unlisted: list[str] = field(default_factory=list)
     repeated: tuple[int, str] | None = None  # (least reads of a held K/V element, its words); GQA > 1 only
-    tail: str = ""  # counted loads that stopped short of a length (:func:`tail_words`)
+    tail: str = ""  # counted loads that stopped short of a length, nothing else read (:func:`tail_words`)
     layout: str = ""  # the one changed term of the pool row that gives the rows read (:mod:`paged_layout`)
 
 
@@ -300,9 +300,9 @@ def counted_facts(x: Launch, block_n: int | None = None) -> ReadFacts:
     for name, counts in (("K", x.k_counts), ("V", x.v_counts)):
         pool, before, after = _pool_counts(x, name, counts)
         per_pos = pool.min(axis=-1)  # (num_pages, kv_heads, page_size): an offset counts once all of D was read
-        if name == "K" and block_n is not None:
-            facts.layout = paged_layout.layout_words(x, pool.max(axis=-1), before + after, block_n)
         any_read = pool.max(axis=-1)
+        if name == "K" and block_n is not None:
+            facts.layout = paged_layout.layout_words(x, any_read, before + after, block_n)
         if before or after:
             unlisted[f"{name} outside the pool ({before} elements before it, {after} after)"] = before + after
         for s, n in enumerate(c.lengths):
@@ -324,10 +324,10 @@ def counted_facts(x: Launch, block_n: int | None = None) -> ReadFacts:
                        f" past its length {c.lengths[s]})" if s >= 0 else f"page {page} (in no block table)")
                 unlisted[key] = unlisted.get(key, 0) + int((any_read[page] > 0).sum())
     facts.unlisted = [f"read {key}" for key in unlisted]
-    # a tail unread while every other held element was read equally often: reading that stopped
-    # (a position read twice and another never is reading that went astray, not stopping)
+    # a tail unread while every other held element was read equally often and nothing else was
+    # read (past a length, unlisted pages): reading that stopped, not reading that went astray
     read_counts = np.unique(np.concatenate(needed_reads)) if needed_reads else np.zeros(0)
-    if read_counts.size and (read_counts[read_counts > 0].size == 1):
+    if read_counts[read_counts > 0].size == 1 and not facts.past and not facts.unlisted:
         unread_by_seq: dict[int, set[int]] = {}
         for (s, _, _), positions in unread.items():
             unread_by_seq.setdefault(s, set()).update(positions)
@@ -373,9 +373,7 @@ def say_reads(facts: list[ReadFacts], failing: bool) -> Findings:
             said: list[str] = getattr(f, field_name)
             if said:
                 more = f"; and {len(said) - 4} more" if len(said) > 4 else ""
-                # a tail left unread while the reads went elsewhere (past a length, to unlisted pages)
-                # is not reading that stopped short: the tail words only where nothing strayed
-                tail = f.tail if code == "positions-unread" and not f.past and not f.unlisted else ""
+                tail = f.tail if code == "positions-unread" else ""
                 found.say(code, f" {f.how}: " + "; ".join(said[:4]) + more + _where(f.launch) + "." + tail)
                 break
     layout = next((f.layout for f in facts if f.layout), "")

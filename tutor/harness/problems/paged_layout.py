@@ -22,8 +22,8 @@ from tutor.harness.problems.paged_decode import Launch
 Rows = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
-def _candidates(x: Launch, block_n: int) -> dict[str, Rows]:
-    """The right pool row with one term changed, each named by what it changes."""
+def _candidates(x: Launch, block_n: int) -> tuple[Rows, dict[str, Rows]]:
+    """The right pool row, and it with one term changed, each named by what it changes."""
     c = x.case
     ps, kvh = c.page_size, c.kv_heads
     table = x.inputs.block_table.cpu().numpy().astype(np.int64)
@@ -40,8 +40,10 @@ def _candidates(x: Launch, block_n: int) -> dict[str, Rows]:
         at: np.ndarray = (page * kvh + h) * ps + slot
         return at
 
-    return {
-        "the right rows": lambda b, h, pos: row(entry(b, pos // ps), h, pos % ps),
+    def right(b: np.ndarray, h: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        return row(entry(b, pos // ps), h, pos % ps)
+
+    return right, {
         f"the table column pos // BLOCK_N ({block_n}) where pos // PAGE_SIZE ({ps}) belongs":
             lambda b, h, pos: row(entry(b, pos // block_n), h, pos % ps),
         f"the slot pos % BLOCK_N ({block_n}) where pos % PAGE_SIZE ({ps}) belongs":
@@ -76,23 +78,22 @@ def layout_words(x: Launch, counts: np.ndarray, outside: int, block_n: int) -> s
     b, h, pos = (np.concatenate(parts) for parts in zip(*(
         (np.full(n * c.kv_heads, s), np.repeat(np.arange(c.kv_heads), n), np.tile(np.arange(n), c.kv_heads))
         for s, n in enumerate(c.lengths)), strict=True))
-    size = counts.size
     measured = counts.reshape(-1).astype(np.int64)
-    fitting = []
-    for name, rows_of in _candidates(x, block_n).items():
+
+    def reproduces(rows_of: Rows) -> bool:
+        """Row by row, as many reads as (sequence, head, position) triples the formula sends there,
+        times one factor for every row (a GQA group that reads each row once per query head)?"""
         rows = rows_of(b, h, pos)
-        inside = (rows >= 0) & (rows < size)
+        inside = (rows >= 0) & (rows < measured.size)
         if bool((~inside).any()) != (outside > 0):
-            continue
-        # row by row, as many reads as (sequence, head, position) triples the formula sends there,
-        # times one factor for every row (a GQA group that reads each row once per query head)
-        predicted = np.bincount(rows[inside], minlength=size)
-        total = int(predicted.sum())
-        if total and int(measured.sum()) % total == 0:
-            factor = int(measured.sum()) // total
-            if factor >= 1 and bool((measured == factor * predicted).all()):
-                fitting.append(name)
-    if len(fitting) != 1 or fitting[0] == "the right rows":
+            return False
+        predicted = np.bincount(rows[inside], minlength=measured.size)
+        total, read = int(predicted.sum()), int(measured.sum())
+        return bool(total and read % total == 0 and read >= total and (measured == read // total * predicted).all())
+
+    right, changed = _candidates(x, block_n)
+    fitting = [name for name, rows_of in changed.items() if reproduces(rows_of)]
+    if len(fitting) != 1 or reproduces(right):
         return ""
     return (" The pool rows the K loads read (counted) are exactly the rows, each as many times, that the right"
             " formula gives with one term changed, for every position the sequences hold:"
