@@ -170,30 +170,32 @@ def _spoiled_slot_words(split: apart.KernelCall, roles: apart.Roles, states: lis
         bad |= (held.isnan() | (held == float("inf"))).any(dim=2)
     empty = _rows(split.after[maxima[0]], roles.rows, roles.slots).eq(float("-inf")).any(dim=2) if maxima \
         else torch.zeros_like(bad)
-    n_empty, n_bad = int((bad & empty).sum()), int(bad.sum())
+    # slot 0 holds position 0 of its sequence (every sequence has one) in any split that starts
+    # there: a -inf maximum in it is a slice that held positions and whose maximum never took them
+    slot0 = bad & empty
+    slot0[:, 1:] = False
+    unscored = bad & empty & ~slot0  # a slice that scored no position
+    n_bad, in_slot0, n_empty = int(bad.sum()), int(slot0.sum()), int(unscored.sum())
     # the other clean scalar states (a running sum) at those slots: 0 there means the NaN arose in o alone
     sums = [pos for pos in states if pos != roles.split_pos[roles.vector] and pos not in spoiled
             and pos not in maxima[:1]]
     zero_sums = [pos for pos in sums
-                 if bool((_rows(split.after[pos], roles.rows, roles.slots) == 0).all(dim=2)[bad & empty].all())]
-    # slot 0 holds position 0 of its sequence (every sequence has one) in any split that starts
-    # there: a -inf maximum in it is a slice that held positions and whose maximum never took them
-    in_slot0 = int((bad & empty)[:, 0].sum())
+                 if bool((_rows(split.after[pos], roles.rows, roles.slots) == 0).all(dim=2)[unscored].all())]
+
+    def share(count: int, of: int, other: bool = False) -> str:
+        if other:
+            return f"{count} of the other {of} slots"
+        return f"All {of} slots holding it" if count == of else f"{count} of the {of} slots holding it"
+
     words = ""
     if in_slot0:
-        which = f"All {n_bad} slots holding it" if in_slot0 == n_bad else f"{in_slot0} of the {n_bad} slots holding it"
-        words += (f" {which} store a maximum of -inf ({split.arg_name(maxima[0])}) in slot 0, whose slice holds"
-                  " position 0 of its sequence: that slice scored positions, and the maximum it stored never"
-                  " took their scores (a maximum over the wrong axis of the score tile, say, or scores masked to"
-                  " -inf before it). Then p = exp2(score − (-inf)) is Inf, and Inf − Inf or 0 × Inf is NaN.")
+        words += (f" {share(in_slot0, n_bad)} store a maximum of -inf ({split.arg_name(maxima[0])}) in slot 0, whose"
+                  " slice holds position 0 of its sequence: that slice scored positions, and the maximum it stored"
+                  " never took their scores (a maximum over the wrong axis of the score tile, say, or scores masked"
+                  " to -inf before it). Then p = exp2(score − (-inf)) is Inf, and Inf − Inf or 0 × Inf is NaN.")
         n_bad -= in_slot0
-        n_empty -= in_slot0
     if n_empty:
-        if in_slot0:
-            which = f"{n_empty} of the other {n_bad} slots"
-        else:
-            which = (f"All {n_bad} slots holding it" if n_empty == n_bad
-                     else f"{n_empty} of the {n_bad} slots holding it")
+        which = share(n_empty, n_bad, other=bool(in_slot0))
         words += (f" {which} store a maximum of -inf ({split.arg_name(maxima[0])}): a slice that scored no"
                   " position.")
         if zero_sums:
