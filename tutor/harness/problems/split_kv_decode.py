@@ -605,14 +605,26 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
                            " maximum never updated from -inf, an exponent against the old maximum or with its sign"
                            " flipped, a division by a sum of 0). The two kernels were not tested apart.")
             return found
+        source = layout.values_source(module, roles0, x0.v_view)
+        if source:
+            found.words = (" The tutor could not read your split kernel's slice states with values that name their"
+                           " (sequence, head); run alone again with V all zero and its parameter"
+                           f" {source} naming each (sequence, head) instead (every other input zero, so every score"
+                           " is 0), its states name their (sequence, head): your split kernel takes its values from"
+                           f" {source}, not from V (look at the pointer its V tile is loaded from). The two kernels"
+                           " were not tested apart.")
+            return found
+        coverage, explained = apart.vector_coverage_words(roles0, measured.written) \
+            if measured.written is not None else ("", False)
+        causes = "" if explained else (
+            ": it lays them out another way, reads another (sequence, head)'s keys or values (its K/V offsets or"
+            " strides), scores positions by something else than the keys (with keys of zero every position weighs"
+            " the same: K read from another tensor), or its states are no weighted sums of the values at all (V"
+            " read from another tensor).")
         found.words = (" The tutor could not read your split kernel's slice states: run alone on keys of zero and"
                        " values that name their (sequence, head), no layout of the tensors it shares with the merge"
                        " ([sequence*head, slice] or [slice, sequence*head]) gives each (sequence, head) its own"
-                       " values: it lays them out another way, reads another (sequence, head)'s keys or values (its"
-                       " K/V offsets or strides), scores positions by something else than the keys (with keys of"
-                       " zero every position weighs the same: K read from another tensor), or its states are no"
-                       " weighted sums of the values at all (V read from another tensor). The two kernels were not"
-                       " tested apart.")
+                       f" values{causes or '.'}{coverage} The two kernels were not tested apart.")
         return found
     found.words = measured.words
     # the visits say which slot read each block; they are trusted where they agree with the

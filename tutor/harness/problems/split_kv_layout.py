@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -87,6 +88,76 @@ def _counts_agree(canon: torch.Tensor, nonempty: torch.Tensor, counts: torch.Ten
     return False
 
 
+def _position_of(call: apart.KernelCall, t: torch.Tensor) -> int | None:
+    """Where the launch passed tensor ``t`` (the same storage), or None."""
+    return next((i for i, a in enumerate(call.args) if isinstance(a, torch.Tensor) and apart._ptr(a) == apart._ptr(t)),
+                None)
+
+
+def _naming(shape: torch.Size) -> torch.Tensor:
+    """Values that name themselves, float64 (rows, positions, head_dim): component 0 the position,
+    1 the row (sequence*head), 2 one, the rest 0."""
+    b, h, n, d = shape
+    vv = torch.zeros(b * h, n, d, dtype=torch.float64)
+    vv[:, :, 0] = torch.arange(n, dtype=torch.float64)[None, :]
+    vv[:, :, 1] = torch.arange(b * h, dtype=torch.float64)[:, None]
+    vv[:, :, 2] = 1.0
+    return vv
+
+
+def _state_positions(roles: apart.Roles) -> set[int]:
+    return {roles.split_pos[p] for p in [*roles.tensors, roles.vector]}
+
+
+def _launch(module: ModuleType, roles: apart.Roles, inputs: dict[int, torch.Tensor | float]) -> list[Any]:
+    """The recorded split launch again (same grid, int and constexpr arguments) on aligned copies of its
+    tensors: at each position of ``inputs`` that tensor's values (reshaped) or that number, every
+    state tensor filled with :data:`MARKER`, every other tensor as recorded.  Returns the arguments."""
+    split = roles.split
+    states = _state_positions(roles)
+    args = list(split.args)
+    for i, a in enumerate(split.args):
+        if not isinstance(a, torch.Tensor):
+            continue
+        c = apart._aligned_copy(a)
+        given = inputs.get(i)
+        if isinstance(given, torch.Tensor):
+            c.copy_(given.reshape(c.shape).to(device=c.device, dtype=c.dtype))
+        elif given is not None:
+            c.fill_(given)
+        elif i in states:
+            c.fill_(MARKER)
+        else:
+            c.copy_(a)
+        args[i] = c
+    getattr(module, split.name)[split.grid](*args, **split.kwargs)
+    return args
+
+
+def values_source(module: ModuleType, roles: apart.Roles, v: torch.Tensor) -> str:
+    """The split parameter whose values the vector states average, where it is not V: the launch
+    again with V and every other floating input zero (so every score is 0, whatever the kernel
+    scores with) but one of V's size, which names its (sequence, head) as V does in :func:`probe`.
+    The first such parameter whose states then name their own rows, by name; "" where none does."""
+    split = roles.split
+    v_pos = _position_of(split, v)
+    states = _state_positions(roles)
+    floats = [i for i, a in enumerate(split.args)
+              if isinstance(a, torch.Tensor) and a.is_floating_point() and i not in states]
+    for i in floats:
+        if i == v_pos or split.args[i].numel() != v.numel():
+            continue
+        inputs: dict[int, torch.Tensor | float] = {j: 0.0 for j in floats}
+        inputs[i] = _naming(v.shape)
+        args = _launch(module, roles, inputs)
+        if v.is_cuda:
+            torch.cuda.synchronize()
+        vec_flat = args[roles.split_pos[roles.vector]].detach().double().cpu().reshape(-1)
+        if any(_row_matches(lay.canonical(vec_flat, roles.sizes(roles.vector)))[1] for lay in apart.VECTOR_LAYOUTS):
+            return split.arg_name(i)
+    return ""
+
+
 @dataclass
 class Unread:
     """A probe no layout reads: ``nonfinite`` when the split wrote NaN or Inf into its states;
@@ -95,43 +166,24 @@ class Unread:
 
     nonfinite: bool = False
     scalar: str = ""
+    written: torch.Tensor | None = None  # flat bool: the vector state's elements the split wrote (None: not measured)
 
 
 def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
           heads: int) -> Measured | Unread:
     """Run the recorded split alone on the tutor's inputs; :class:`Unread` where no layout reads it."""
-    split = roles.split
-    v_pos = next((i for i, a in enumerate(split.args)
-                  if isinstance(a, torch.Tensor) and apart._ptr(a) == apart._ptr(v)), None)
+    v_pos = _position_of(roles.split, v)
     if v_pos is None or roles.head_dim < 3:
         return Unread()
-    b, h, n, d = v.shape
-    states = {roles.split_pos[p] for p in [*roles.tensors, roles.vector]}
-    args = list(split.args)
-    for i, a in enumerate(split.args):
-        if not isinstance(a, torch.Tensor):
-            continue
-        c = apart._aligned_copy(a)
-        if apart._ptr(a) == apart._ptr(k):
-            c.zero_()
-        elif i == v_pos:
-            vv = torch.zeros(b * h, n, d, dtype=torch.float64)
-            vv[:, :, 0] = torch.arange(n, dtype=torch.float64)[None, :]
-            vv[:, :, 1] = torch.arange(b * h, dtype=torch.float64)[:, None]
-            vv[:, :, 2] = 1.0
-            c.copy_(vv.reshape(c.shape).to(device=c.device, dtype=c.dtype))
-        elif i in states:
-            c.fill_(MARKER)
-        else:
-            c.copy_(a)
-        args[i] = c
-    getattr(module, split.name)[split.grid](*args, **split.kwargs)
+    k_pos = _position_of(roles.split, k)
+    args = _launch(module, roles, {**({k_pos: 0.0} if k_pos is not None else {}), v_pos: _naming(v.shape)})
     if v.is_cuda:
         torch.cuda.synchronize()
-
+    b, h, n, d = v.shape
     vec_flat = args[roles.split_pos[roles.vector]].detach().double().cpu().reshape(-1)
-    written = vec_flat[vec_flat != MARKER]
-    unread = Unread(nonfinite=bool(written.numel()) and not bool(torch.isfinite(written).all()))
+    mask = vec_flat != MARKER
+    written = vec_flat[mask]
+    unread = Unread(nonfinite=bool(written.numel()) and not bool(torch.isfinite(written).all()), written=mask)
     found = None
     for layout in apart.VECTOR_LAYOUTS:
         vec = layout.canonical(vec_flat, roles.sizes(roles.vector))

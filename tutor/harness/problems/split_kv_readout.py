@@ -291,6 +291,50 @@ def unwritten_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
         f" {it} came out value for value as {it} went in, while its other states hold slices that read something.")
 
 
+def vector_coverage_words(roles: Roles, written: torch.Tensor) -> tuple[str, bool]:
+    """What the split's stores covered of the vector state tensor (``written``: flat bool, the
+    elements a marker launch found replaced), where they left part of it ("" where every
+    element was written); and whether one cause explains exactly that coverage: every
+    (sequence*head, slot) state stored at its index, not at index * head_dim."""
+    size, count = written.numel(), int(written.sum())
+    if count >= size:
+        return "", False
+    name = roles.split.arg_name(roles.split_pos[roles.vector])
+    prefix = bool(written[:count].all())
+    words = (f" Of the {size} elements of the vector state tensor it shares with the merge ({name}), it wrote"
+             f" {count}" + (f", the first {count} in a row" if prefix else "") + ".")
+    states = roles.rows * roles.slots
+    explained = prefix and count == states + roles.head_dim - 1
+    if explained:
+        words += (f" That is exactly what {states} states of {roles.head_dim} values cover when each starts one"
+                  f" element after the last instead of {roles.head_dim}: its store's state offset is not"
+                  " multiplied by head_dim, so each state overwrites most of the one before.")
+    return words, explained
+
+
+def overlapping_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
+    """``states-unwritten`` where the split, launched again with its vector state filled with a
+    marker, replaced exactly the elements that states stored one element apart cover
+    (:func:`vector_coverage_words`); ("", "") otherwise."""
+    split = roles.split
+    pos = roles.split_pos[roles.vector]
+    span = roles.rows * roles.slots + roles.head_dim - 1  # what states stored one element apart cover
+    if pos not in split.before or pos not in split.after:
+        return "", ""
+    changed = (split.after[pos] != split.before[pos]).reshape(-1)
+    if bool(changed[span:].any()):  # the check's own launch stored past that: no launch to ask
+        return "", ""
+    again = next((c for c in rerun({split.name: frozenset([pos])}) if c.name == split.name), None)
+    if again is None or pos not in again.after:
+        return "", ""
+    written = (again.after[pos].view(torch.int32) != MARKER_BITS).cpu().reshape(-1)
+    words, explained = vector_coverage_words(roles, written)
+    if not explained:
+        return "", ""
+    return "states-unwritten", (f" Your split kernel ({split.name}), launched again with its vector state filled"
+                                " with a marker (a NaN pattern no arithmetic makes), replaced only part of the"
+                                f" marker; your merge kernel ({roles.merge.name}) reads the rest too." + words)
+
 def _state_words(call: KernelCall, pos: int) -> str:
     held = call.after[pos]
     values = torch.unique(held.flatten()).tolist() if 0 < held.numel() <= 4096 else []
