@@ -83,6 +83,8 @@ WANTED = {
                                                       "sequence 1 head 0: sequence 0 head 1's"]),
     "07_o_state_stored_without_head_dim_stride": ("states-unwritten", ["(MidO), it wrote 159, the first 159 in a row",
                                                                        "its store's state offset is not multiplied"]),
+    "07_no_alpha": ("wrong-output", ["Within each slice, the tiles of 32 positions that were read while the running",
+                                     "cut into slices of 64 positions from position 0"]),
     "05_v_loaded_from_k": ("wrong-output", ["takes its values from K, not from V"]),
     "05_o_state_stored_without_head_dim_stride": ("wrong-output", ["(MidO), it wrote 95, the first 95 in a row",
                                                                    "its store's state offset is not multiplied by"]),

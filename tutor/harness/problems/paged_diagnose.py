@@ -455,7 +455,7 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
     if "heads-mixed" in heads:
         codes.say("heads-mixed", heads["heads-mixed"])
     elif "wrong-output" in heads:
-        softmax, hot = paged_weights.softmax_reading(clean[0], readout) if clean and readout is not None \
+        softmax, hot = paged_weights.softmax_reading(clean[0], readout, block_n) if clean and readout is not None \
             and not swapped else (swapped, False)
         slices = _one_slice_words(clean[0], tolerance, one_slice) if clean and not hot else ""
         codes.say("wrong-temperature" if hot else "wrong-output", heads["wrong-output"] + softmax + slices)

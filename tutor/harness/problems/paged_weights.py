@@ -256,13 +256,37 @@ def unlisted_words(cw: CaseWeights) -> list[str]:
     return said
 
 
-def softmax_reading(x: Launch, relaunch: Relaunch) -> tuple[str, bool]:
+def _slices_words(w: torch.Tensor, scores: torch.Tensor, seen: torch.Tensor, block_n: int,
+                  row_name: Callable[[int], str]) -> str:
+    """An accumulator not rescaled within each slice of a split, where it fits: the positions cut
+    into tiles of ``block_n`` (the kernel's BLOCK_N) and the tiles into slices of r from position 0,
+    as a split of SPLIT_SIZE = r * BLOCK_N positions cuts them (one program, with its own running
+    maximum, a slice), for each r; the words of the smallest r whose pattern fits every row
+    (:func:`block_shares_words`), with its slice size where no other r fits; "" where none fits."""
+    tiles = -(-w.shape[-1] // block_n)
+    fitting: dict[int, str] = {}
+    for r in range(2, tiles + 1):
+        segments = (torch.arange(tiles) // r).reshape(1, 1, tiles)
+        words = block_shares_words(w, scores, seen, block_n, row_name, "tile", "positions", segments=segments,
+                                   patterns_only=True)
+        if words.startswith(" Within each slice"):
+            fitting[r] = words
+    if not fitting:
+        return ""
+    r = min(fitting)
+    size = (f" (Measured with the tiles of {block_n} positions, your BLOCK_N, cut into slices of {r * block_n}"
+            " positions from position 0: the one such cut whose pattern fits every row.)") if len(fitting) == 1 else ""
+    return fitting[r] + size
+
+
+def softmax_reading(x: Launch, relaunch: Relaunch, block_n: int | None = None) -> tuple[str, bool]:
     """The case's softmax read out on its own block table and lengths: q scaled down (every
     weight far from fp16's underflow), V one-hot by logical position on every held pool row
     (head_dim positions a launch), so head (b, h)'s output channel c is its weight on
     position start + c.  Said: the slope of log(weight) against the true scores within each
     page (nothing where the weights are no softmax of them), and what each head's weights
-    add up to; and whether the slope is a known wrong temperature."""
+    add up to; and whether the slope is a known wrong temperature.  ``block_n``: the kernel's
+    BLOCK_N, where it has one (how the pages' shares are read then: :func:`_slices_words`)."""
     c, p = x.case, x.inputs
     d, dev = c.head_dim, p.q.device
     rows = rows_of(c, p)
@@ -286,8 +310,11 @@ def softmax_reading(x: Launch, relaunch: Relaunch) -> tuple[str, bool]:
     allowed = torch.arange(n)[None, :] < lengths.cpu().repeat_interleave(c.heads)[:, None]
     span = f"Within each page (read out through one-hot values on the {c.name} case)"
     scores, seen = s.reshape(c.batch * c.heads, 1, n), allowed[:, None, :]
+
+    def name(r: int) -> str:
+        return f"sequence {r // c.heads} head {r % c.heads}"
+
     return reading.softmax_reading(w, scores, seen, d, c.page_size, span,
                                    "each head's weights on its sequence's held positions",
-                                   lambda: block_shares_words(w, scores, seen, c.page_size,
-                                                              lambda r: f"sequence {r // c.heads} head {r % c.heads}",
-                                                              "page", "positions"))
+                                   lambda: (block_n is not None and _slices_words(w, scores, seen, block_n, name))
+                                   or block_shares_words(w, scores, seen, c.page_size, name, "page", "positions"))
