@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from tutor.harness.problems.attention.block_shares import block_shares_words, even_spans
+from tutor.harness.problems.attention.block_shares import block_shares_words, counted_keys_words, even_spans
 
 ROWS, KEYS, BLOCK = 6, 96, 16
 
@@ -143,3 +143,35 @@ def test_slices_that_each_keep_their_own_maximum_are_measured_slice_by_slice():
     said = block_shares_words(w, s, allowed, BLOCK, segments=slices)
     assert said.startswith(" Within each slice, the blocks of 16 keys that were read while the running maximum"), said
     assert "Within each slice" not in block_shares_words(w, s, allowed, BLOCK)  # one loop: no pattern fits
+
+
+def _counted(counts: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """The weights of a kernel that adds each key ``counts`` times to its sums (both the accumulator and l)."""
+    e = torch.where(allowed, (s - s.amax(-1, keepdim=True)).exp(), 0.0) * counts
+    return e / e.sum(-1, keepdim=True)
+
+
+def test_keys_added_twice_are_counted_from_their_weights():
+    """Loop steps that overlap (blind round 20, 06/w26: steps of BLOCK_M=32 over blocks of 64) add
+    the overlapping keys twice: each weighs twice its share against the keys added once."""
+    s, allowed, _ = _scores()
+    s = s * 0.2  # every key holds over 0.5 % of its row: each is compared
+    p = torch.softmax(torch.where(allowed, s, float("-inf")), dim=-1)
+    counts = torch.ones(KEYS, dtype=torch.float64)
+    counts[32:64] = 2
+    said = counted_keys_words(_counted(counts, s, allowed), s, allowed)
+    assert "keys 32..63 count 2 times, the rest once" in said, said
+    assert "read and added more than once" in said
+    assert counted_keys_words(p, s, allowed) == ""  # softmax itself: every key once
+    # an accumulator not rescaled: each block off by exp(final max - running max), no whole counts
+    s0, _, p0 = _scores()
+    masked = torch.where(allowed, s0, float("-inf"))
+    running = torch.cummax(torch.stack([masked[..., sl].amax(-1) for sl in even_spans(KEYS, BLOCK)], -1), -1).values
+    stale = p0 * torch.exp(masked.amax(-1, keepdim=True) - running.repeat_interleave(BLOCK, dim=-1))
+    factor = stale[0, 1] / p0[0, 1]
+    assert float(factor.max() / factor.min()) > 1.2  # the blocks' shares do differ
+    assert counted_keys_words(stale / stale.sum(-1, keepdim=True), s0, allowed) == ""
+    # a key missing (weight 0 where softmax gives it some) leaves its row unread: not said from it alone
+    missing = _counted(counts, s, allowed)
+    missing[..., 5] = 0
+    assert counted_keys_words(missing, s, allowed) == ""

@@ -317,4 +317,5 @@ def softmax_reading(x: Launch, relaunch: Relaunch, block_n: int | None = None) -
     return reading.softmax_reading(w, scores, seen, d, c.page_size, span,
                                    "each head's weights on its sequence's held positions",
                                    lambda: (block_n is not None and _slices_words(w, scores, seen, block_n, name))
-                                   or block_shares_words(w, scores, seen, c.page_size, name, "page", "positions"))
+                                   or block_shares_words(w, scores, seen, c.page_size, name, "page", "positions"),
+                                   name)

@@ -387,7 +387,7 @@ def temperature(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: C
     return reading.softmax_reading(weights, scores, allowed, case.head_dim, block_n, "Within each K/V block",
                                    "each row's weights",
                                    lambda: block_shares_words(weights, scores, allowed, block_n, row_name,
-                                                              "K/V block"))[0]
+                                                              "K/V block"), row_name)[0]
 
 
 def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int) -> torch.Tensor:

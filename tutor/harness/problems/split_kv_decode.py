@@ -889,11 +889,14 @@ def weights_reading(module: ModuleType, launch: Launch) -> tuple[str, bool]:
         # which slice read each block, as the correctness launch recorded it: each keeps its own maximum
         blocks = -(-n // int(module.BLOCK_N))
         read_by = launch.visits.reshape(b * h, 1, -1)[..., :blocks].to(w.device)
-        return block_shares_words(w, s, allowed, int(module.BLOCK_N), lambda r: f"sequence {r // h} head {r % h}",
-                                  "K/V block", "cache positions", segments=read_by)
+        return block_shares_words(w, s, allowed, int(module.BLOCK_N), name, "K/V block", "cache positions",
+                                  segments=read_by)
+
+    def name(r: int) -> str:
+        return f"sequence {r // h} head {r % h}"
 
     return reading.softmax_reading(w, s, allowed, d, int(module.BLOCK_N), span,
-                                   f"each (sequence, head)'s weights on the {_result(launch).name} case", shares)
+                                   f"each (sequence, head)'s weights on the {_result(launch).name} case", shares, name)
 
 
 def _split_right(tested: Apart, failing: list[Launch]) -> bool:

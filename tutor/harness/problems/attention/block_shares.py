@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 import torch
 
+from tutor.harness.findings import index_runs
+
 # shared with the block ratios of drills 01/02 (readout._blocks)
 BLOCK_MASS = 0.02  # a (row, block) pair is compared when softmax gives the block this much of the row
 CONSISTENT = 0.03  # log-ratio spread under which a row's blocks share one scale
@@ -194,3 +196,52 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
                f" What sets a {unit}'s share against the others: the rescale by exp(old maximum − new maximum) where a"
                f" step adds it, the weight a merge of partial results gives each part, and whether its {of} are"
                f" read and counted exactly once."))
+
+
+KEY_MASS = 5e-3  # a key softmax gives this much of its row is compared one by one (fp16 read-outs)
+WHOLE = 0.05  # how far (relative) a key's weight ratio may miss a whole multiple of its row's lowest
+
+
+def counted_keys_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
+                       row_name: Callable[[int], str] = lambda r: f"row {r}") -> str:
+    """Keys added more than once, in words: where, in every row that can be read (finite,
+    no weight off its allowed keys, none missing), each key's weight over softmax's is a
+    whole multiple (1, 2 or 3) of the row's lowest such ratio, and some key's is 2 or 3.
+    A key added c times weighs c exp(s) over the row's sum (whatever that sum holds): its
+    ratio to softmax is c times the row's common factor.  ``w`` (rows, queries,
+    keys) read-out weights, ``s`` the float64 scores, ``allowed`` broadcast like ``w``; rows
+    are named by ``row_name`` of their flat index.  "" where the weights fit no such counts."""
+    w = w.to(torch.float64)
+    s, allowed = s.to(torch.float64).expand_as(w), allowed.expand_as(w)
+    w, s, allowed = (t.reshape(-1, t.shape[-1]) for t in (w, s, allowed))
+    p = torch.softmax(torch.where(allowed, s, float("-inf")), dim=-1).nan_to_num(0.0)
+    finite = torch.isfinite(w).all(dim=-1)
+    wz = w.nan_to_num(0.0)
+    ok = (finite & (torch.where(allowed, 0.0, wz.abs()) < 1e-6).all(dim=-1)
+          & ~((p > NEVER_READ_P) & (wz <= 0)).any(dim=-1))
+    use = (p > KEY_MASS) & (wz > 0) & ok[:, None]
+    readable = use.sum(-1) >= 2
+    if not bool(readable.any()):
+        return ""
+    ratio = torch.where(use, wz / p.clamp(min=1e-300), float("inf"))
+    base = ratio.amin(-1, keepdim=True)
+    times = torch.where(use, ratio / base, torch.ones_like(ratio))
+    whole = times.round()
+    if not bool(((times - whole).abs() <= WHOLE * whole).all()) or float(whole.max()) > 3:
+        return ""
+    many = (whole >= 2) & use
+    if not bool(many.any()):
+        return ""
+    worst = int(many.sum(-1).argmax())
+    parts = []
+    for c in (2, 3):
+        keys = ((whole[worst] == c) & use[worst]).nonzero().flatten().tolist()
+        if keys:
+            parts.append(f"key{'s' * (len(keys) > 1)} {index_runs(keys)} count{'s' * (len(keys) == 1)} {c} times")
+    rows = int((many.any(-1)).sum())
+    return (f" Read out through one-hot values, in every row the read-out can compare ({int(readable.sum())}), each"
+            f" key weighs softmax's share times a whole count (and one common factor a row): in {row_name(worst)},"
+            f" {' and '.join(parts)}, the rest once ({rows} rows have keys counted more than once; compared: the keys"
+            f" softmax gives {100 * KEY_MASS:.1f} % of their row or more). A key added c times weighs c times its share"
+            " against the keys added once: those keys were read and added more than once (loop steps that overlap,"
+            " or a block visited twice).")

@@ -26,7 +26,7 @@ from types import ModuleType
 import torch
 
 from tutor.harness import launch as launching
-from tutor.harness.problems.attention.block_shares import BLOCK_MASS, CONSISTENT, fits_pattern
+from tutor.harness.problems.attention.block_shares import BLOCK_MASS, CONSISTENT, counted_keys_words, fits_pattern
 from tutor.harness.result import BlockPattern, ForbiddenScore, MissingWhere, ReadOut, TemperatureName
 
 READ = 0.0  # a weight above this was given: a masked key gets exactly 0 (p = exp2(-inf) = 0, times one-hot V)
@@ -312,15 +312,19 @@ def slope_words(slope: float | None, head_dim: int, span: str) -> tuple[str, boo
 
 
 def softmax_reading(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, head_dim: int, block_n: int,
-                    span: str, sums_of: str, shares: Callable[[], str]) -> tuple[str, bool]:
+                    span: str, sums_of: str, shares: Callable[[], str],
+                    row_name: Callable[[int], str] = lambda r: f"row {r}") -> tuple[str, bool]:
     """What a one-hot read-out ``w`` says against softmax of the true scores ``s``, in words:
     the slope (:func:`temperature_reading`), what each row's weights (``sums_of``) add up to
     (:func:`row_sums`) and, only where the slope is softmax's own, how the blocks share each
     row's weight (``shares()``, e.g. :func:`block_shares.block_shares_words`): a block-wise
     pattern is read only at the right temperature.  And whether the slope is a known wrong
-    temperature."""
+    temperature.  Where no slope is read, keys added more than once may still be
+    (:func:`block_shares.counted_keys_words`; ``row_name`` names a flat row of ``w``)."""
     slope, hot = temperature_reading(w, s, allowed, head_dim, block_n, span)
     said = slope + row_sums(w, sums_of)
+    if not slope:
+        said += counted_keys_words(w, s, allowed, row_name)
     if slope and not hot:
         said += shares()
     return said, hot
