@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from tutor.harness.problems.attention.block_shares import block_shares_words, counted_keys_words, even_spans
+from tutor.harness.problems.attention.block_shares import (
+    block_shares_words,
+    counted_keys_words,
+    even_spans,
+    zero_scores_words,
+)
 
 ROWS, KEYS, BLOCK = 6, 96, 16
 
@@ -175,3 +180,23 @@ def test_keys_added_twice_are_counted_from_their_weights():
     missing = _counted(counts, s, allowed)
     missing[..., 5] = 0
     assert counted_keys_words(missing, s, allowed) == ""
+
+
+def test_keys_and_rows_that_weigh_a_score_of_zero():
+    """K rows read as zeros (a load mask false for them, blind round 20 06/w27) score 0 in the
+    rows that read them; a row whose q reads as zeros (06/w44) scores every key 0."""
+    s, allowed, p = _scores()
+    assert zero_scores_words(p, s, allowed) == ""  # softmax itself
+    k_zero = torch.where(torch.arange(KEYS) >= 70, 0.0, s)
+    k_zero[0, :3] = s[0, :3]  # rows 0..2 read those keys right
+    w = torch.softmax(torch.where(allowed, k_zero, float("-inf")), dim=-1)
+    said = zero_scores_words(w, s, allowed)
+    assert "weigh a score of 0 and the rest their own (3 rows have such keys)" in said, said
+    assert "keys 70..79" in said or "keys 70..95" in said, said
+    q_zero = s.clone()
+    q_zero[0, 4:] = 0.0
+    w = torch.softmax(torch.where(allowed, q_zero, float("-inf")), dim=-1)
+    said = zero_scores_words(w, s, allowed)
+    assert "2 rows weigh every key they see alike" in said and "first row 4" in said, said
+    # weights of another temperature fit neither a key's own score nor 0
+    assert zero_scores_words(torch.softmax(torch.where(allowed, 0.5 * s, float("-inf")), -1), s, allowed) == ""

@@ -245,3 +245,70 @@ def counted_keys_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
             f" softmax gives {100 * KEY_MASS:.1f} % of their row or more). A key added c times weighs c times its share"
             " against the keys added once: those keys were read and added more than once (loop steps that overlap,"
             " or a block visited twice).")
+
+
+ZERO_FIT = 0.05  # how far (in log) a key's weight may miss its score's, or a score of 0's, and still fit
+ZERO_APART = 0.3  # a key whose true score is this far from 0 can tell the two apart
+
+
+def _readable(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(w, s, allowed) as (rows, keys) float64 / bool, and the rows a read-out speaks for:
+    finite, no weight off the allowed keys, none an allowed key softmax weighs missing."""
+    w = w.to(torch.float64)
+    s, allowed = s.to(torch.float64).expand_as(w), allowed.expand_as(w)
+    w, s, allowed = (t.reshape(-1, t.shape[-1]) for t in (w, s, allowed))
+    p = torch.softmax(torch.where(allowed, s, float("-inf")), dim=-1).nan_to_num(0.0)
+    wz = w.nan_to_num(0.0)
+    ok = (torch.isfinite(w).all(dim=-1) & (torch.where(allowed, 0.0, wz.abs()) < 1e-6).all(dim=-1)
+          & ~((p > NEVER_READ_P) & (wz <= 0)).any(dim=-1))
+    return wz, s, allowed, p, ok
+
+
+def zero_scores_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
+                      row_name: Callable[[int], str] = lambda r: f"row {r}") -> str:
+    """Keys that weigh what a score of exactly 0 gets, in words: where in every row the read-out
+    speaks for, each compared key's log-weight is its true score or 0, plus one constant a row
+    (the row's log-sum: log w = score - log sum_j exp(score_j) holds for both kinds alike), and
+    some key whose true score is not near 0 takes 0.  A row all of whose keys take 0 weighs them
+    evenly (its q read as zeros); keys that take 0 in some rows only had their K read as zeros
+    there, or their scores replaced by 0.  "" where the weights fit no such split."""
+    wz, s, allowed, _, ok = _readable(w, s, allowed)
+    use = allowed & (wz > 1e-4) & ok[:, None]
+    readable = use.sum(-1) >= 2
+    if not bool(readable.any()):
+        return ""
+    e = wz.clamp(min=1e-300).log()
+    zero = torch.zeros_like(use)
+    either = torch.zeros_like(use)
+    fits = torch.zeros(use.shape[0], dtype=torch.bool)
+    # the row's constant: the median of its keys' log-weight over their true score (most keys
+    # weigh their own), else the median log-weight (every key weighs a score of 0)
+    for c in ((e - s), e):
+        nan = torch.where(use, c, float("nan"))
+        const = nan.nanmedian(-1, keepdim=True).values
+        right = ((e - s) - const).abs() < ZERO_FIT
+        naught = (e - const).abs() < ZERO_FIT
+        ok = ((right | naught) | ~use).all(-1) & ~fits
+        zero[ok] = (naught & ~right & use)[ok]
+        either[ok] = (naught & use)[ok]
+        fits |= ok
+    apart = zero & (s.abs() > ZERO_APART)
+    if not bool((fits | ~readable).all()) or not bool(apart.any()):
+        return ""
+    hit = zero.any(-1) & readable
+    whole = hit & (either == use).all(-1)  # every key a score of 0 (keys near 0 fit both)
+    if bool((whole == hit).all()):
+        flat = whole.nonzero().flatten().tolist()
+        return (f" Read out through one-hot values, {len(flat)} rows weigh every key they see alike, as scores of"
+                f" exactly 0 would (first {row_name(flat[0])}), and every other row its keys' true scores: those"
+                " rows' q read as zeros (a load mask false for them), or their scores replaced by 0.")
+    worst = int(torch.where(hit & ~whole, zero.sum(-1), -1).argmax())
+    strict = zero[worst].nonzero().flatten()
+    span = torch.zeros_like(either[worst])
+    span[int(strict.min()):int(strict.max()) + 1] = True
+    keys = (either[worst] & span).nonzero().flatten().tolist()  # with the keys between that fit both
+    return (f" Read out through one-hot values, in every row the read-out can compare, each key weighs what its true"
+            f" score gives it or what a score of exactly 0 would, against one constant a row: in {row_name(worst)},"
+            f" key{'s' * (len(keys) > 1)} {index_runs(keys)} weigh{'s' * (len(keys) == 1)} a score of 0 and the"
+            f" rest their own ({int(hit.sum())} rows have such keys): those keys' K rows read as zeros there (a load"
+            " mask false for them), or their scores replaced by 0.")

@@ -26,7 +26,13 @@ from types import ModuleType
 import torch
 
 from tutor.harness import launch as launching
-from tutor.harness.problems.attention.block_shares import BLOCK_MASS, CONSISTENT, counted_keys_words, fits_pattern
+from tutor.harness.problems.attention.block_shares import (
+    BLOCK_MASS,
+    CONSISTENT,
+    counted_keys_words,
+    fits_pattern,
+    zero_scores_words,
+)
 from tutor.harness.result import BlockPattern, ForbiddenScore, MissingWhere, ReadOut, TemperatureName
 
 READ = 0.0  # a weight above this was given: a masked key gets exactly 0 (p = exp2(-inf) = 0, times one-hot V)
@@ -324,7 +330,7 @@ def softmax_reading(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, hea
     slope, hot = temperature_reading(w, s, allowed, head_dim, block_n, span)
     said = slope + row_sums(w, sums_of)
     if not slope:
-        said += counted_keys_words(w, s, allowed, row_name)
+        said += counted_keys_words(w, s, allowed, row_name) or zero_scores_words(w, s, allowed, row_name)
     if slope and not hot:
         said += shares()
     return said, hot
