@@ -200,3 +200,20 @@ def test_keys_and_rows_that_weigh_a_score_of_zero():
     assert "2 rows weigh every key they see alike" in said and "first row 4" in said, said
     # weights of another temperature fit neither a key's own score nor 0
     assert zero_scores_words(torch.softmax(torch.where(allowed, 0.5 * s, float("-inf")), -1), s, allowed) == ""
+
+
+def test_k_read_with_its_strides_swapped_is_named_only_where_its_scores_fit():
+    """K addressed as if stored (head_dim, seq) (blind round 20, 06/w39): the weights are softmax
+    over scores against that reading of K's memory; softmax of the true scores is not."""
+    from tutor.harness.problems.attention.readout import k_layout_words, scores
+
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn((1, 2, 40, 16), generator=g, dtype=torch.float64)
+    k = torch.randn((1, 1, 40, 16), generator=g, dtype=torch.float64)
+    allowed = torch.ones(40, 40, dtype=torch.bool).tril()
+    swapped = k.reshape(1, 1, 16, 40).transpose(-1, -2).repeat_interleave(2, dim=1)
+    w = torch.softmax(scores(q, swapped).masked_fill(~allowed, float("-inf")), -1)
+    said = k_layout_words(w, q, k, allowed, group=2)
+    assert "element c*40 + n of its head's K" in said and "at n*16 + c" in said, said
+    right = torch.softmax(scores(q, k.repeat_interleave(2, dim=1)).masked_fill(~allowed, float("-inf")), -1)
+    assert k_layout_words(right, q, k, allowed, group=2) == ""

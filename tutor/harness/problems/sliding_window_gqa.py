@@ -1226,10 +1226,11 @@ class _WindowReadouts:
                 self.slopes[name] = reading.not_weighted_sum_words(gap, _where(one))
                 self.found[name] = []
                 return []
-            self.slopes[name] = temperature(weights, inputs[0], inputs[1], one.case, self.block_n)
             # the true scores of the read-out's q and k, and softmax over each row's window
             scores = reading.scores(inputs[0], inputs[1].repeat_interleave(one.case.group, dim=1)).to(weights.device)
             allowed = window_mask(one.case.seq, one.case.window, weights.device)
+            self.slopes[name] = temperature(weights, inputs[0], inputs[1], one.case, self.block_n) \
+                + reading.k_layout_words(weights, inputs[0], inputs[1], allowed, one.case.group)
             probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
             moved = _values_off_keys(weights, probs, self.block_n)
             if moved is not None:  # the keys are weighed right and the values come from other rows

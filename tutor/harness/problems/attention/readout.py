@@ -191,6 +191,32 @@ def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return s
 
 
+LAYOUT_FIT = 0.01  # largest weight gap at which a read-out is softmax of another K layout's scores
+
+
+def k_layout_words(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor, group: int = 1) -> str:
+    """Where the read-out weights ``w`` (batch*heads, seq, seq) are softmax over ``allowed`` of
+    scores against each head's K read as a (head_dim, seq) array -- key n's component c taken
+    from element c*seq + n, the sequence and head_dim strides swapped in the K offsets -- in
+    every finite row, within LAYOUT_FIT: the words; "" otherwise.  ``k`` (batch, heads_kv, seq,
+    head_dim), each K/V head serving ``group`` query heads of ``q``."""
+    b, h, n, d = k.shape
+    if n == d:
+        return ""  # the two layouts are one shape: a transposed K is the same question either way
+    swapped = k.reshape(b, h, d, n).transpose(-1, -2).repeat_interleave(group, dim=1)
+    s = scores(q, swapped).to(w.device)
+    p = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1).nan_to_num(0.0)
+    rows = torch.isfinite(w).all(dim=-1)
+    if not bool(rows.any()) or float((w[rows].to(torch.float64) - p[rows]).abs().max()) > LAYOUT_FIT:
+        return ""
+    which = "every row's weights are" if bool(rows.all()) else \
+        f"the weights of every row it can read ({int(rows.sum())} of {rows.numel()}) are"
+    return (f" Read out through one-hot values, {which} softmax's over scores against K read as a"
+            f" (head_dim, seq) array: key n's component c taken from element c*{n} + n of its head's K, where the"
+            f" drill's (seq, head_dim) layout has it at n*{d} + c (within {LAYOUT_FIT} of every weight). The K offsets"
+            " swap the sequence and head_dim strides.")
+
+
 def allowed_keys(seq: int, causal: bool, device: torch.device | str = "cpu") -> torch.Tensor:
     rows = torch.arange(seq, device=device)[:, None]
     cols = torch.arange(seq, device=device)[None, :]
