@@ -93,6 +93,9 @@ WANTED = {
                                                       "(first row 108 of head 0 (batch 0))"]),
     "06_k_addressed_head_dim_major": ("wrong-output", ["scores against K read as a (head_dim, seq) array",
                                                        "swap the sequence and head_dim strides"]),
+    "05_merge_reads_o_without_head_dim_stride": ("wrong-output", ["In every row it read exactly element (row * 4 +"
+                                                                  " slice) + c: the state's index", "row 0's slot 0"
+                                                                  " component 5"]),
     "05_v_loaded_from_k": ("wrong-output", ["takes its values from K, not from V"]),
     "05_o_state_stored_without_head_dim_stride": ("wrong-output", ["(MidO), it wrote 95, the first 95 in a row",
                                                                    "its store's state offset is not multiplied by"]),

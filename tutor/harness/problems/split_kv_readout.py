@@ -689,6 +689,20 @@ def merge_probe(module: ModuleType, roles: Roles, conv: Convention, out: torch.T
         m2[lost] = torch.where(keep[lost], m2[lost], torch.zeros_like(m2[lost]))
         sums[lost] = torch.where(keep[lost], sums[lost], torch.ones_like(sums[lost]))
     scal, vec = _encode(conv, m2, sums, slots, head_dim, empty)
+    kernel = getattr(module, roles.merge.name)  # the real kernel: the recording proxies are gone by now
+    got = _merge_alone(kernel, roles, scal, vec, out)[:bh, :head_dim]
+    found = read_weights(got, m2, sums, [patterns[w][0] for w in which], slots)
+    if not found.exact:
+        reads = _vector_reads(kernel, roles, conv, out, bh, head_dim, empty)
+        if reads:  # the one-hot read-out measured where the merge reads o_s, not how it weighs them
+            return MergeReadout(False, None, found.nan_rows, reads)
+    return found
+
+
+def _merge_alone(kernel: Any, roles: Roles, scal: dict[FieldKey, torch.Tensor], vec: torch.Tensor,
+                 out: torch.Tensor) -> torch.Tensor:
+    """The recorded merge launch on the tutor's states (each tensor in the split's layout), its
+    output NaN first; the output, float64 on the CPU, one row per (sequence, head)."""
     args = list(roles.merge.args)
     for pos in roles.tensors:
         layout, sizes = roles.layout(pos), roles.sizes(pos)
@@ -701,12 +715,75 @@ def merge_probe(module: ModuleType, roles: Roles, conv: Convention, out: torch.T
     probe_out = _aligned_copy(args[out_pos])
     probe_out.fill_(float("nan"))
     args[out_pos] = probe_out
-    kernel = getattr(module, roles.merge.name)  # the real kernel: the recording proxies are gone by now
     kernel[roles.merge.grid](*args, **roles.merge.kwargs)
     if probe_out.is_cuda:
         torch.cuda.synchronize()
-    got = probe_out.reshape(bh, -1)[:, :head_dim].double().cpu()
-    return read_weights(got, m2, sums, [patterns[w][0] for w in which], slots)
+    return probe_out.reshape(roles.rows, -1).double().cpu()
+
+
+EXACT_INTEGERS = {torch.float16: 2048, torch.bfloat16: 256, torch.float32: 1 << 24}  # every whole number up to
+
+
+def _vector_reads(kernel: Any, roles: Roles, conv: Convention, out: torch.Tensor, bh: int, head_dim: int,
+                  empty: dict[str, float] | None) -> str:
+    """Where the merge reads each slice's o_s, where that is not where the split's layout keeps it:
+    the merge again on states where one slice of each row holds all the mass (maximum 0, the
+    others 200 and more below, every l_s 1), each vector state element naming itself (its index
+    in the tensor's (row, slot, component) order, plus 1; within the row only, where the output's
+    dtype cannot hold every index exactly).  A merge that weighs that slice 1 outputs the values
+    it read for it: whole numbers that name the element read for each component.  "" where every
+    row reads its own slice's components, or the outputs name no element (a merge that weighs
+    wrong mixes them)."""
+    slots = roles.slots
+    per_row = slots * head_dim
+    absolute = bh * per_row <= EXACT_INTEGERS.get(out.dtype, 0)
+    if not absolute and per_row > EXACT_INTEGERS.get(out.dtype, 0):
+        return ""
+    top = torch.arange(bh) % slots  # the slice holding the mass, row by row
+    m2 = -200.0 * (torch.arange(slots)[None, :] != top[:, None]).double() * (1 + torch.arange(slots)[None, :])
+    sums = torch.ones(bh, slots, dtype=torch.float64)
+    scal, _ = _encode(conv, m2, sums, slots, head_dim, empty)
+    names = torch.arange(bh * per_row, dtype=torch.float64).reshape(bh, slots, head_dim)
+    vec = (names if absolute else names % per_row) + 1
+    got = _merge_alone(kernel, roles, scal, vec, out)[:bh, :head_dim]
+    rows = torch.arange(bh)
+    finite = torch.isfinite(got).all(-1)
+    if not bool(finite.any()):
+        return ""
+    got, top, rows = got[finite], top[finite], rows[finite]
+    comp = torch.arange(head_dim)[None, :]
+    own = (rows[:, None] * per_row if absolute else 0) + top[:, None] * head_dim + comp
+    index = got.round()
+    if bool((index - 1 == own).all()) or not bool(((got - index).abs() <= 0.01).all()) \
+            or float(index.min()) < 1 or float(index.max()) > float(vec.max()):
+        return ""
+    index = (index - 1).long()
+    r = int((index != own).any(-1).double().argmax())  # the first row that reads another element
+
+    def element(i: int) -> str:
+        row, rest = divmod(i, per_row)
+        where = f"row {row}'s " if absolute else "a row's "
+        return f"{where}slot {rest // head_dim} component {rest % head_dim}"
+
+    first = [f"as component {c}, {element(int(i))}" for c, i in enumerate(index[r, :3].tolist())]
+    words = (f" The tutor ran your merge kernel again on states where one slice of each row holds all the mass"
+             f" (maximum 0, the others 200 and more below, every l_s 1) and each element of the o states names"
+             f" itself ({'its index in (row, slot, component) order' if absolute else 'its index within its row'},"
+             f" plus 1): the output names what your merge read for that slice, and it is not the slice's own. In"
+             f" row {int(rows[r])}, for slice {int(top[r])}, it read {'; '.join(first)}.")
+    if absolute and roles.layout(roles.vector).order == "rsd":
+        unscaled = {
+            f"row * {per_row} + slice + c: the slice's offset within the row is not multiplied by head_dim":
+                rows[:, None] * per_row + top[:, None] + comp,
+            f"(row * {slots} + slice) + c: the state's index (row * slots + slice) is not multiplied by head_dim":
+                rows[:, None] * slots + top[:, None] + comp,
+        }
+        said = next((why for why, at in unscaled.items() if bool((index == at).all())), None)
+        if said:
+            words += (f" In every row it read exactly element {said}, where the split keeps component c at"
+                      f" (row * {slots} + slice) * {head_dim} + c (so its weights, read out through one-hot states,"
+                      " looked wrong too).")
+    return words
 
 
 def true_shares(m2: torch.Tensor, sums: torch.Tensor) -> torch.Tensor:
