@@ -84,7 +84,7 @@ WANTED = {
     "07_o_state_stored_without_head_dim_stride": ("states-unwritten", ["(MidO), it wrote 159, the first 159 in a row",
                                                                        "its store's state offset is not multiplied"]),
     "07_no_alpha": ("wrong-output", ["Within each slice, the tiles of 32 positions that were read while the running",
-                                     "cut into slices of 64 positions from position 0"]),
+                                     "not rescaled when the maximum grows"]),
     "06_loop_steps_by_half_a_block": ("wrong-output", ["keys 32..78 count 2 times, the rest once",
                                                        "read and added more than once"]),
     "06_k_loaded_with_the_row_mask": ("wrong-output", ["weigh a score of 0 and the rest their own",

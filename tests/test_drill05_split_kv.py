@@ -25,6 +25,7 @@ from tutor.harness.result import CheckResult, code_name
 from tutor.report import render
 
 DRILL = get_drill("05")
+pytestmark = pytest.mark.timeout(900)  # the module's `checked` runs every entry (about 90 kernels) once
 ENTRIES = mistakes.load(DRILL)
 CASES = {case.name for case in decode.CPU_PLAN.cases}
 SHIPPED_CODES = ["partials-averaged"]

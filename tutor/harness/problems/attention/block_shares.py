@@ -202,6 +202,19 @@ KEY_MASS = 5e-3  # a key softmax gives this much of its row is compared one by o
 WHOLE = 0.05  # how far (relative) a key's weight ratio may miss a whole multiple of its row's lowest
 
 
+def _readable(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(w, s, allowed) as (rows, keys) float64 / bool, and the rows a read-out speaks for:
+    finite, no weight off the allowed keys, none an allowed key softmax weighs missing."""
+    w = w.to(torch.float64)
+    s, allowed = s.to(torch.float64).expand_as(w), allowed.expand_as(w)
+    w, s, allowed = (t.reshape(-1, t.shape[-1]) for t in (w, s, allowed))
+    p = torch.softmax(torch.where(allowed, s, float("-inf")), dim=-1).nan_to_num(0.0)
+    wz = w.nan_to_num(0.0)
+    ok = (torch.isfinite(w).all(dim=-1) & (torch.where(allowed, 0.0, wz.abs()) < 1e-6).all(dim=-1)
+          & ~((p > NEVER_READ_P) & (wz <= 0)).any(dim=-1))
+    return wz, s, allowed, p, ok
+
+
 def counted_keys_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
                        row_name: Callable[[int], str] = lambda r: f"row {r}") -> str:
     """Keys added more than once, in words: where, in every row that can be read (finite,
@@ -211,14 +224,7 @@ def counted_keys_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
     ratio to softmax is c times the row's common factor.  ``w`` (rows, queries,
     keys) read-out weights, ``s`` the float64 scores, ``allowed`` broadcast like ``w``; rows
     are named by ``row_name`` of their flat index.  "" where the weights fit no such counts."""
-    w = w.to(torch.float64)
-    s, allowed = s.to(torch.float64).expand_as(w), allowed.expand_as(w)
-    w, s, allowed = (t.reshape(-1, t.shape[-1]) for t in (w, s, allowed))
-    p = torch.softmax(torch.where(allowed, s, float("-inf")), dim=-1).nan_to_num(0.0)
-    finite = torch.isfinite(w).all(dim=-1)
-    wz = w.nan_to_num(0.0)
-    ok = (finite & (torch.where(allowed, 0.0, wz.abs()) < 1e-6).all(dim=-1)
-          & ~((p > NEVER_READ_P) & (wz <= 0)).any(dim=-1))
+    wz, s, allowed, p, ok = _readable(w, s, allowed)
     use = (p > KEY_MASS) & (wz > 0) & ok[:, None]
     readable = use.sum(-1) >= 2
     if not bool(readable.any()):
@@ -249,19 +255,6 @@ def counted_keys_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
 
 ZERO_FIT = 0.05  # how far (in log) a key's weight may miss its score's, or a score of 0's, and still fit
 ZERO_APART = 0.3  # a key whose true score is this far from 0 can tell the two apart
-
-
-def _readable(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """(w, s, allowed) as (rows, keys) float64 / bool, and the rows a read-out speaks for:
-    finite, no weight off the allowed keys, none an allowed key softmax weighs missing."""
-    w = w.to(torch.float64)
-    s, allowed = s.to(torch.float64).expand_as(w), allowed.expand_as(w)
-    w, s, allowed = (t.reshape(-1, t.shape[-1]) for t in (w, s, allowed))
-    p = torch.softmax(torch.where(allowed, s, float("-inf")), dim=-1).nan_to_num(0.0)
-    wz = w.nan_to_num(0.0)
-    ok = (torch.isfinite(w).all(dim=-1) & (torch.where(allowed, 0.0, wz.abs()) < 1e-6).all(dim=-1)
-          & ~((p > NEVER_READ_P) & (wz <= 0)).any(dim=-1))
-    return wz, s, allowed, p, ok
 
 
 def zero_scores_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
