@@ -14,6 +14,11 @@ different reasons, and they look different block by block:
 the float64 scores, and says it.  It is used by drills whose read-outs have no
 block-pattern measurement of their own (05–08); drills 01/02 have theirs in
 :mod:`.readout`.
+
+Key by key, where a read-out shows no slope (:func:`.readout.softmax_reading`): keys
+whose weight is softmax's times a whole count, added more than once
+(:func:`counted_keys_words`), and keys or rows that weigh what a score of exactly 0
+gets, their K or q read as zeros (:func:`zero_scores_words`).
 """
 
 from __future__ import annotations
