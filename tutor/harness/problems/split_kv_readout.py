@@ -285,6 +285,10 @@ def unwritten_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
             f" again with {it} filled with a marker (a NaN pattern no arithmetic makes), every value still held the"
             f" marker: no store of the split kernel reaches {it}, yet your merge kernel ({roles.merge.name})"
             f" reads {it}.")
+    if not all(_one_value(split.after[pos]) for pos in left):
+        # stored values that vary yet match what the buffer held: the same states a launch before
+        # this one left in memory the allocator handed back (a fixed seed), not a quantity never moved
+        return "", ""
     return "states-unchanged", (
         f" Your split kernel ({split.name}) stores to {named}, but only the values the launcher put there:"
         f" launched again with {it} filled with a marker, the marker was replaced, and on the check's own launch"
@@ -334,6 +338,12 @@ def overlapping_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
     return "states-unwritten", (f" Your split kernel ({split.name}), launched again with its vector state filled"
                                 " with a marker (a NaN pattern no arithmetic makes), replaced only part of the"
                                 f" marker; your merge kernel ({roles.merge.name}) reads the rest too." + words)
+
+def _one_value(t: torch.Tensor) -> bool:
+    """Does ``t`` hold one value throughout (NaN counting as one value)?"""
+    flat = t.flatten()
+    return flat.numel() == 0 or bool(((flat == flat[0]) | (flat.isnan() & flat[0].isnan())).all())
+
 
 def _state_words(call: KernelCall, pos: int) -> str:
     held = call.after[pos]
@@ -731,9 +741,9 @@ def _vector_reads(kernel: Any, roles: Roles, conv: Convention, out: torch.Tensor
     others 200 and more below, every l_s 1), each vector state element naming itself (its index
     in the tensor's (row, slot, component) order, plus 1; within the row only, where the output's
     dtype cannot hold every index exactly).  A merge that weighs that slice 1 outputs the values
-    it read for it: whole numbers that name the element read for each component.  "" where every
-    row reads its own slice's components, or the outputs name no element (a merge that weighs
-    wrong mixes them)."""
+    it read for it: whole numbers that name the element read for each component, checked by a
+    second launch with the names shuffled.  "" where every row reads its own slice's components,
+    or the outputs name no one element each (a merge that weighs wrong mixes them)."""
     slots = roles.slots
     per_row = slots * head_dim
     absolute = bh * per_row <= EXACT_INTEGERS.get(out.dtype, 0)
@@ -746,18 +756,26 @@ def _vector_reads(kernel: Any, roles: Roles, conv: Convention, out: torch.Tensor
     names = torch.arange(bh * per_row, dtype=torch.float64).reshape(bh, slots, head_dim)
     vec = (names if absolute else names % per_row) + 1
     got = _merge_alone(kernel, roles, scal, vec, out)[:bh, :head_dim]
+    # the same launch with the names shuffled: an output that is one element read holds that
+    # element's other name too; a mixture of elements that happened to land on a whole number
+    # does not (a merge that averages the slots, say)
+    count = int(vec.max())
+    shuffle = torch.randperm(count, generator=torch.Generator().manual_seed(0)).double() + 1
+    again = _merge_alone(kernel, roles, scal, shuffle[(vec - 1).long()], out)[:bh, :head_dim]
     rows = torch.arange(bh)
-    finite = torch.isfinite(got).all(-1)
+    finite = torch.isfinite(got).all(-1) & torch.isfinite(again).all(-1)
     if not bool(finite.any()):
         return ""
-    got, top, rows = got[finite], top[finite], rows[finite]
+    got, again, top, rows = got[finite], again[finite], top[finite], rows[finite]
     comp = torch.arange(head_dim)[None, :]
     own = (rows[:, None] * per_row if absolute else 0) + top[:, None] * head_dim + comp
     index = got.round()
     if bool((index - 1 == own).all()) or not bool(((got - index).abs() <= 0.01).all()) \
-            or float(index.min()) < 1 or float(index.max()) > float(vec.max()):
+            or float(index.min()) < 1 or float(index.max()) > count:
         return ""
     index = (index - 1).long()
+    if not bool(((again - shuffle[index]).abs() <= 0.01).all()):
+        return ""  # no one element per component: the merge mixes what it reads
     r = int((index != own).any(-1).double().argmax())  # the first row that reads another element
 
     def element(i: int) -> str:
