@@ -10,6 +10,7 @@ drill's data and the float64 formulas the diagnosis stands on.
 
 from __future__ import annotations
 
+import gc
 import math
 
 import pytest
@@ -465,3 +466,24 @@ def test_a_combine_that_reads_the_modules_split_count_does_not_pass(tmp_path):
     (result,) = check_jobs([job(path, "05", seed=3)])
     assert not result.passed and result.error is not None
     assert "MidM" in result.error.message and "out-of-bounds" in result.error.message
+
+
+def test_a_split_checked_twice_at_one_seed_in_one_process_is_not_said_to_keep_its_states(tmp_path):
+    """A worker checks save after save: at one seed, the state buffers torch.empty hands a check
+    may be the very memory the last check's identical split filled, so they come out value for
+    value as they went in.  That is no quantity never moved (``states-unchanged``), and is not
+    said as one (found with a fixed seed: merge_skips_last_slice said it on its second check)."""
+    from tutor.harness.check import run_check
+    from tutor.harness.device import select_device
+    from tutor.harness.job import CheckJob
+
+    entry = next(e for e in ENTRIES if e.name == "merge_skips_last_slice")
+    path = tmp_path / f"{entry.stem}.py"
+    path.write_text(entry.text(DRILL), encoding="utf-8")
+    device = select_device("auto")
+    said: list[list[str]] = []
+    for _ in range(3):  # each result dropped before the next check, as a worker drops it once sent
+        said.append([d.code for d in run_check(CheckJob(drill="05", file=str(path), timing=False, seed=CHECK_SEED),
+                                               device).diagnosis])
+        gc.collect()
+    assert said == [["wrong-output"]] * 3, said
