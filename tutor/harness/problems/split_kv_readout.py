@@ -776,6 +776,10 @@ def _vector_reads(kernel: Any, roles: Roles, conv: Convention, out: torch.Tensor
     index = (index - 1).long()
     if not bool(((again - shuffle[index]).abs() <= 0.01).all()):
         return ""  # no one element per component: the merge mixes what it reads
+    base = (rows[:, None] * per_row if absolute else 0)
+    whole_slot = ((index - base) % head_dim == comp) & ((index - base) // per_row == 0)
+    if bool(whole_slot.all()):
+        return ""  # each row's output is one of its own slots, whole: which slice it weighs, not where it reads
     r = int((index != own).any(-1).double().argmax())  # the first row that reads another element
 
     def element(i: int) -> str:
