@@ -372,13 +372,11 @@ def weight_readout(
 
 
 
-def temperature(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_n: int) -> str:
-    """The slope of log(weight) against the true scaled scores, in words (see
-    :func:`reading.temperature_sentence`): 1 for a right kernel, 1/sqrt(d) apart for a
-    scale missing or doubled; what each row's weights add up to; and, at the right
-    temperature, how the K/V blocks of ``block_n`` keys share each row's weight."""
-    allowed = window_mask(case.seq, case.window, weights.device)[None]
-    scores = reading.scores(q, k.repeat_interleave(case.group, dim=1))
+def temperature(weights: torch.Tensor, scores: torch.Tensor, allowed: torch.Tensor, case: Case, block_n: int) -> str:
+    """The slope of log(weight) against the true scaled ``scores`` (over each row's window,
+    ``allowed``), in words (see :func:`reading.temperature_sentence`): 1 for a right kernel,
+    1/sqrt(d) apart for a scale missing or doubled; what each row's weights add up to; and, at
+    the right temperature, how the K/V blocks of ``block_n`` keys share each row's weight."""
 
     def row_name(r: int) -> str:
         bh, row = divmod(r, case.seq)
@@ -1229,9 +1227,10 @@ class _WindowReadouts:
             # the true scores of the read-out's q and k, and softmax over each row's window
             scores = reading.scores(inputs[0], inputs[1].repeat_interleave(one.case.group, dim=1)).to(weights.device)
             allowed = window_mask(one.case.seq, one.case.window, weights.device)
-            self.slopes[name] = temperature(weights, inputs[0], inputs[1], one.case, self.block_n) \
-                + reading.k_layout_words(weights, inputs[0], inputs[1], allowed, one.case.group)
             probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+            self.slopes[name] = temperature(weights, scores, allowed[None], one.case, self.block_n)
+            if not reading.softmax_itself(weights, probs):  # weights of other scores: K read another way?
+                self.slopes[name] += reading.k_layout_words(weights, inputs[0], inputs[1], allowed, one.case.group)
             moved = _values_off_keys(weights, probs, self.block_n)
             if moved is not None:  # the keys are weighed right and the values come from other rows
                 found = [moved]

@@ -295,6 +295,12 @@ def unwritten_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
         f" {it} came out value for value as {it} went in, while its other states hold slices that read something.")
 
 
+def _overlap_span(roles: Roles) -> int:
+    """The elements every (sequence*head, slot) state covers when each is stored at its index,
+    not index * head_dim: one element apart, head_dim long."""
+    return roles.rows * roles.slots + roles.head_dim - 1
+
+
 def vector_coverage_words(roles: Roles, written: torch.Tensor) -> tuple[str, bool]:
     """What the split's stores covered of the vector state tensor (``written``: flat bool, the
     elements a marker launch found replaced), where they left part of it ("" where every
@@ -308,7 +314,7 @@ def vector_coverage_words(roles: Roles, written: torch.Tensor) -> tuple[str, boo
     words = (f" Of the {size} elements of the vector state tensor it shares with the merge ({name}), it wrote"
              f" {count}" + (f", the first {count} in a row" if prefix else "") + ".")
     states = roles.rows * roles.slots
-    explained = prefix and count == states + roles.head_dim - 1
+    explained = prefix and count == _overlap_span(roles)
     if explained:
         words += (f" That is exactly what {states} states of {roles.head_dim} values cover when each starts one"
                   f" element after the last instead of {roles.head_dim}: its store's state offset is not"
@@ -322,11 +328,10 @@ def overlapping_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
     (:func:`vector_coverage_words`); ("", "") otherwise."""
     split = roles.split
     pos = roles.split_pos[roles.vector]
-    span = roles.rows * roles.slots + roles.head_dim - 1  # what states stored one element apart cover
     if pos not in split.before or pos not in split.after:
         return "", ""
     changed = (split.after[pos] != split.before[pos]).reshape(-1)
-    if bool(changed[span:].any()):  # the check's own launch stored past that: no launch to ask
+    if bool(changed[_overlap_span(roles):].any()):  # the check's own launch stored past that: no launch to ask
         return "", ""
     again = next((c for c in rerun({split.name: frozenset([pos])}) if c.name == split.name), None)
     if again is None or pos not in again.after:
@@ -338,6 +343,7 @@ def overlapping_states(roles: Roles, rerun: Rerun) -> tuple[str, str]:
     return "states-unwritten", (f" Your split kernel ({split.name}), launched again with its vector state filled"
                                 " with a marker (a NaN pattern no arithmetic makes), replaced only part of the"
                                 f" marker; your merge kernel ({roles.merge.name}) reads the rest too." + words)
+
 
 def _one_value(t: torch.Tensor) -> bool:
     """Does ``t`` hold one value throughout (NaN counting as one value)?"""
@@ -780,7 +786,7 @@ def _vector_reads(kernel: Any, roles: Roles, conv: Convention, out: torch.Tensor
     whole_slot = ((index - base) % head_dim == comp) & ((index - base) // per_row == 0)
     if bool(whole_slot.all()):
         return ""  # each row's output is one of its own slots, whole: which slice it weighs, not where it reads
-    r = int((index != own).any(-1).double().argmax())  # the first row that reads another element
+    r = int((~whole_slot).any(-1).double().argmax())  # the first row whose output is no slot of its own, whole
 
     def element(i: int) -> str:
         row, rest = divmod(i, per_row)
@@ -791,8 +797,9 @@ def _vector_reads(kernel: Any, roles: Roles, conv: Convention, out: torch.Tensor
     words = (f" The tutor ran your merge kernel again on states where one slice of each row holds all the mass"
              f" (maximum 0, the others 200 and more below, every l_s 1) and each element of the o states names"
              f" itself ({'its index in (row, slot, component) order' if absolute else 'its index within its row'},"
-             f" plus 1): the output names what your merge read for that slice, and it is not the slice's own. In"
-             f" row {int(rows[r])}, for slice {int(top[r])}, it read {'; '.join(first)}.")
+             f" plus 1; a second launch with the names shuffled agreed): each output component is one element of"
+             f" the o states, and not the heavy slice's own. In row {int(rows[r])}, where slice {int(top[r])} holds"
+             f" the mass, the output is, {'; '.join(first)}.")
     if absolute and roles.layout(roles.vector).order == "rsd":
         unscaled = {
             f"row * {per_row} + slice + c: the slice's offset within the row is not multiplied by head_dim":

@@ -191,7 +191,13 @@ def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return s
 
 
-LAYOUT_FIT = 0.01  # largest weight gap at which a read-out is softmax of another K layout's scores
+LAYOUT_FIT = 0.01  # largest weight gap at which a read-out is softmax of given scores
+
+
+def softmax_itself(w: torch.Tensor, p: torch.Tensor) -> bool:
+    """Are the read-out weights ``w`` softmax's own ``p`` (within LAYOUT_FIT) on every finite row?"""
+    rows = torch.isfinite(w).all(dim=-1)
+    return bool(rows.any()) and float((w[rows].to(torch.float64) - p[rows].to(torch.float64)).abs().max()) <= LAYOUT_FIT
 
 
 def k_layout_words(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor, group: int = 1) -> str:
@@ -206,9 +212,9 @@ def k_layout_words(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, allowed: t
     swapped = k.reshape(b, h, d, n).transpose(-1, -2).repeat_interleave(group, dim=1)
     s = scores(q, swapped).to(w.device)
     p = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1).nan_to_num(0.0)
-    rows = torch.isfinite(w).all(dim=-1)
-    if not bool(rows.any()) or float((w[rows].to(torch.float64) - p[rows]).abs().max()) > LAYOUT_FIT:
+    if not softmax_itself(w, p):
         return ""
+    rows = torch.isfinite(w).all(dim=-1)
     which = "every row's weights are" if bool(rows.all()) else \
         f"the weights of every row it can read ({int(rows.sum())} of {rows.numel()}) are"
     return (f" Read out through one-hot values, {which} softmax's over scores against K read as a"
