@@ -97,8 +97,11 @@ WANTED = {
                                                                   " slice) + c: the state's index", "row 0's slot 0"
                                                                   " component 5"]),
     "05_v_loaded_from_k": ("wrong-output", ["takes its values from K, not from V"]),
-    "05_o_state_stored_without_head_dim_stride": ("wrong-output", ["(MidO), it wrote 95, the first 95 in a row",
-                                                                   "its store's state offset is not multiplied by"]),
+    # the merge reads the states the split never wrote as torch.empty left them: NaN or not, so
+    # the words come under whichever error is said (CI of stop 46: nan-in-output alone)
+    "05_o_state_stored_without_head_dim_stride": ("wrong-output|nan-in-output",
+                                                  ["(MidO), it wrote 95, the first 95 in a row",
+                                                   "its store's state offset is not multiplied by"]),
 }
 FINDINGS = {"read-past-end-unused"}  # said of a kernel whose output is right
 pytestmark = pytest.mark.timeout(1200)
@@ -118,7 +121,9 @@ def test_the_words_quote_the_measurement(checked, stem: str):
     code, phrases = WANTED[stem]
     result = checked[stem]
     assert result.passed == (code in FINDINGS), stem  # a finding comes with a right output
-    message = next((d.message for d in result.diagnosis if d.code == code), None)
+    said = {d.code: d.message for d in result.diagnosis}
+    # "a|b": either may be said; the first of them said (in the tutor's preferred order) carries the words
+    message = next((said[c] for c in code.split("|") if c in said), None)
     assert message is not None, [d.code for d in result.diagnosis]
     for phrase in phrases:
         assert phrase in message, message
