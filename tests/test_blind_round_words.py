@@ -97,6 +97,10 @@ WANTED = {
                                                                   " slice) + c: the state's index", "row 0's slot 0"
                                                                   " component 5"]),
     "05_v_loaded_from_k": ("wrong-output", ["takes its values from K, not from V"]),
+    "06_v_loaded_at_the_query_offset": ("wrong-kv-head", ["reads past the last K/V head in its keys or its values",
+                                                         "keys of query heads 0..3 from K/V heads 0, 0, ?, ?"]),
+    "01_mask_compared_within_the_tiles": ("keys-missing", ["Every key missed, in every row, and no other",
+                                                           "(key % 64 > row % 64: your BLOCK_N and BLOCK_M)"]),
     # the merge reads the states the split never wrote as torch.empty left them: NaN or not, so
     # the words come under whichever error is said (CI of stop 46: nan-in-output alone)
     "05_o_state_stored_without_head_dim_stride": ("wrong-output|nan-in-output",

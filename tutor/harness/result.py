@@ -263,8 +263,11 @@ class ReadOut:
     missing_row: int | None = None
     missing_rows: int = 0
     missing_where: MissingWhere = ""
-    missing_keys: list[int] = field(default_factory=list)  # first and last key missing in missing_row
+    missing_keys: list[int] = field(default_factory=list)  # every key missing in missing_row (said as runs)
     skipped_blocks: list[list[int]] = field(default_factory=list)  # (query block, key block) wholly unread
+    # the keys missed are exactly those further into their K/V block than the row is into its
+    # query block (key % BLOCK_N > row % BLOCK_M): a causal mask compared within the tiles
+    missing_in_tile: bool = False
     row_sum_min: float | None = None
     row_sum_max: float | None = None
     # do the rows sum to softmax's denominators, sum_j exp(s_ij - max_j s_ij) (an undivided

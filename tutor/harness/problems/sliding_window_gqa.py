@@ -843,12 +843,21 @@ def wrong_kv_heads(depends: list[set[int]], case: Case) -> dict[int, tuple[set[i
 
 
 def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: str,
-                    depends: list[set[int]] | None = None) -> str:
-    parts = []
+                    depends: list[set[int]] | None = None, dead: frozenset[int] = frozenset()) -> str:
+    """The wrong heads in words; ``dead``: the query heads (flattened) whose output is NaN/Inf
+    everywhere, which no change of a K/V head moves (blind round 21, 06/w15: V read at q's
+    offset, its last heads past V's end while their keys came from a right head)."""
+    parts: list[str] = []
     for qflat, (deps, should) in list(wrong.items())[:3]:
         if deps:
             read = ", ".join(_head(g, case, kv=True) for g in sorted(deps))
             parts.append(f"query head {_head(qflat, case)} reads K/V head {read}, not {_head(should, case, kv=True)}")
+        elif qflat in dead:
+            why = "" if any("past the last" in p for p in parts) else (
+                " (its output is NaN, the guard band's, whatever each K/V head holds, so what its other loads read"
+                " is not measured)")
+            parts.append(f"query head {_head(qflat, case)} reads past the last K/V head in its keys or its values,"
+                         f" where it should read {_head(should, case, kv=True)}{why}")
         else:
             parts.append(f"query head {_head(qflat, case)} reads none of the K/V heads "
                          f"(past the last one), not {_head(should, case, kv=True)}")
@@ -862,24 +871,29 @@ def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: s
                   " head) index rather than the head alone, which adds a batch term twice.")
     return (f" Measured by changing one K/V head at a time: {'; '.join(parts)}{more}"
             f" ({case.heads} query heads, {case.heads_kv} K/V head{'s' if case.heads_kv > 1 else ''}; {where[2:-1]})."
-            f"{head_map(depends, case, min(wrong) // case.heads)}{later_only}")
+            f"{head_map(depends, case, min(wrong) // case.heads, dead)}{later_only}")
 
 
-def split_heads(keys: list[set[int]], values: list[set[int]], case: Case, b: int = 0) -> str:
+def split_heads(keys: list[set[int]], values: list[set[int]], case: Case, b: int = 0,
+                dead: frozenset[int] = frozenset()) -> str:
     """The heads the keys (changing K alone) and the values (changing V alone) of sequence
     ``b``'s query heads come from, in words, where the two maps differ ("" where they agree:
-    then the map above says it)."""
+    then the map above says it).  A ``dead`` query head (output NaN everywhere) moves with
+    nothing, so neither map reaches it: "?", not "none"."""
     heads = range(b * case.heads, (b + 1) * case.heads)
-    if all(keys[i] == values[i] for i in heads) or case.heads > 16:
+    if all(keys[i] == values[i] for i in heads if i not in dead) or case.heads > 16:
         return ""
 
     def names(sets: list[set[int]]) -> str:
-        return ", ".join("+".join(_head(g, case, kv=True) for g in sorted(sets[i])) or "none" for i in heads)
+        return ", ".join("?" if i in dead else "+".join(_head(g, case, kv=True) for g in sorted(sets[i])) or "none"
+                         for i in heads)
 
     of = "" if case.batch == 1 else f" of sequence {b}"
+    unread = "" if not dead.intersection(heads) else (
+        "; ?: a head whose output is NaN whatever each K/V head holds, so neither is measured there")
     return (f" Changing K alone and V alone, the keys and the values come from different heads: keys of query heads "
             f"0..{case.heads - 1}{of} from K/V heads {names(keys)}; values from {names(values)}"
-            f" (right for both: {', '.join(str(h // case.group) for h in range(case.heads))}).")
+            f" (right for both: {', '.join(str(h // case.group) for h in range(case.heads))}{unread}).")
 
 
 def straddled_heads(keys: list[set[int]], values: list[set[int]], case: Case) -> str:
@@ -896,9 +910,10 @@ def straddled_heads(keys: list[set[int]], values: list[set[int]], case: Case) ->
     return ""
 
 
-def head_map(depends: list[set[int]] | None, case: Case, b: int = 0) -> str:
+def head_map(depends: list[set[int]] | None, case: Case, b: int = 0, dead: frozenset[int] = frozenset()) -> str:
     """The whole measured map of sequence ``b``'s query heads, against the right one, in
-    words ("" for more than 16 heads); a K/V head of another sequence is named with it."""
+    words ("" for more than 16 heads); a K/V head of another sequence is named with it, and a
+    ``dead`` head (output NaN everywhere, moved by no K/V head) as past the last one."""
     if depends is None or case.heads > 16:
         return ""
 
@@ -906,7 +921,7 @@ def head_map(depends: list[set[int]] | None, case: Case, b: int = 0) -> str:
         heads = sorted(depends[b * case.heads + h])
         names = [str(g % case.heads_kv) if g // case.heads_kv == b else
                  f"{g % case.heads_kv} of sequence {g // case.heads_kv}" for g in heads]
-        return "+".join(names) if names else "none"
+        return "+".join(names) if names else "past the last" if b * case.heads + h in dead else "none"
 
     measured = ", ".join(read(h) for h in range(case.heads))
     right = ", ".join(str(h // case.group) for h in range(case.heads))
@@ -1147,8 +1162,10 @@ def _head_mapping(drill: Drill, module: ModuleType, written: list[Checked],
     if wrong:
         # keys and values apart: a kernel can take K from one head and V from another
         keys, values = (kv_heads_read(module, one, generator, side) for side in "KV")
-        found.say("wrong-kv-head", _describe_heads(wrong, case, _where(one), depends)
-                  + split_heads(keys, values, case, min(wrong) // case.heads) + straddled_heads(keys, values, case))
+        nan_heads = frozenset(dead.nonzero().flatten().tolist())
+        b = min(wrong) // case.heads
+        found.say("wrong-kv-head", _describe_heads(wrong, case, _where(one), depends, nan_heads)
+                  + split_heads(keys, values, case, b, nan_heads) + straddled_heads(keys, values, case))
     out = one.launch.out.to(torch.float64).flatten(0, 1)
     error = (out - one.expected.flatten(0, 1)).abs().nan_to_num(nan=float("inf"))
     bad_heads = {i for i in range(out.shape[0]) if float(error[i].max()) > drill.tolerance}

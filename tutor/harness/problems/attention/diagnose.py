@@ -130,7 +130,13 @@ def placeholders(ro: ReadOut) -> dict[str, str]:
                       rows=str(ro.forbidden_rows), where=WHERE_FORBIDDEN.get(ro.forbidden_where, ro.forbidden_where))
     if ro.missing_row is not None:
         values.update(missing_row=str(ro.missing_row), missing_mass=f"{ro.missing_mass:.2f}",
-                      missing_rows=str(ro.missing_rows), keys=f"{ro.missing_keys[0]}..{ro.missing_keys[-1]}")
+                      missing_rows=str(ro.missing_rows), keys=index_runs(ro.missing_keys))
+        if ro.missing_in_tile:
+            values["tile_pattern"] = (
+                "Every key missed, in every row, and no other, lies further into its K/V block than the row lies"
+                f" into its query block (key % {ro.block_n} > row % {ro.block_m}: your BLOCK_N and BLOCK_M), in"
+                " the blocks left of the diagonal too: what a causal mask compared by positions within the tiles"
+                " (offs_n - start_n against offs_m - start_m) drops, a mask right only in a diagonal block")
     if ro.skipped_blocks:
         pairs = [f"key block {j} for query block {i}" for i, j in ro.skipped_blocks]
         values["blocks"] = ", ".join(pairs[:4]) + (f" and {len(pairs) - 4} more" if len(pairs) > 4 else "")
@@ -196,7 +202,7 @@ def facts(ro: ReadOut) -> str:
     if ro.forbidden_row is not None:
         said.append(f"row {ro.forbidden_row} puts {_mass_words(ro.forbidden_mass)} on keys it must not see")
     if ro.missing_row is not None:
-        said.append(f"row {ro.missing_row} gives no weight to keys {ro.missing_keys[0]}..{ro.missing_keys[-1]} "
+        said.append(f"row {ro.missing_row} gives no weight to keys {index_runs(ro.missing_keys)} "
                     f"({ro.missing_mass:.2f} of its reference weight)")
     if ro.row_sum_min is not None and not ro.sums_to_one:
         said.append(f"rows sum to {ro.row_sum_min:.3g}..{ro.row_sum_max:.3g} instead of 1")

@@ -550,10 +550,13 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
     if result.missing_rows:
         h, r = divmod(int(torch.where(m_rows, m_mass, torch.zeros_like(m_mass)).argmax()), seq)
         result.missing_mass, result.missing_row = float(m_mass[h, r]), r
-        keys = missing[h, r].nonzero().flatten().tolist()
-        result.missing_keys = [keys[0], keys[-1]]
+        result.missing_keys = missing[h, r].nonzero().flatten().tolist()
         result.missing_where, result.skipped_blocks = _where_missing(missing, needed, rows, cols, seq,
                                                                      block_m, block_n)
+        # what a causal mask compared by positions within the tiles drops (offs_n - start_n against
+        # offs_m - start_m): right in a diagonal block, it drops keys of the blocks left of it too
+        deeper = ((cols % block_n) > (rows % block_m)).expand_as(needed)
+        result.missing_in_tile = bool((missing == (needed & deeper)).all())
 
     # -- row sums, temperature, block consistency ----------------------------------------------------
     sums = wz.sum(-1)[rows_ok]
