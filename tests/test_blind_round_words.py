@@ -24,6 +24,12 @@ measurement behind them, and only where it holds.
   merge that adds ln(l) to an exp2-domain maximum (drill 05): each slice weighs l^0.693 2^m; a merge
   that counts l twice: the power of l fitted on every row the tutor tried is 2; a running maximum from
   0 (drill 06): its far-below case, every score near -120, is NaN in every row.
+- round 21: a causal mask compared within the tiles (drill 01): every key missed lies further into its
+  block than the row into its own; V loaded at q's offset (drill 06): heads whose output is NaN whatever
+  each K/V head holds are not said to read "none"; the window's far side applied after the maximum (drill
+  06): the hostile case's wrong rows against the keys the visit map loads; K's token stride HEAD_DIM
+  (drill 08): the output is attention with K read so; loop bounds past Nk or past the diagonal (drill 08):
+  where every unneeded visit lies; an element mask inverted, an index used as a key position (drill 09).
 """
 
 from __future__ import annotations
@@ -99,6 +105,15 @@ WANTED = {
     "05_v_loaded_from_k": ("wrong-output", ["takes its values from K, not from V"]),
     "06_v_loaded_at_the_query_offset": ("wrong-kv-head", ["reads past the last K/V head in its keys or its values",
                                                          "keys of query heads 0..3 from K/V heads 0, 0, ?, ?"]),
+    "06_window_masked_after_the_max": ("max-before-mask", ["with no such key are right",
+                                                           "with a key older than its window"]),
+    "09_element_mask_test_inverted": ("partial-unmasked", ["the keys that get weight are exactly the ones the element"
+                                                           " mask hides"]),
+    "09_index_entry_used_as_key_position": ("weight-moved", ["reads listed block j as keys j..j+"]),
+    "08_k_token_stride_head_dim": ("wrong-output", ["attention with K read at element token*", "the token stride is"
+                                                    " HEAD_DIM where one token holds every head's row"]),
+    "08_bound_unclamped": ("extra-blocks", ["Every one of them is a key block wholly past its sequence's last key"]),
+    "08_bound_all_keys": ("extra-blocks", ["Every one of them holds keys of its sequence, past the last diagonal"]),
     "01_mask_compared_within_the_tiles": ("keys-missing", ["Every key missed, in every row, and no other",
                                                            "(key % 64 > row % 64: your BLOCK_N and BLOCK_M)"]),
     # the merge reads the states the split never wrote as torch.empty left them: NaN or not, so
@@ -107,7 +122,7 @@ WANTED = {
                                                   ["(MidO), it wrote 95, the first 95 in a row",
                                                    "its store's state offset is not multiplied by"]),
 }
-FINDINGS = {"read-past-end-unused"}  # said of a kernel whose output is right
+FINDINGS = {"read-past-end-unused", "extra-blocks"}  # said of a kernel whose output is right
 pytestmark = pytest.mark.timeout(1200)
 
 

@@ -458,6 +458,15 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
                 found.say(how_code, said if how == "dropped" else said + shares_words(w[h, r], allowed[r], bm.block_n))
             if len(like):
                 break  # one shape a kind of block
+    if "partial-unmasked" in found and "partial-keys-missed" in found and inverted_mask(given, kind, bm.mask):
+        found["partial-unmasked"] += (" Within every partial block, in every row, the keys that get weight are exactly"
+                                      " the ones the element mask hides, and the ones it shows get none: the element"
+                                      " mask's test is the wrong way round.")
+        found.pop("partial-keys-missed")
+    shifted = index_as_position_words(w, bm) if found else ""
+    if shifted:  # said with the first code: the weights of every row, every block
+        first = next(iter(found))
+        found[first] += shifted
     if "weight-moved" in found:  # the read-out's columns are rows of V, not the keys scored: no mask claim
         for code in ("partial-unmasked", "unlisted-weighed"):
             found.pop(code, None)
@@ -466,6 +475,51 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
     said = block_shares_words(w, torch.zeros_like(w), allowed, bm.block_n,  # q = 0: every score is 0
                               lambda r: f"row {r % seq} of head {r // seq}", "K/V block", why=EQUAL_SCORES_WHY)
     return found, f" Read out with every score 0 (q = 0){where(one)}:{said}" if said else ""
+
+
+def inverted_mask(given: torch.Tensor, kind: torch.Tensor, mask: torch.Tensor) -> bool:
+    """Read with every score 0: within every partial block, do the keys that get weight, in
+    every row of every head, match exactly the ones the element mask hides?  ``given``:
+    (heads, seq, seq) bool; ``kind``: (seq, seq), 1 for a partial block's keys; ``mask``:
+    the element mask (seq, seq)."""
+    part = (kind == 1).expand_as(given)
+    if not bool(part.any()):
+        return False
+    hidden = (mask == 0).to(given.device).expand_as(given)
+    return bool((given[part] == hidden[part]).all()) and bool(given[part].any())
+
+
+SAME_WEIGHTS = 1e-3  # a predicted weight pattern matched within fp16's rounding of a share
+
+
+def index_as_position_words(w: torch.Tensor, bm: BlockMask) -> str:
+    """Read with every score 0, each row weighs the keys it adds equally, so its weights are
+    its added keys' counts over their sum.  Where those of every row match a kernel that
+    reads a listed block j as the keys j..j+BLOCK_N-1 (the index used as the first key,
+    not multiplied by BLOCK_N; the element mask read at those keys for a partial block) and
+    not the right ones, that in words; "" otherwise."""
+    seq = w.shape[-1]
+    counts = torch.zeros(seq, seq, dtype=torch.float64)
+    mask = (bm.mask != 0).cpu()
+    lists = ((bm.full_kv_num_blocks, bm.full_kv_indices, False), (bm.kv_num_blocks, bm.kv_indices, True))
+    for i in range(bm.kv_indices.shape[0]):
+        rows = slice(i * bm.block_m, min((i + 1) * bm.block_m, seq))
+        for num, indices, partial in lists:
+            for j in indices[i, : int(num[i])].tolist():
+                keys = slice(j, min(j + bm.block_n, seq))
+                counts[rows, keys] += mask[rows, keys].double() if partial else 1.0
+    total = counts.sum(dim=-1, keepdim=True)
+    predicted = torch.where(total > 0, counts / total.clamp_min(1.0), torch.zeros_like(counts))
+    measured = w.to(torch.float64).cpu()
+    right = bm.allowed().cpu().double()
+    right = right / right.sum(dim=-1, keepdim=True).clamp_min(1.0)
+    if not bool(torch.isfinite(measured).all()) or float((predicted - right).abs().max()) <= SAME_WEIGHTS:
+        return ""
+    if float((measured - predicted).abs().max()) > SAME_WEIGHTS:
+        return ""
+    return (f" Every row's weights (read with every score 0) are exactly those of a kernel that reads listed block j"
+            f" as keys j..j+{bm.block_n - 1}: the index entry used as the block's first key, not multiplied by"
+            f" BLOCK_N ({bm.block_n}).")
 
 
 UNREAD = "unread"  # modifier_readout's key for the kinds of block its probes could not read

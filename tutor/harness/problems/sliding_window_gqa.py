@@ -83,7 +83,7 @@ from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention import value_rows
 from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.attention.cases import block_visit_map, evaluate
-from tutor.harness.problems.attention.hostile import row_errors
+from tutor.harness.problems.attention.hostile import max_over_unseen_keys, row_errors
 from tutor.harness.problems.attention.reference import (
     far_below_words,
     masked_attention,
@@ -1005,9 +1005,33 @@ def diagnose(
             # the hostile case's wrong rows are rows whose every score is far below 0 too: one cause, said once
             said.pop("wrong-output", None)
         said.add(_far_below_findings(below, drill.tolerance, hostile_failed=hostile_low))
+    elif all(one.case.name == "hostile" for one in failed) and "wrong-output" in said:
+        # only the hostile case fails, and nothing above named why: its wrong rows against the
+        # keys a maximum taken before the mask would take in (blind round 21, 06/w11)
+        before = _max_before_mask(failed[0], block_m, block_n, drill.tolerance)
+        if before:
+            said.pop("wrong-output")
+            said.say("max-before-mask", before)
     if not failed:
         said.add(_long_sum_findings(sums, drill.tolerance))
     return said.worded(drill)
+
+
+def _max_before_mask(one: Checked, block_m: int, block_n: int, tolerance: float) -> str:
+    """The hostile case's wrong rows (each element held to its own allowance, as the verdict
+    holds it) read against the keys outside each row's window that the blocks its visit map
+    records hold (:func:`max_over_unseen_keys`); "" where no visit was recorded."""
+    x, case = one.launch, one.case
+    if x.visits is None or not bool((x.visits != 0).any()):
+        return ""
+    rows, cols = torch.arange(case.seq), torch.arange(case.seq)
+    visited = (x.visits != 0).cpu()[:, rows // block_m, :]  # (batch*H, seq, n_n)
+    loaded = visited[:, :, cols // block_n]  # (batch*H, seq, seq)
+    allowed = hostile_allowance(x.q, x.k, x.v, one.expected, case.window, tolerance)
+    error = (x.out.to(torch.float64) - one.expected).abs().nan_to_num(nan=float("inf"))
+    bad = (error > allowed.to(error.device)).any(dim=-1).flatten(0, 1).cpu()
+    s = reading.scores(x.q, x.k.repeat_interleave(case.group, dim=1)).cpu()
+    return max_over_unseen_keys(s, window_mask(case.seq, case.window), bad, block_n, loaded)
 
 
 LOW_SCORE = -10.0  # a row whose every visible score lies below this: p = exp2(score - 0) loses fp16's bits

@@ -749,11 +749,34 @@ def other_sequence_findings(read: RowRead, case: Case) -> Findings:
     return found
 
 
-def visit_counts(checked: list[Checked], block_m: int, block_n: int) -> tuple[int, int, int, int, str]:
+@dataclass
+class Extra:
+    """The visits no row needs, by where they lie: key blocks wholly past the sequence's keys
+    (starting at or after Nk) of a query block that holds rows, other key blocks past the
+    tile's last diagonal key, and any key block of a query block past the sequence's rows."""
+
+    past_keys: int = 0
+    past_diagonal: int = 0
+    past_rows: int = 0
+
+    def words(self) -> str:
+        total = self.past_keys + self.past_diagonal + self.past_rows
+        if total and self.past_keys == total:
+            return (" Every one of them is a key block wholly past its sequence's last key (it starts at or after"
+                    " Nk), of a query block that holds rows: the loop's bound is not capped at the sequence's Nk"
+                    " keys.")
+        if total and self.past_diagonal == total:
+            return (" Every one of them holds keys of its sequence, past the last diagonal key of the tile's last"
+                    " row: the loop's bound runs past the causal diagonal.")
+        return ""
+
+
+def visit_counts(checked: list[Checked], block_m: int, block_n: int) -> tuple[int, int, int, int, str, Extra]:
     """Over every case: (visits recorded, needed, visits no row needs, needed not recorded,
-    an example of an unneeded visit)."""
+    an example of an unneeded visit, where the unneeded ones lie)."""
     visited = needed = extra = unrecorded = 0
     example = ""
+    where = Extra()
     for one in checked:
         case = one.case
         counts = (one.launch.visits != 0).cpu()
@@ -769,12 +792,20 @@ def visit_counts(checked: list[Checked], block_m: int, block_n: int) -> tuple[in
                     unrecorded += sum(1 for j in range(want) if j not in got)
                     over = [j for j in got if j >= want]
                     extra += len(over)
+                    beyond = sum(1 for j in over if j * block_n >= nk)
+                    if want:
+                        where.past_keys += beyond
+                        where.past_diagonal += len(over) - beyond
+                    else:
+                        where.past_rows += len(over)
                     if over and not example:
-                        why = (f"past the diagonal (it needs blocks 0..{want - 1})" if want
+                        why = (f"past the sequence's {nk} keys (it needs blocks 0..{want - 1})"
+                               if want and beyond == len(over) else
+                               f"past the diagonal (it needs blocks 0..{want - 1})" if want
                                else "whose rows are past the sequence's end")
                         example = (f"the map records key block{'s' * (len(over) > 1)} {index_runs(over)} for query "
                                    f"block {m} of {_seq_words(case, b)}, {why}, the {case.name} case")
-    return visited, needed, extra, unrecorded, example
+    return visited, needed, extra, unrecorded, example, where
 
 
 def _ideal_rows(case: Case, shape: tuple[int, ...], block_m: int, block_n: int) -> torch.Tensor:
@@ -838,7 +869,7 @@ def misplaced_rows(checked: list[Checked], block_m: int, block_n: int) -> str:
 
 def visit_findings(checked: list[Checked], block_m: int, block_n: int) -> Findings:
     found = Findings()
-    visited, needed, extra, unrecorded, example = visit_counts(checked, block_m, block_n)
+    visited, needed, extra, unrecorded, example, where = visit_counts(checked, block_m, block_n)
     if visited == 0:
         found.say("no-visits-recorded")
         return found
@@ -848,7 +879,7 @@ def visit_findings(checked: list[Checked], block_m: int, block_n: int) -> Findin
         return found
     if extra:
         found.say("extra-blocks", f" {extra} visits to blocks no row needs, over all cases ({visited} visited, "
-                  f"{needed} needed); e.g. {example}.")
+                  f"{needed} needed); e.g. {example}.{where.words()}")
     if unrecorded and all(c.result.passed for c in checked):
         found.say("visits-uncounted", f" {unrecorded} of the {needed} needed (query block, key block) pairs were "
                   "not recorded in the visit map, yet every output is right.")
@@ -981,8 +1012,9 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         seen = "" if untrusted else " The measured weights show no key a row should not see and none it misses."
         heads = reading.other_head_words(one.launch.out, one.expected, one.launch.q, one.launch.k, one.launch.v,
                                          functools.partial(reference, one.case), drill.tolerance)
-        heads = heads or other_query_rows_words(one.case, one.launch.q, one.launch.k, one.launch.v, one.launch.out,
-                                                one.expected, drill.tolerance)
+        x = one.launch
+        heads = heads or other_query_rows_words(one.case, x.q, x.k, x.v, x.out, one.expected, drill.tolerance) \
+            or operand_strides_words(one.case, x.q, x.k, x.v, x.out, drill.tolerance)
         found.say("wrong-temperature" if hot and not heads else "wrong-output",
                   f"{seen} The "
                   f"largest error is at row {row - one.case.cu_q[b]} of {_seq_words(one.case, b)} "
@@ -1008,6 +1040,38 @@ def _long_sum_findings(sums: list[Checked], tolerance: float) -> Findings:
 
 
 OTHER_ROWS_SAMPLED = 8  # wrong (packed row, head) outputs matched against every query row, spread over the rows
+
+
+def operand_strides_words(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                          tolerance: float) -> str:
+    """Where the output is, within the tolerance, attention with one of Q, K, V read through other
+    (token, head) strides than the packed layout's (tokens, heads, head_dim) -- token stride
+    HEAD_DIM (one head's row a token), or a head-major layout -- every read inside the tensor:
+    the strides in words (blind round 21, 08/w21: K's token stride HEAD_DIM); "" otherwise.
+    At most six references of the case, on a failing check only."""
+    tokens_q, heads, d = q.shape
+    got = out.to(torch.float64)
+    if not bool(torch.isfinite(got).all()):
+        return ""
+    for name, x in (("K", k), ("V", v), ("Q", q)):
+        tokens = x.shape[0]
+        for token_stride, head_stride, what in (
+                (d, d, "the token stride is HEAD_DIM where one token holds every head's row (H * HEAD_DIM)"),
+                (d, tokens * d, "the token and head strides are those of a (heads, tokens, head_dim) layout"),
+                (d, 0, "the token stride is HEAD_DIM and the head offset is missing")):
+            index = (torch.arange(tokens)[:, None, None] * token_stride + torch.arange(heads)[None, :, None]
+                     * head_stride + torch.arange(d)[None, None, :])
+            if int(index.max()) >= x.numel():
+                continue  # it reads past the end: the guard band's NaN says that
+            reread = x.reshape(-1)[index.to(x.device)]
+            operands = {"Q": q, "K": k, "V": v, name: reread}
+            guess = reference(case, operands["Q"], operands["K"], operands["V"])
+            if float((guess - got).abs().max()) <= tolerance:
+                return (f" Your output is, within the tolerance, attention with {name} read at element"
+                        f" token*{token_stride} + head*{head_stride} + c (token, head, component c), where the packed"
+                        f" (tokens, heads, head_dim) layout has it at token*{heads * d} + head*{d} + c: {what}."
+                        f" Look at the offsets of the {name} load.")
+    return ""
 
 
 def other_query_rows_words(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,

@@ -113,10 +113,13 @@ def _describe_rows(launch: CheckedLaunch, block_m: int) -> str:
 # -- the read-out, as facts ------------------------------------------------------------------
 WHERE_FORBIDDEN = {
     "next-key": "on the key right after the row",
-    "diagonal-block": "on every later key of the row's own (diagonal) K/V block",
-    "part-of-diagonal-block": "on some later keys of the row's own (diagonal) K/V block",
-    "future-blocks": "in K/V blocks wholly after the row's block",
-    "diagonal-and-future-blocks": "both inside the diagonal block and in the blocks after it",
+    # the diagonal's K/V blocks: those its query tile's diagonal crosses, more than one where
+    # BLOCK_N < BLOCK_M (blind round 21, 01/w06: "the row's own block" named the wrong one)
+    "diagonal-block": "on every later key of the K/V blocks its query tile's diagonal crosses",
+    "part-of-diagonal-block": "on some later keys of the K/V blocks its query tile's diagonal crosses",
+    "future-blocks": "in K/V blocks wholly after its query tile's last row",
+    "diagonal-and-future-blocks": "both in the K/V blocks its query tile's diagonal crosses and in the blocks after"
+                                  " them",
 }
 
 

@@ -262,3 +262,48 @@ def hostile_diagnosis(drill: Drill, runs: list[HostileRun], standard_passed: boo
                                                  block_n, drill.tolerance, unmasked_right):
                 codes.setdefault(code if code in drill.diagnoses else "hostile-wrong", detail)
     return worded(drill, codes)
+
+
+def max_over_unseen_keys(s: torch.Tensor, seen: torch.Tensor, bad: torch.Tensor, block_n: int,
+                         loaded: torch.Tensor) -> str:
+    """Words where a hostile launch's wrong rows are the rows a running maximum taken before
+    the mask gets wrong ("" otherwise).  ``s``: the true scores (batch*heads, seq, seq), natural
+    units; ``seen``: (seq, seq), may row r see key c (a band: the keys a row sees are one run);
+    ``bad``: (batch*heads, seq), the rows out of tolerance; ``loaded``: (batch*heads, seq, seq),
+    the keys of the K/V blocks the launch's visit map records for each row's query block.
+
+    Measured on the scores and the visits: every wrong row has a loaded key it may not see
+    scoring MASKED_ABOVE over its highest visible one, some rows have none (and are right,
+    then); and on one side of the window (keys
+    older than it, or after the row), every row whose unseen key in the K/V block of
+    ``block_n`` that holds its window's edge (loaded) scores FP16_UNDERFLOW_GAP above them --
+    so that p of every visible key underflows fp16 against it -- is wrong."""
+    if not bool(bad.any()):
+        return ""
+    seq = s.shape[-1]
+    top = s.masked_fill(~seen, float("-inf")).amax(dim=-1)
+    gap = s.masked_fill(seen | ~loaded, float("-inf")).amax(dim=-1) - top
+    if not bool((gap[bad] > MASKED_ABOVE).all()) or not bool((gap <= MASKED_ABOVE).any()):
+        return ""
+    cols = torch.arange(seq, device=s.device)[None, :]
+    oldest = torch.where(seen, cols, seq).amin(dim=-1, keepdim=True)  # each row's oldest visible key
+    newest = torch.where(seen, cols, -1).amax(dim=-1, keepdim=True)
+    tile = cols // block_n
+    sides = []
+    for name, keys in (("older than its window", (cols < oldest) & (tile == oldest // block_n)),
+                       ("after the row", (cols > newest) & (tile == newest // block_n))):
+        edge_gap = s.masked_fill(~(keys & loaded), float("-inf")).amax(dim=-1) - top
+        far = edge_gap > FP16_UNDERFLOW_GAP
+        if bool(far.any()) and bool(bad[far].all()):
+            sides.append((name, int(far.sum())))
+    if not sides:
+        return ""
+    each = "; ".join(f"each of the {count} rows with a key {name} (in the K/V block that holds its window's edge)"
+                     f" scoring over {FP16_UNDERFLOW_GAP:g} above every key it may see is among them"
+                     for name, count in sides)
+    right = int((gap <= MASKED_ABOVE).sum())
+    return (f" Measured on the hostile case (seq={seq}) with its visit map: all {int(bad.sum())} wrong rows have, in"
+            f" the K/V blocks the kernel visited for them, keys they may not see scoring"
+            f" {float(gap[bad].min()):.0f}..{float(gap[bad].max()):.0f} above the highest key they may see, while"
+            f" the {right} rows with no such key are right; {each}. A maximum taken before the mask is set by"
+            " that key, and exp of every visible key underflows fp16 against it.")
