@@ -273,11 +273,11 @@ def max_over_unseen_keys(s: torch.Tensor, seen: torch.Tensor, bad: torch.Tensor,
     the keys of the K/V blocks the launch's visit map records for each row's query block.
 
     Measured on the scores and the visits: every wrong row has a loaded key it may not see
-    scoring MASKED_ABOVE over its highest visible one, some rows have none (and are right,
-    then); and on one side of the window (keys
-    older than it, or after the row), every row whose unseen key in the K/V block of
-    ``block_n`` that holds its window's edge (loaded) scores FP16_UNDERFLOW_GAP above them --
-    so that p of every visible key underflows fp16 against it -- is wrong."""
+    scoring MASKED_ABOVE over its highest visible one, and some rows have none (so those are
+    right); and on one side of the window (keys older than it, or after the row), every row
+    whose unseen key in the K/V block of ``block_n`` that holds its window's edge (loaded)
+    scores FP16_UNDERFLOW_GAP above them -- so that p of every visible key underflows fp16
+    against it -- is wrong."""
     if not bool(bad.any()):
         return ""
     seq = s.shape[-1]
