@@ -53,11 +53,12 @@ def test_an_index_used_as_a_key_position_is_named_where_every_row_fits():
             counts[rows, j:j + BLOCK] += 1.0
         for j in bm.kv_indices[i, : int(bm.kv_num_blocks[i])].tolist():
             counts[rows, j:j + BLOCK] += mask[rows, j:j + BLOCK].double()
-    words = index_as_position_words(_equal_shares(counts), bm)
+    right = _equal_shares(bm.allowed().double())[0]  # softmax's with every score 0
+    words = index_as_position_words(_equal_shares(counts), bm, right)
     assert f"reads listed block j as keys j..j+{BLOCK - 1}" in words
-    assert index_as_position_words(_equal_shares(bm.allowed().double()), bm) == ""  # the right weights
+    assert index_as_position_words(right[None], bm, right) == ""  # the right weights
     moved = counts.roll(1, dims=-1)  # another wrong pattern: not this one
-    assert index_as_position_words(_equal_shares(moved), bm) == ""
+    assert index_as_position_words(_equal_shares(moved), bm, right) == ""
 
 
 def _window_scores(window: int, far: list[int]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -463,7 +463,7 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
                                       " the ones the element mask hides, and the ones it shows get none: the element"
                                       " mask's test is the wrong way round.")
         found.pop("partial-keys-missed")
-    shifted = index_as_position_words(w, bm) if found else ""
+    shifted = index_as_position_words(w, bm, p) if found else ""
     if shifted:  # said with the first code: the weights of every row, every block
         first = next(iter(found))
         found[first] += shifted
@@ -492,12 +492,12 @@ def inverted_mask(given: torch.Tensor, kind: torch.Tensor, mask: torch.Tensor) -
 SAME_WEIGHTS = 1e-3  # a predicted weight pattern matched within fp16's rounding of a share
 
 
-def index_as_position_words(w: torch.Tensor, bm: BlockMask) -> str:
+def index_as_position_words(w: torch.Tensor, bm: BlockMask, right: torch.Tensor) -> str:
     """Read with every score 0, each row weighs the keys it adds equally, so its weights are
     its added keys' counts over their sum.  Where those of every row match a kernel that
     reads a listed block j as the keys j..j+BLOCK_N-1 (the index used as the first key,
     not multiplied by BLOCK_N; the element mask read at those keys for a partial block) and
-    not the right ones, that in words; "" otherwise."""
+    not the ``right`` ones (softmax's with every score 0), that in words; "" otherwise."""
     seq = w.shape[-1]
     counts = torch.zeros(seq, seq, dtype=torch.float64)
     mask = (bm.mask != 0).cpu()
@@ -511,9 +511,7 @@ def index_as_position_words(w: torch.Tensor, bm: BlockMask) -> str:
     total = counts.sum(dim=-1, keepdim=True)
     predicted = torch.where(total > 0, counts / total.clamp_min(1.0), torch.zeros_like(counts))
     measured = w.to(torch.float64).cpu()
-    right = bm.allowed().cpu().double()
-    right = right / right.sum(dim=-1, keepdim=True).clamp_min(1.0)
-    if not bool(torch.isfinite(measured).all()) or float((predicted - right).abs().max()) <= SAME_WEIGHTS:
+    if not bool(torch.isfinite(measured).all()) or float((predicted - right.cpu()).abs().max()) <= SAME_WEIGHTS:
         return ""
     if float((measured - predicted).abs().max()) > SAME_WEIGHTS:
         return ""

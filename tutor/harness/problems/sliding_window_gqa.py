@@ -848,16 +848,16 @@ def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: s
     everywhere, which no change of a K/V head moves (blind round 21, 06/w15: V read at q's
     offset, its last heads past V's end while their keys came from a right head)."""
     parts: list[str] = []
+    why = (" (its output is NaN, the guard band's, whatever each K/V head holds, so what its other loads read is"
+           " not measured)")  # said with the first such head
     for qflat, (deps, should) in list(wrong.items())[:3]:
         if deps:
             read = ", ".join(_head(g, case, kv=True) for g in sorted(deps))
             parts.append(f"query head {_head(qflat, case)} reads K/V head {read}, not {_head(should, case, kv=True)}")
         elif qflat in dead:
-            why = "" if any("past the last" in p for p in parts) else (
-                " (its output is NaN, the guard band's, whatever each K/V head holds, so what its other loads read"
-                " is not measured)")
             parts.append(f"query head {_head(qflat, case)} reads past the last K/V head in its keys or its values,"
                          f" where it should read {_head(should, case, kv=True)}{why}")
+            why = ""
         else:
             parts.append(f"query head {_head(qflat, case)} reads none of the K/V heads "
                          f"(past the last one), not {_head(should, case, kv=True)}")

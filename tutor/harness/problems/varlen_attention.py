@@ -759,8 +759,12 @@ class Extra:
     past_diagonal: int = 0
     past_rows: int = 0
 
+    @property
+    def total(self) -> int:
+        return self.past_keys + self.past_diagonal + self.past_rows
+
     def words(self) -> str:
-        total = self.past_keys + self.past_diagonal + self.past_rows
+        total = self.total
         if total and self.past_keys == total:
             return (" Every one of them is a key block wholly past its sequence's last key (it starts at or after"
                     " Nk), of a query block that holds rows: the loop's bound is not capped at the sequence's Nk"
@@ -774,7 +778,7 @@ class Extra:
 def visit_counts(checked: list[Checked], block_m: int, block_n: int) -> tuple[int, int, int, int, str, Extra]:
     """Over every case: (visits recorded, needed, visits no row needs, needed not recorded,
     an example of an unneeded visit, where the unneeded ones lie)."""
-    visited = needed = extra = unrecorded = 0
+    visited = needed = unrecorded = 0
     example = ""
     where = Extra()
     for one in checked:
@@ -791,7 +795,6 @@ def visit_counts(checked: list[Checked], block_m: int, block_n: int) -> tuple[in
                     got = grid[m].nonzero().flatten().tolist()
                     unrecorded += sum(1 for j in range(want) if j not in got)
                     over = [j for j in got if j >= want]
-                    extra += len(over)
                     beyond = sum(1 for j in over if j * block_n >= nk)
                     if want:
                         where.past_keys += beyond
@@ -805,7 +808,7 @@ def visit_counts(checked: list[Checked], block_m: int, block_n: int) -> tuple[in
                                else "whose rows are past the sequence's end")
                         example = (f"the map records key block{'s' * (len(over) > 1)} {index_runs(over)} for query "
                                    f"block {m} of {_seq_words(case, b)}, {why}, the {case.name} case")
-    return visited, needed, extra, unrecorded, example, where
+    return visited, needed, where.total, unrecorded, example, where
 
 
 def _ideal_rows(case: Case, shape: tuple[int, ...], block_m: int, block_n: int) -> torch.Tensor:
@@ -1049,7 +1052,7 @@ def operand_strides_words(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch
     HEAD_DIM (one head's row a token), or a head-major layout -- every read inside the tensor:
     the strides in words (blind round 21, 08/w21: K's token stride HEAD_DIM); "" otherwise.
     At most six references of the case, on a failing check only."""
-    tokens_q, heads, d = q.shape
+    heads, d = q.shape[1:]
     got = out.to(torch.float64)
     if not bool(torch.isfinite(got).all()):
         return ""

@@ -555,8 +555,10 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
                                                                      block_m, block_n)
         # what a causal mask compared by positions within the tiles drops (offs_n - start_n against
         # offs_m - start_m): right in a diagonal block, it drops keys of the blocks left of it too
+        # (said "in the blocks left of the diagonal too": some missed key's block ends before the row's query tile)
         deeper = ((cols % block_n) > (rows % block_m)).expand_as(needed)
-        result.missing_in_tile = bool((missing == (needed & deeper)).all())
+        left = ((cols // block_n + 1) * block_n <= rows - rows % block_m).expand_as(needed)
+        result.missing_in_tile = bool((missing == (needed & deeper)).all()) and bool((missing & left).any())
 
     # -- row sums, temperature, block consistency ----------------------------------------------------
     sums = wz.sum(-1)[rows_ok]
