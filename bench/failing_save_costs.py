@@ -1,11 +1,13 @@
 """Verdict and diagnosis seconds of failing saves (mistakes-file kernels) and the solution, per drill.
 
     python bench/failing_save_costs.py [--drills 05,06,07] [--seeds 0,1] [--json out.json]
-        [--names 05:merge_natural_exp,kv_of_head_zero;07:no_alpha]
+        [--names 05:merge_natural_exp,kv_of_head_zero;07:no_alpha] [--files 08:/tmp/fx/08_x.py,09:/tmp/fx/09_y.py]
 
 Each file goes through the tutor's own check (`run_check`, timing off) in this process, on the CPU
 interpreter unless a GPU is visible; the costs are the check's own phase costs.  Run it on two trees
-(a `git worktree` of the older one) to compare a change on failing saves as well as passing ones.
+(a `git worktree` of the older one, this script copied into its bench/: it imports the tree it sits in) to
+compare a change on failing saves as well as passing ones.  ``--files``: kernels written elsewhere (entries
+the older tree's mistakes file lacks, materialised by the newer one), checked after the named ones.
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ def main() -> None:
     ap.add_argument("--drills", default="05,06,07")
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--names", default="", help="DRILL:name,name;DRILL:name (default: a few per drill)")
+    ap.add_argument("--files", default="", help="DRILL:path,DRILL:path (checked as that drill)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     names = dict(DEFAULT)
     for part in filter(None, args.names.split(";")):
         drill, listed = part.split(":")
-        names[drill] = listed.split(",")
+        names[drill] = [n for n in listed.split(",") if n]  # "08:" checks none of the defaults
     root = Path(__file__).resolve().parents[1]
     device = select_device("auto")
     scratch = Path(tempfile.mkdtemp(prefix="flashtutor-costs-"))
@@ -51,6 +54,8 @@ def main() -> None:
             path = scratch / f"{drill.id}_{name}.py"
             path.write_text(entries[name].text(drill), encoding="utf-8")
             files.append((name, path))
+        files += [(Path(path).stem, Path(path)) for spec in filter(None, args.files.split(","))
+                  for owner, path in [spec.split(":", 1)] if owner == drill.id]
         files.append(("solution", root / "solutions" / drill.solution))
         for name, path in files:
             for seed in (int(s) for s in args.seeds.split(",")):
