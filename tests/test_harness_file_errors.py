@@ -97,3 +97,31 @@ def test_a_gpu_fault_in_a_readout_launch_is_named_as_the_kernels_stray_address()
     assert "outside the memory it was given" in reason and "The verdict stands" in reason
     other = CheckError(kind="runtime", message="ValueError: bad", file=None, line=None)
     assert readout_failure_reason(other) == "a read-out launch raised: ValueError: bad"
+
+
+def test_a_readout_that_fails_in_the_tutors_own_code_says_so_and_where(tmp_path: Path) -> None:
+    """An exception raised in the tutor's read-out code, with no launch of the student's kernel on
+    the stack (GPU run 31: a read-out mixed a CPU and a CUDA tensor), is said as the tutor's bug at
+    its own line, not as the student's launch; one raised through the student's file is theirs."""
+    from tutor.harness import errors
+    from tutor.harness.result import CheckError
+
+    student = tmp_path / "drill.py"
+    student.write_text("def launch(x):\n    return x.missing\n", encoding="utf-8")
+    from tutor.harness.problems.attention.readout import allowed_keys
+
+    try:
+        allowed_keys(-1, True)  # the tutor's own code given what it cannot take
+    except RuntimeError as exc:
+        where = errors.tutor_fault(exc, str(student))
+    assert where is not None and where.startswith("tutor/harness/problems/attention/readout.py:")
+    assert where.endswith("in allowed_keys")
+    namespace: dict[str, object] = {}
+    exec(compile(student.read_text(encoding="utf-8"), str(student), "exec"), namespace)
+    try:
+        namespace["launch"](object())  # type: ignore[operator]
+    except AttributeError as exc:
+        assert errors.tutor_fault(exc, str(student)) is None
+    fault = CheckError(kind="runtime", message="RuntimeError: two devices", file=str(student), line=None)
+    reason = errors.readout_failure_reason(fault, "tutor/harness/x.py:3 in f")
+    assert "the tutor's own read-out code failed, not your kernel" in reason and "tutor/harness/x.py:3" in reason

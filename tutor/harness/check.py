@@ -35,7 +35,7 @@ import torch
 from tutor.catalog import Drill, get_drill
 from tutor.harness import cost, forked_compile, interpreter_races, timing
 from tutor.harness import launch as launching
-from tutor.harness.errors import bad_output_error, from_exception, readout_failure_reason, store_race_error
+from tutor.harness.errors import bad_output_error, from_exception, readout_failure_reason, store_race_error, tutor_fault
 from tutor.harness.job import CheckJob
 from tutor.harness.loader import LAUNCHER, LoadFailed, load_student_module
 from tutor.harness.problems import Diagnosed, Problem, TimedLaunches, problem_for
@@ -208,7 +208,7 @@ def run_diagnosis(job: CheckJob, dev: Device, result: CheckResult, state: Verdic
         result.diagnosis_phase = DiagnosisPhase("done")
     except Exception as exc:  # noqa: BLE001 - the verdict is already out; say why no diagnosis
         error = from_exception(exc, job.file, state.module, during="runtime")
-        result.diagnosis_phase = DiagnosisPhase("failed", readout_failure_reason(error))
+        result.diagnosis_phase = DiagnosisPhase("failed", readout_failure_reason(error, tutor_fault(exc, job.file)))
     state.diagnose = None
     result.diagnosis_phase.duration_s = time.perf_counter() - started
     result.costs["diagnosis"] = meter.cost()

@@ -234,12 +234,39 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None,
 ILLEGAL_ADDRESS = ("illegal memory access", "illegal address", "misaligned address")
 
 
-def readout_failure_reason(error: CheckError) -> str:
-    """Why the diagnosis phase stopped, when one of its launches of the student's kernel raised.
+GPU_RUNTIME_ERRORS = ("CUDA error", "device-side assert", "CUDA_ERROR", *ILLEGAL_ADDRESS)
+
+
+def tutor_fault(exc: BaseException, file: str) -> str | None:
+    """Where the tutor's own diagnosis code raised ``exc``, when no launch of the student's
+    kernel did: no frame of the chain lies in the student's ``file`` or in Triton (which
+    compiles and launches their kernel), and the message is no CUDA error (those surface
+    asynchronously, at whatever line synchronises next).  "path:line in function" of the
+    innermost frame in the tutor's package; None where the kernel may be the cause."""
+    if any(words in str(link) for link in _chain(exc) for words in GPU_RUNTIME_ERRORS):
+        return None
+    package = Path(__file__).resolve().parents[1]
+    frames = [frame for link in _chain(exc) for frame in traceback.extract_tb(link.__traceback__)]
+    student = Path(file).resolve()
+    if any(Path(f.filename).resolve() == student or "triton" in Path(f.filename).parts for f in frames):
+        return None
+    own = [f for f in frames if Path(f.filename).resolve().is_relative_to(package)]
+    if not own:
+        return None
+    last = own[-1]
+    return f"{Path(last.filename).resolve().relative_to(package.parent)}:{last.lineno} in {last.name}"
+
+
+def readout_failure_reason(error: CheckError, tutor_line: str | None = None) -> str:
+    """Why the diagnosis phase stopped, when one of its launches of the student's kernel raised
+    (or, ``tutor_line`` given, the tutor's own code there: :func:`tutor_fault`).
 
     A GPU stops a kernel with an illegal address only where the kernel itself reads or writes
     outside mapped memory, so that is said plainly: the correctness launches of the same kernel
     finished, so their stray accesses (if the same) landed in memory that happened to be mapped."""
+    if tutor_line is not None:
+        return (f"the tutor's own read-out code failed, not your kernel: {error.message} (at {tutor_line}). "
+                "That is a flashtutor bug; please report it with this line. The verdict stands; no mistake is named.")
     where = f" ({error.location()})" if error.location() else ""
     if any(words in error.message for words in ILLEGAL_ADDRESS):
         return ("a diagnosis launch of your kernel stopped with an illegal memory access: the kernel read or "
