@@ -278,7 +278,7 @@ def zero_scores_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor,
     e = wz.clamp(min=1e-300).log()
     zero = torch.zeros_like(use)
     either = torch.zeros_like(use)
-    fits = torch.zeros(use.shape[0], dtype=torch.bool)
+    fits = torch.zeros(use.shape[0], dtype=torch.bool, device=use.device)
     # the row's constant: the median of its keys' log-weight over their true score (most keys
     # weigh their own), else the median log-weight (every key weighs a score of 0)
     for c in ((e - s), e):
