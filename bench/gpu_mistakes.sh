@@ -16,5 +16,9 @@ for i in $(seq 0 $((SHARDS - 1))); do
 done
 wait
 cat "$OUT"/mistakes-*.log | grep -E "expected" > "$OUT/mistakes-all.txt"
+cat "$OUT"/mistakes-*.log > "$OUT/mistakes-logs.txt"
+# the shards' files in one archive: a device call brings back a few files only
+tar czf "$OUT/mistakes-shards.tgz" -C "$OUT" $(cd "$OUT" && ls mistakes-[0-9]*.json mistakes-[0-9]*.log) \
+    && rm -f "$OUT"/mistakes-[0-9]*.json "$OUT"/mistakes-[0-9]*.log
 echo "checked $(wc -l < "$OUT/mistakes-all.txt") kernels; not what they must: $(grep -c 'NOT what' "$OUT/mistakes-all.txt")"
 grep "NOT what" "$OUT/mistakes-all.txt"

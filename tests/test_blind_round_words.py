@@ -30,6 +30,10 @@ measurement behind them, and only where it holds.
   06): the hostile case's wrong rows against the keys the visit map loads; K's token stride HEAD_DIM
   (drill 08): the output is attention with K read so; loop bounds past Nk or past the diagonal (drill 08):
   where every unneeded visit lies; an element mask inverted, an index used as a key position (drill 09).
+- round 22 (drill 05): acc rescaled after the block is added: l_s counts every position, o_s lacks each
+  slice's first block; empty slices that store nothing: the slots no store reached, as measured; states
+  kept in fp16: the high case's maxima near 721 (exp2 domain) in steps of 0.5; (drill 07) the pool row
+  without its K/V head: every query head reads K/V head 0.
 """
 
 from __future__ import annotations
@@ -103,6 +107,15 @@ WANTED = {
                                                                   " slice) + c: the state's index", "row 0's slot 0"
                                                                   " component 5"]),
     "05_v_loaded_from_k": ("wrong-output", ["takes its values from K, not from V"]),
+    "07_pool_row_without_the_kv_head": ("heads-mixed", ["every query head reads K/V head 0, whatever its group",
+                                                          "(in the pool row, + kvh)"]),
+    "05_states_kept_in_fp16": ("wrong-output", ["slice states are not all float32: MidM (float16), MidL (float16)",
+                                                "keeps a number in steps of 0.5"]),
+    "05_empty_slices_store_nothing_into_zeros": ("nan-in-output", ["your split kernel stored nothing to",
+                                                                   "(0 in every state: the buffer was zeroed)"]),
+    "05_acc_rescaled_after_the_block_is_added": ("wrong-output", ["o_s holds exactly its last positions: the first"
+                                                                  " 32 positions of each slice",
+                                                                  "acc = (acc + p·v) * alpha"]),
     "06_v_loaded_at_the_query_offset": ("wrong-kv-head", ["reads past the last K/V head in its keys or its values",
                                                          "keys of query heads 0..3 from K/V heads 0, 0, ?, ?"]),
     "06_window_masked_after_the_max": ("max-before-mask", ["with no such key are right",

@@ -326,7 +326,7 @@ def test_the_diagnoses_carry_what_was_measured(checked):
     division is measured as one factor per (sequence, head); the shipped averaging
     names the sequences it got wrong, with the slices each spans."""
     overflow = checked["merge_without_max"]
-    assert [c.name for c in overflow.cases if c.nonfinite] == ["hostile", "orders", "negative"]
+    assert [c.name for c in overflow.cases if c.nonfinite] == ["hostile", "orders", "negative", "high"]
     assert "Only the cases of large scores have them" in overflow.diagnosis[0].message
     assert "Your merge alone gives NaN or inf on the rows with maxima near 300" in overflow.diagnosis[0].message
     undivided = checked["no_final_division"].diagnosis[0].message

@@ -181,6 +181,7 @@ def head_findings(failing: list[Launch], tolerance: float) -> Findings:
         c, out = x.case, x.out.double().cpu()
         wrong = _wrong_pairs(x, tolerance)
         mixed: list[str] = []
+        matched: list[int] = []  # the K/V head each wrong output equals, where one does
         if c.kv_heads > 1:
             kg, vg = gathered(x.inputs, c)
             every = attend_every_head(x.inputs.q, kg, vg, x.inputs.lengths)  # (batch, heads, kv_heads, D)
@@ -190,11 +191,13 @@ def head_findings(failing: list[Launch], tolerance: float) -> Findings:
                     if j != own and float((out[b, h] - every[b, h, j]).abs().max()) <= tolerance:
                         mixed.append(f"sequence {b} query head {h} equals attention against K/V head {j} (its"
                                      f" own is {h} // {c.group} = {own})")
+                        matched.append(j)
                         break
             if wrong and len(mixed) == len(wrong):
                 shown = "; ".join(mixed[:4]) + (f"; and {len(mixed) - 4} more" if len(mixed) > 4 else "")
                 mixed_words.append(f" Measured: each of the {len(wrong)} wrong (sequence, head) outputs equals,"
-                                   f" within the tolerance, attention against another K/V head: {shown}{_where(x)}.")
+                                   f" within the tolerance, attention against another K/V head: {shown}{_where(x)}."
+                                   + _all_read_head_zero(wrong, matched, c.group))
             else:
                 every_case_mixed = False
         err = float((out - x.expected).abs().max())
@@ -215,6 +218,18 @@ def head_findings(failing: list[Launch], tolerance: float) -> Findings:
     if mixed_words and every_case_mixed:
         found.say("heads-mixed", mixed_words[0])
     return found
+
+
+def _all_read_head_zero(wrong: list[list[int]], matched: list[int], group: int) -> str:
+    """Words where every wrong output is attention against K/V head 0 and the wrong ones are
+    exactly the query heads outside group 0 (blind round 22, 07/m04: the pool row without its
+    K/V head term); "" otherwise."""
+    if not matched or set(matched) != {0} or any(h < group for _, h in wrong):
+        return ""
+    return (" Every wrong output is attention against K/V head 0, and only query heads outside group 0 are"
+            " wrong: every query head reads K/V head 0, whatever its group. The K/V head index adds nothing to where"
+            " your K and V loads read: look at the K/V head's term in their offset (in the pool row, + kvh), or"
+            " at kvh itself.")
 
 
 def _other_query_words(out: torch.Tensor, x: Launch, wrong: list[list[int]], tolerance: float) -> str:

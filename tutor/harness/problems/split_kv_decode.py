@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -64,6 +65,8 @@ from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 GARBAGE_K_SCALE = 3.0  # stale keys past a length: larger than real ones, so they would win the softmax
 NEGATIVE_SCORE = 130.0  # the "negative" layout's scores: exp2(-130 * log2(e)) is 0 in fp32
+HIGH_SCORE = 500.0  # the "high" layout's scores: 433 in the exp2 domain, where fp16 keeps steps of 0.25
+HIGH_NOISE = 3.0  # their spread: every slice's maximum within a few of the others', so every slice weighs
 GARBAGE_V_SHIFT = 3.0  # stale values past a length: shifted, so reading them moves the output
 
 
@@ -84,6 +87,10 @@ class Case:
     # "negative": random lengths, every score of every sequence near -130 (-188 in the exp2
     # domain: exp of it underflows fp32), so a running maximum that starts at 0, not -inf,
     # leaves nothing (a blind attempt passed every other case)
+    # "high": random lengths, every score near +300 with a spread of 2, so the slices' maxima lie
+    # within a few of each other and each slice's weight 2^(m_s - M) counts: a maximum kept in fp16
+    # (steps of 0.25 near 433, the exp2 domain's) is off by up to 2^0.125 = 1.09 (blind round 22,
+    # 05/m35 passed every other case)
     layout: str = "random"
     # launched with a split count of its own (num_splits=, :func:`split_count_for`), not the
     # module's NUM_SPLITS: the launcher's contract takes another count, and a combine kernel
@@ -113,6 +120,7 @@ CPU_PLAN = Plan(
         # launched with 3 slices (own_splits): the merge's fourth, padding slot is masked, so a padding m
         # loaded as 0 (other=0.0, not -inf) lies 188 above every real one and underflows their weights
         Case("negative", 2, 1, 64, 64, 1.0, "negative", own_splits=True),
+        Case("high", 4, 2, 160, 64, 1.0, "high"),
     ),
     timing=(2, 2, 250, 64),
 )
@@ -129,6 +137,7 @@ GPU_PLAN = Plan(
         Case("orders", 4, 2, 1024, 128, 1.0, "orders"),
         # the default's and orders' split variant (1024 % 16 == 0), with 3 slices: a merge padding slot
         Case("negative", 2, 2, 1024, 128, 1.0, "negative", own_splits=True),
+        Case("high", 4, 2, 1024, 128, 1.0, "high"),  # the default's and orders' split variant
     ),
     timing=(16, 32, 4096, 128),
 )
@@ -204,9 +213,10 @@ def random_inputs(
     v = torch.randn((b, h, n, d), generator=generator)
     if case.layout == "orders":
         q, k = ordered_scores(q, k, lengths)
-    if case.layout == "negative":  # q.k / sqrt(d) = -NEGATIVE_SCORE + noise of ~0.3
+    if case.layout in ("negative", "high"):  # q.k / sqrt(d) = -NEGATIVE_SCORE + noise of ~0.3, or HIGH_SCORE + ~2
         toward = q / (q * q).sum(-1, keepdim=True)  # (b, h, d): q . toward = 1
-        k = -NEGATIVE_SCORE * d**0.5 * toward[:, :, None, :] + 0.3 * k
+        level, noise = (-NEGATIVE_SCORE, 0.3) if case.layout == "negative" else (HIGH_SCORE, HIGH_NOISE)
+        k = level * d**0.5 * toward[:, :, None, :] + noise * k
     past = torch.arange(n)[None, :] >= lengths[:, None].long()  # (batch, max_len): stale cache
     k = torch.where(past[:, None, :, None], k * GARBAGE_K_SCALE, k)
     v = torch.where(past[:, None, :, None], v + GARBAGE_V_SHIFT, v)
@@ -544,6 +554,9 @@ class Apart:
     split_wrong: set[str] = dataclasses.field(default_factory=set)  # cases whose non-empty slices' states differ
     # state tensors the split launch left as they were: (code, words) (:func:`apart.unwritten_states`)
     unwritten: tuple[str, str] = ("", "")
+    # the failing cases with their recorded launches (roles), and of those the ones whose layouts were measured
+    recorded: list[tuple[Launch, apart.Roles]] = dataclasses.field(default_factory=list)
+    laid_out: list[tuple[Launch, apart.Roles]] = dataclasses.field(default_factory=list)
 
 
 def _visits_owner(run_: Launch, block_n: int, slots: int) -> torch.Tensor | None:
@@ -579,6 +592,7 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
             paired.append((x, roles))
     if not paired:
         return found
+    found.recorded = [(x, roles) for x, roles in paired if not _result(x).passed]
     for x, roles in paired:  # state tensors the split left as they were: which of two causes, measured
         found.unwritten = apart.unwritten_states(roles, _rerun(module, x))
         if found.unwritten[0]:
@@ -640,6 +654,8 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
     for x, roles in paired:
         b, h, _, d = x.case.shape
         roles.layouts = dict(measured.layouts)
+        if not _result(x).passed:
+            found.laid_out.append((x, roles))
         owner = _visits_owner(x, block_n, roles.slots) if trusted else None
         if owner is None and x is x0:
             owner = measured.owner
@@ -797,8 +813,14 @@ def diagnose(
     per_case, measured = _case_codes(failing, module, tested, tolerance)
     codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested.visits_trusted))
     _wrong_before_nan(codes)
-    _large_scores(codes, failing, measured if map_trusted and tested.visits_trusted else None,
-                  lambda: _padding_words(failing, module, tolerance))
+    if "wrong-output" in codes:
+        codes["wrong-output"] += _narrow_state_words(failing)
+    unstored, explains = _unstored_words(tested, tolerance)
+    large = _large_scores(codes, failing, measured if map_trusted and tested.visits_trusted else None,
+                          lambda: _padding_words(failing, module, tolerance), unstored if explains else "")
+    said_on = next((c for c in ("empty-slice-nan", "nan-in-output", "wrong-output") if c in codes), None)
+    if unstored and said_on and not (large and explains):  # measured: slots no store reached, read by the merge
+        codes[said_on] += unstored
     _say_apart(drill, codes, failing, tested)
     if map_trusted:
         _say_visits(codes, visits, passed=not failing)
@@ -1012,6 +1034,7 @@ LARGE_SCORES = {  # the cases whose scores leave fp32's exp range, in words
     "hostile": "hostile: scores of standard deviation 100",
     "orders": "orders: a top score of 100, 144 in the exp2 domain",
     "negative": "negative: every score near -130, whose exp is 0 in fp32",
+    "high": "high: every score near +300, 433 in the exp2 domain",
 }
 
 
@@ -1047,31 +1070,76 @@ def _padding_words(failing: list[Launch], module: ModuleType, tolerance: float) 
     return ""
 
 
+def _narrow_state_words(failing: list[Launch]) -> str:
+    """Where the high case fails and a state tensor the split launch shares with the merge is fp16
+    or bf16 (read off the launch's arguments, :func:`split_kv_readout.narrow_states`), the words: a
+    maximum near HIGH_SCORE * log2(e) is kept there in coarse steps, and every slice's weight
+    2^(m_s - M) with it; "" otherwise."""
+    high = next((x for x in failing if x.case.name == "high" and x.k_view is not None), None)
+    narrow = apart.narrow_states(high.calls, high.k_view, high.out) if high is not None and high.k_view is not None \
+        else []
+    if not narrow:
+        return ""
+    top = HIGH_SCORE * apart.LOG2E
+    step = _step_at(top, narrow[0][1])
+    names = ", ".join(f"{name} ({str(dtype).removeprefix('torch.')})" for name, dtype in narrow)
+    return (f" Your split kernel's slice states are not all float32: {names}. The high case (every score near"
+            f" +{HIGH_SCORE:.0f}, {top:.0f} in the exp2 domain) is where that shows: there"
+            f" {str(narrow[0][1]).removeprefix('torch.')} keeps a number in steps of {step:g}, so a maximum stored"
+            f" in it is off by up to {step / 2:g} and each slice's weight 2^(m_s - M) by up to a factor"
+            f" 2^{step / 2:g} = {2 ** (step / 2):.3f}. Keep the states in float32.")
+
+
+def _step_at(x: float, dtype: torch.dtype) -> float:
+    """The spacing of ``dtype``'s numbers at ``x`` (its unit in the last place there)."""
+    return float(2.0 ** math.floor(math.log2(abs(x))) * torch.finfo(dtype).eps)
+
+
+def _unstored_words(tested: Apart, tolerance: float) -> tuple[str, bool]:
+    """The first failing case with wrong (sequence, head)s that have state slots the split stored
+    nothing to (:func:`split_kv_readout.unstored_slots_words`): the words, and whether they explain
+    the wrong rows; a case whose words explain them first."""
+    found: list[tuple[str, bool]] = []
+    for x, roles in tested.laid_out:
+        out, expected = x.out.double().cpu(), x.expected.double().cpu()
+        wrong = (~torch.isfinite(out) | ((out - expected).abs() > tolerance)).reshape(roles.rows, -1).any(-1)
+        words, explains = apart.unstored_slots_words(roles, x.case.name, wrong)
+        if explains:
+            return words, True
+        if words:
+            found.append((words, False))
+    return found[0] if found else ("", False)
+
+
 def _large_scores(codes: Findings, failing: list[Launch], measured: list[Slicing] | None,
-                  padding: Callable[[], str] | None = None) -> None:
+                  padding: Callable[[], str] | None = None, unstored: str = "") -> bool:
     """NaN only in the cases of large scores: an exp overflowed or underflowed fp32, or, where
     ``padding`` (:func:`_padding_words`, called only here) measures it, the merge's padding slots (added to
     ``nan-in-output``).  Not where every sequence with NaN read no position at all (the
     orders case holds a length-1 sequence: a bound one short leaves it nothing, blind round
     10, w08): that is said instead, from the visit map (``measured``: None where it is not
-    trusted)."""
+    trusted).  ``unstored``: state slots the split stored nothing to hold the NaN rows' cause, in
+    words (:func:`split_kv_readout.unstored_slots_words`): said in place of the overflow.  Whether
+    anything was said."""
     nan_names = {_result(x).name for x in failing if _result(x).nonfinite}
     if "nan-in-output" in codes and measured is not None and _unread_nan(failing, measured):
         codes["nan-in-output"] += (" Every sequence with NaN read no position of its cache (no slice of it recorded"
                                    " a block, while other sequences did): its sum is 0 and its output 0/0. Look at"
                                    " the bounds of the split's loop against the sequence's length.")
-        return
+        return True
     if "nan-in-output" in codes and nan_names and nan_names <= LARGE_SCORES.keys():
         named = "; ".join(words for name, words in LARGE_SCORES.items() if name in nan_names)
         # measured (a relaunch, made only here): right with a power-of-two split count
         padded = padding() if padding is not None else ""
         if padded:
             codes["nan-in-output"] += f" Only the cases of large scores have them ({named})." + padded
-            return
-        codes["nan-in-output"] += (f" Only the cases of large scores have them ({named}): an exp overflowed or"
-                                   " underflowed fp32 there. Every exp/exp2 needs the true running maximum"
-                                   " subtracted: started at -inf, never a 0 from an initial value or from a"
-                                   " state no slice wrote.")
+            return True
+        codes["nan-in-output"] += f" Only the cases of large scores have them ({named})" + (
+            ":" + unstored if unstored else
+            ": an exp overflowed or underflowed fp32 there. Every exp/exp2 needs the true running maximum"
+            " subtracted: started at -inf, never a 0 from an initial value or from a state no slice wrote.")
+        return True
+    return False
 
 
 LAYOUT_NAN = (" Read in a layout the split did not write, a sequence's slots hold other slices' states (an empty"

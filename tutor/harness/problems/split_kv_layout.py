@@ -200,6 +200,9 @@ def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tens
     counts: torch.Tensor | None = None if normalised else vec[..., 2].round()
     prefer = "rs" if vlayout.order.index("r") < vlayout.order.index("s") else "sr"
     scalars_written = torch.ones_like(unwritten)  # (rows, slots): every scalar state of the slot was written
+    lens = lengths.cpu().long().repeat_interleave(heads)
+    stored = ~unwritten & torch.isfinite(vec).all(-1)
+    l_counts: torch.Tensor | None = None  # a scalar field's counts that add up to each row's length
     for pos in roles.tensors:
         flat = args[roles.split_pos[pos]].detach().double().cpu().reshape(-1)
         options = apart.scalar_layouts(roles.fields[pos])
@@ -221,11 +224,68 @@ def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tens
         scalars_written &= ~(canon == MARKER).any(0)
         for f in range(canon.shape[0]):
             counts = counts if counts is not None else _count_of(canon[f], nonempty)
+            l_counts = l_counts if l_counts is not None else _length_counts(canon[f], stored, lens)
+    lost = "" if normalised or l_counts is None else _lost_from_o_words(vec, stored, l_counts, lens, heads)
+    if lost:  # l_s counts right: the slices' ranges are l_s's, the positions o_s lost are said
+        counts = l_counts
     if counts is not None:
         counts = torch.where(nonempty, counts, torch.zeros_like(counts))
     owner = _contiguous_owner(vec, nonempty, counts, lengths, heads, n)
-    words = _words(nonempty, unwritten, scalars_written, counts, lengths, heads)
+    words = lost or _words(nonempty, unwritten, scalars_written, counts, lengths, heads)
     return Measured(layouts, nonempty, unwritten, counts, owner, words)
+
+
+def _length_counts(x: torch.Tensor, stored: torch.Tensor, lens: torch.Tensor) -> torch.Tensor | None:
+    """The whole counts a scalar field holds (itself, or 2^x / e^x of a log-sum-exp) where, at
+    the slots the split stored, they add up to each row's length (rows longer than the slot
+    count, so that a maximum of 0 read as 2^0 = 1 a slot cannot pass); None otherwise."""
+    if int(lens.max()) <= x.shape[-1]:
+        return None
+    for count in (x, torch.exp2(x.clamp(max=60)), torch.exp(x.clamp(max=40))):
+        c = torch.where(stored, count, torch.zeros_like(count))
+        if bool(torch.isfinite(c).all()) and bool((c >= -TOL).all()) and bool(((c - c.round()).abs() <= 1e-2).all()) \
+                and bool((c.round().sum(-1) == lens).all()):
+            return c.round()
+    return None
+
+
+def _lost_from_o_words(vec: torch.Tensor, stored: torch.Tensor, l_counts: torch.Tensor, lens: torch.Tensor,
+                       heads: int) -> str:
+    """Where l_s counts every position of each row (the probe's keys are zero: each slice's l_s
+    is its count) but o_s, whose weights (component 2 of the named values) count the positions
+    it added, holds fewer in some slices and more in none: the words, with which positions it
+    lost where they are each slice's first ones (slices tiling the row in slot order); ""
+    otherwise (blind round 22, 05/m39: acc = (acc + p·v) * alpha)."""
+    o_counts = torch.where(stored, vec[..., 2], torch.zeros_like(vec[..., 2]))
+    if not bool(((o_counts - o_counts.round()).abs() <= 1e-2).all()):
+        return ""
+    o_counts = o_counts.round()
+    short = o_counts < l_counts
+    if not bool(short.any()) or bool((o_counts > l_counts).any()):
+        return ""
+    r, slot = (int(i) for i in short.nonzero()[0])
+    head = f"sequence {r // heads}, head {r % heads}"
+    words = (" Run alone on keys of zero (every score equal, so each slice's l_s counts the positions it holds and"
+             " o_s adds each position's value with weight 1), your split kernel's l_s counts every position of each"
+             f" (sequence, head) (its slices' counts add up to the length), but in {int(short.sum())} of"
+             f" {int(stored.sum())} slices o_s holds fewer: in {head}, slice {slot} counts {int(l_counts[r, slot])}"
+             f" in l_s and its o_s holds {int(o_counts[r, slot])}.")
+    start = l_counts.cumsum(-1) - l_counts
+    has = o_counts > 0
+    mean = vec[..., 0] / torch.where(has, vec[..., 2], torch.ones_like(vec[..., 2]))
+    gone = l_counts - o_counts
+    tail = (mean - (start + gone + (o_counts - 1) / 2)).abs() <= 1e-2  # o_s holds the slice's last positions
+    firsts = sorted({int(g) for g in gone[short & has].tolist()})
+    if bool((tail | ~has)[short].all()) and len(firsts) == 1 and bool((l_counts[short & ~has] <= firsts[0]).all()):
+        k = firsts[0]
+        return words + (f" In every such slice o_s holds exactly its last positions: the first {k} positions of each"
+                        f" slice (all of a slice of {k} or fewer) count in l_s but add nothing to o_s. What a"
+                        " slice's first block added to o_s was lost after it was added: a rescale applied to the"
+                        " block just added, acc = (acc + p·v) * alpha, does exactly that, since at a slice's first"
+                        " block alpha = exp2(m_old - m_new) is 0 (m_old starts at -inf). Rescale what came before,"
+                        " then add: acc = acc * alpha + p·v.")
+    return words + (" Positions that l_s counts added nothing to o_s: what they added to the accumulator was lost"
+                    " (rescaled by 0 or reset after it was added) or never added, while the sum kept them.")
 
 
 def _contiguous_owner(vec: torch.Tensor, nonempty: torch.Tensor, counts: torch.Tensor | None, lengths: torch.Tensor,

@@ -242,6 +242,22 @@ def find_roles(calls: list[KernelCall], k: torch.Tensor, out: torch.Tensor, bh: 
     return Roles(split, merge, list(fields), fields, vector, shared, slots, bh, head_dim)
 
 
+def narrow_states(calls: list[KernelCall], k: torch.Tensor, out: torch.Tensor) -> list[tuple[str, torch.dtype]]:
+    """The tensors the split launch (the one that reads the cache ``k``) shares with the merge
+    launch (the one that writes ``out``) that are fp16 or bf16, by the split's parameter name:
+    states kept narrower than float32 (which :func:`find_roles` does not take apart)."""
+    writers = [c for c in calls if any(isinstance(a, torch.Tensor) and _ptr(a) == _ptr(out) for a in c.args)]
+    readers = [c for c in calls if c not in writers
+               and any(isinstance(a, torch.Tensor) and _ptr(a) == _ptr(k) for a in c.args)]
+    if len(writers) != 1 or len(readers) != 1:
+        return []
+    in_merge = {_ptr(a) for a in writers[0].args if isinstance(a, torch.Tensor)}
+    split = readers[0]
+    return [(split.arg_name(i), a.dtype) for i, a in enumerate(split.args)
+            if isinstance(a, torch.Tensor) and _ptr(a) in in_merge and _ptr(a) != _ptr(k)
+            and a.dtype in (torch.float16, torch.bfloat16)]
+
+
 Rerun = Callable[[dict[str, frozenset[int]]], list[KernelCall]]  # the same launch, those args poisoned
 
 
@@ -441,17 +457,36 @@ class Convention:
         return self.vector != "" and any(k in ("m2", "m", "lse2", "lse") for k in self.scalars.values())
 
 
-def stored(roles: Roles) -> tuple[dict[FieldKey, torch.Tensor], torch.Tensor]:
+def stored(roles: Roles, copies: str = "after") -> tuple[dict[FieldKey, torch.Tensor], torch.Tensor]:
     """The states the split launch wrote, as (rows, slots) and (rows, slots, head_dim) float64,
-    read in each tensor's layout."""
+    read in each tensor's layout (``copies="before"``: what the state tensors held before it)."""
+    held = getattr(roles.split, copies)
     scal = {}
     for pos in roles.tensors:
-        canon = roles.layout(pos).canonical(roles.split.after[roles.split_pos[pos]].double(), roles.sizes(pos))
+        canon = roles.layout(pos).canonical(held[roles.split_pos[pos]].double(), roles.sizes(pos))
         for f in range(roles.fields[pos]):
             scal[(pos, f)] = canon[f]
-    vec = roles.layout(roles.vector).canonical(roles.split.after[roles.split_pos[roles.vector]].double(),
-                                               roles.sizes(roles.vector))
+    vec = roles.layout(roles.vector).canonical(held[roles.split_pos[roles.vector]].double(), roles.sizes(roles.vector))
     return scal, vec
+
+
+def slots_left_alone(roles: Roles) -> torch.Tensor | None:
+    """(rows, slots) bool, on the CPU: the slots whose every state value the split launch left as
+    the launcher passed it (NaN where NaN was); None where the copies from before it are missing."""
+    split = roles.split
+    positions = [roles.split_pos[p] for p in [*roles.tensors, roles.vector]]
+    if not all(p in split.before and p in split.after for p in positions):
+        return None
+    after_s, after_v = stored(roles)
+    before_s, before_v = stored(roles, "before")
+
+    def same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (a == b) | (a.isnan() & b.isnan())
+
+    alone = same(after_v, before_v).all(-1)
+    for key, t in after_s.items():
+        alone &= same(t, before_s[key])
+    return alone.cpu()
 
 
 def convention(roles: Roles, ref: SliceStates) -> tuple[Convention, dict[FieldKey, torch.Tensor], torch.Tensor]:
@@ -556,10 +591,51 @@ def split_report(roles: Roles, ref: SliceStates, lengths: list[int], heads: int,
             words.append(" The fields that fit a convention on most slices hold: " + "; ".join(fit) + ".")
     if bool(nan_empty.any()):
         seqs = sorted({int(r) // heads for r in nan_empty.any(1).nonzero().flatten().tolist()})
-        words.append(f" Your split kernel stores NaN for the empty slices (those that hold no position) of"
-                     f" sequence{'s' if len(seqs) > 1 else ''} {', '.join(map(str, seqs))}.")
+        which = f"sequence{'s' if len(seqs) > 1 else ''} {', '.join(map(str, seqs))}"
+        alone = slots_left_alone(roles)
+        if alone is not None and bool(alone[nan_empty].all()):
+            # (blind round 22, 05/m34) no store reached them: the NaN is what the buffer held
+            words.append(f" Your split kernel stores nothing for the empty slices (those that hold no position) of"
+                         f" {which}: their states came out value for value as the launcher's buffer held them"
+                         " before the launch (NaN there: torch.empty leaves whatever the memory held, so it"
+                         " changes from run to run), and the merge reads them. Store an empty slice's state"
+                         " (m = -inf, l = 0, o = 0), or have the merge skip slices past the length.")
+        else:
+            words.append(f" Your split kernel stores NaN for the empty slices (those that hold no position) of"
+                         f" {which}.")
     right = None if not conv.known and not bool(bad.any()) else not bool(bad.any()) and not bool(nan_empty.any())
     return right, "".join(words), conv, bool(bad.any())
+
+
+def unstored_slots_words(roles: Roles, case: str, wrong_rows: torch.Tensor) -> tuple[str, bool]:
+    """Where the split launch stored nothing to some state slots (:func:`slots_left_alone`) of a
+    (sequence*head) row whose output is wrong (``wrong_rows``, bool per row: NaN, Inf or out of
+    tolerance), the words, and whether they explain it: every wrong row has such a slot and some
+    row has none (else the pattern tells nothing); ("", False) otherwise."""
+    alone = slots_left_alone(roles)
+    if alone is None or not bool(alone[wrong_rows].any()):
+        return "", False
+    explains = bool(alone[wrong_rows].any(-1).all()) and not bool(alone.any(-1).all())
+    scal, vec = stored(roles)
+    odd = ~torch.isfinite(vec).all(-1)
+    zero = (vec == 0).all(-1)
+    for t in scal.values():
+        odd |= ~torch.isfinite(t)
+        zero &= t == 0
+    nonfinite = int((alone & odd.cpu()).sum())
+    held = ("0 in every state: the buffer was zeroed" if bool(zero.cpu()[alone].all()) else
+            "whatever the buffer's memory held: torch.empty leaves it as it was, different from run to run"
+            + (f"; {nonfinite} of them NaN or Inf" if nonfinite else ""))
+    row, slot = (int(i) for i in alone.nonzero()[0])
+    words = (f" On the {case} case's own launch your split kernel stored nothing to {int(alone.sum())} of its"
+             f" {alone.numel()} (sequence*head, slice) state slots (row {row}'s slice {slot} the first): they came"
+             f" out value for value as the launcher's buffer held them before the launch ({held}), and the merge"
+             " reads them.")
+    if explains:
+        words += (f" Every (sequence, head) whose output is wrong ({int(wrong_rows.sum())}: NaN, Inf or off) has"
+                  " such a slot, and the rows without one are right.")
+    return words + (" Every slice the merge reads needs its state stored, an empty one too (m = -inf, l = 0,"
+                    " o = 0)."), explains
 
 
 def _factor_words(measured: torch.Tensor, ref: torch.Tensor, kind: str) -> str:
