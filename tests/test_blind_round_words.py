@@ -33,7 +33,8 @@ measurement behind them, and only where it holds.
 - round 22 (drill 05): acc rescaled after the block is added: l_s counts every position, o_s lacks each
   slice's first block; empty slices that store nothing: the slots no store reached, as measured; states
   kept in fp16: the high case's maxima near 721 (exp2 domain) in steps of 0.5; (drill 07) the pool row
-  without its K/V head: every query head reads K/V head 0.
+  without its K/V head: every query head reads K/V head 0; (drill 04) the dQ loop's D read from LSE, or
+  its lse and D swapped: the D-term probe's per-row factor against each row's lse.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ WANTED = {
                                                       "may come with the layout"]),
     "06_no_final_division": ("wrong-output", ["not divided by l_i at the end"]),
     "09_mask_after_the_max": ("wrong-output", ["Every weight of that row vanished", "masked keys too"]),
-    "04_dq_gets_lse_and_delta_swapped": ("dq-wrong", ["one factor per row", "or its D is not the row's own"]),
+    "04_dq_gets_lse_and_delta_swapped": ("dq-wrong", ["one factor per row", "or its D is not the row's own",
+                                                      "its lse and D loads are swapped"]),
+    "04_dq_delta_loaded_from_lse": ("dq-wrong", ["its D is loaded from LSE where Delta belongs"]),
     "07_split_stores_o_normalised": ("nan-in-output", ["holds 0, not NaN, so the NaN arose in o alone"]),
     "07_q_rows_unmasked": ("read-past-end-unused", ["Q was read past its end: 384 elements after it"]),
     "08_key_loop_starts_at_the_query_tile": ("keys-missed", ["the visit map records no visit to those earlier blocks"]),

@@ -92,6 +92,7 @@ class LoopShape:
     per_row: tuple[float, float] | None  # (min, max) of a per-row factor, when that and only that explains dQ
     slope: float | None  # P' = exp(a s) explains dQ with this a != 1
     mask: str | None  # "no causal mask" / "the diagonal masked": the mask that explains dQ
+    per_row_named: str = ""  # where the per-row factor is one a known read gives on every row, that read in words
 
 
 def _rows_fit(got: torch.Tensor, model: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -209,6 +210,7 @@ def describe_dq(read: DTermRead, s: torch.Tensor, lse: torch.Tensor, allowed: to
             shape.factor = float(alpha.mean())
         else:
             shape.per_row = (lo, hi)
+            shape.per_row_named = _per_row_source(alpha, lse.reshape(-1, seq)[:, rows])
         return shape
     # the exponent's slope, and the mask, with one factor per row fitted apart
     best: tuple[float, float] | None = None
@@ -236,6 +238,23 @@ def describe_dq(read: DTermRead, s: torch.Tensor, lse: torch.Tensor, allowed: to
                 shape.mask = name
                 return shape
     return shape
+
+
+def _per_row_source(alpha: torch.Tensor, lse: torch.Tensor) -> str:
+    """The read a per-row factor ``alpha`` of the dQ probe (D = 2 on every row) is, where it is
+    one on every row within FIT, against each row's true ``lse`` (natural units): D read from
+    the LSE tensor (alpha = lse / 2), or lse and D swapped (P = exp(s - 2) = P exp(lse - 2), D =
+    lse: alpha = exp(lse - 2) lse / 2); "" otherwise (blind round 22, 04/m12, m41)."""
+    reads = {
+        "the dQ loop's D is each row's lse (alpha = lse / 2 on every row): its D is loaded from LSE where"
+        " Delta belongs": lse / D_TRUE,
+        "the dQ loop subtracts D where the lse belongs and uses the lse as D (alpha = exp(lse - 2) lse / 2 on"
+        " every row): its lse and D loads are swapped": torch.exp(lse - D_TRUE) * lse / D_TRUE,
+    }
+    for words, want in reads.items():
+        if bool(((alpha - want).abs() <= FIT * want.abs().clamp(min=1e-6)).all()):
+            return words
+    return ""
 
 
 def describe_dk(read: DTermRead, p: torch.Tensor, q: torch.Tensor) -> LoopShape:
@@ -294,8 +313,9 @@ def dq_words(shape: LoopShape, head_dim: int) -> str:
         return f"its dQ is {factor_words(shape.factor, head_dim, 'the dQ loop')}"
     if shape.per_row is not None:
         lo, hi = shape.per_row
-        return (f"its dQ has the right direction on every row but is {lo:.3g}-{hi:.3g} times the right one, one"
+        said = (f"its dQ has the right direction on every row but is {lo:.3g}-{hi:.3g} times the right one, one"
                 " factor per row: the dQ loop's P (the lse it subtracts) or its D is not the row's own")
+        return said + (f"; measured against each row's lse, {shape.per_row_named}" if shape.per_row_named else "")
     if shape.slope is not None:
         return (f"its dQ is what P = exp({shape.slope:.3g} s) gives, where exp(s - lse) grows as exp(s): the"
                 " dQ loop's P has its scale or base off by that factor")
