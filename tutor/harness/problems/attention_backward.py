@@ -777,7 +777,8 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
         # the D-term probe measures the loop's D term directly; where it says nothing, the dQ
         # loop's whole dS read out (one-hot K, on a failing short case: a model of it that
         # reproduces every pair); then the closed-form fits
-        own = _dk_operand(launch, tolerance, block_n) if g == "dk" else ""  # exact closed forms first
+        # exact closed forms first
+        own = _dk_operand(launch, tolerance, block_n) if g == "dk" else _dq_operand(launch, tolerance)
         own = own or _key_indexed(launch, g, tolerance, block_m, block_n)
         own = own or _d_term_detail(launch, d_probe, (g,), block_m, block_n)
         if not own and g == "dq" and ds_words is not None:
@@ -966,6 +967,16 @@ def _own_ds(launch: BackwardLaunch, grad: str, tolerance: float) -> str:
         return ""
     loop = "`_bwd_dq`" if grad == "dq" else "`_bwd_dkdv`"
     return f" {grad[0]}{grad[1].upper()} is exactly what {loop} gives with dS = P * dP: its dS leaves out D."
+
+
+def _dq_operand(launch: BackwardLaunch, tolerance: float) -> str:
+    """" <measured>" when dQ (dK and dV right) is exactly sm_scale · dS X with another input X in
+    K's place (blind round 22, 04/m13: dS V); else ""."""
+    ds = launch.ref.ds * launch.q.shape[-1] ** -0.5
+    for name, x in (("V", launch.v), ("Q", launch.q), ("dO", launch.do)):
+        if _fits(launch.grads["dq"], ds @ x.to(torch.float64), tolerance):
+            return f" dQ is exactly sm_scale · dS {name}: the dQ loop's product takes {name} where K belongs."
+    return ""
 
 
 def _dk_operand(launch: BackwardLaunch, tolerance: float, block_n: int) -> str:
