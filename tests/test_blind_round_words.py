@@ -34,7 +34,8 @@ measurement behind them, and only where it holds.
   slice's first block; empty slices that store nothing: the slots no store reached, as measured; states
   kept in fp16: the high case's maxima near 721 (exp2 domain) in steps of 0.5; (drill 07) the pool row
   without its K/V head: every query head reads K/V head 0; (drill 04) the dQ loop's D read from LSE, or
-  its lse and D swapped: the D-term probe's per-row factor against each row's lse; dQ from dS V.
+  its lse and D swapped: the D-term probe's per-row factor against each row's lse; dQ from dS V; (drill
+  06) acc rescaled after the block is added: every key missed lies in the row's first block with a key.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ WANTED = {
     "09_mask_after_the_max": ("wrong-output", ["Every weight of that row vanished", "masked keys too"]),
     "04_dq_gets_lse_and_delta_swapped": ("dq-wrong", ["one factor per row", "or its D is not the row's own",
                                                       "its lse and D loads are swapped"]),
+    "06_acc_rescaled_after_the_block_is_added": ("window-keys-missed", ["is one of its window's keys in the first"
+                                                                       " K/V block its loop visits that holds any",
+                                                                       "acc = (acc + p·v) * alpha"]),
     "04_dq_product_takes_v": ("dq-wrong", ["dQ is exactly sm_scale · dS V: the dQ loop's product takes V"]),
     "04_dq_delta_loaded_from_lse": ("dq-wrong", ["its D is loaded from LSE where Delta belongs"]),
     "07_split_stores_o_normalised": ("nan-in-output", ["holds 0, not NaN, so the NaN arose in o alone"]),

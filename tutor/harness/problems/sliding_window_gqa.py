@@ -657,7 +657,8 @@ def read_window(
                        f"{'were' if len(skipped) > 1 else 'was'} not visited)") if skipped else ""
                 own = " - its own key among them" if r in keys else ""
                 findings.append(WindowFinding("window-keys-missed", f" Row {r} gives no weight to "
-                                              f"{_span(keys)} of its window{own}{why}."))
+                                              f"{_span(keys)} of its window{own}{why}."
+                                              + _first_block_lost(missed, allowed, visits, finite, block_m, block_n)))
     # the general facts any window finding here also states: weight before the window, keys missed
     general = (("weight-outside-window",) if bool(too_old.any()) else ()) + (
         ("window-keys-missed",) if bool(missed.any()) else ())
@@ -1017,6 +1018,34 @@ def diagnose(
     if not failed:
         said.add(_long_sum_findings(sums, drill.tolerance))
     return said.worded(drill)
+
+
+def _first_block_lost(missed: torch.Tensor, allowed: torch.Tensor, visits: torch.Tensor, finite: torch.Tensor,
+                      block_m: int, block_n: int) -> str:
+    """Words where the keys rows miss are exactly, in every readable row, its window's keys in
+    the first K/V block its loop visits that holds any of them (the visit map's cells, per query
+    block), while loops visit more than one block: what the row's first block added was lost
+    (blind round 22, 06/m37: acc = (acc + p·v) * alpha, whose alpha is 0 at the first block with
+    a key: m_old is still -inf); "" otherwise.  ``missed``, ``allowed`` (heads or 1, seq, seq),
+    ``visits`` (heads, query blocks, key blocks)."""
+    seq = missed.shape[-1]
+    hit = visits.to(missed.device) != 0
+    if not bool(missed.any()) or not bool((hit.sum(-1) > 1).any()):
+        return ""
+    pos = torch.arange(seq, device=missed.device)
+    n_n = hit.shape[-1]
+    window = allowed.expand_as(missed)
+    holds = torch.stack([window[..., j * block_n:(j + 1) * block_n].any(-1) for j in range(n_n)], -1)  # (h, seq, n_n)
+    live = hit[:, pos // block_m, :] & holds
+    first = torch.where(live.any(-1), live.int().argmax(-1), -1)  # (heads, seq)
+    in_first = (pos // block_n)[None, None, :] == first[..., None]
+    if not bool((missed == (window & in_first & finite[..., None])).all()):
+        return ""
+    return (" Every key missed, in every row, and no other, is one of its window's keys in the first K/V block"
+            " its loop visits that holds any: what the loop added at the row's first block was lost after it was"
+            " added. A rescale applied to the block just added, acc = (acc + p·v) * alpha, does exactly that: at"
+            " that block alpha = exp2(m_old - m_new) is 0 (m_old is still -inf). Rescale what came before, then"
+            " add: acc = acc * alpha + p·v.")
 
 
 def _max_before_mask(one: Checked, block_m: int, block_n: int, tolerance: float) -> str:
