@@ -200,9 +200,10 @@ def _spoiled_slot_words(split: apart.KernelCall, roles: apart.Roles, states: lis
                   " position.")
         if zero_sums:
             words += (f" There {split.arg_name(zero_sums[0])} holds 0, not NaN, so the NaN arose in o alone: o divided"
-                      " by that l = 0 before it is stored is 0/0 (a slice that stores its o normalised must not"
-                      " divide an empty one), as is a rescale exp2(-inf − (-inf)) applied to o and not to l. Such a"
-                      " slice must leave l = 0 and o = 0 as they started.")
+                      " by that l = 0 before it is stored is 0/0, as is a rescale exp2(-inf − (-inf)) applied to o"
+                      " and not to l. Such a slice must leave l = 0 and o = 0 as they started. (A split that stores"
+                      " o normalised, o / l, must skip that division for an empty slice, and its merge must then"
+                      " weigh each o_s by l_s again: a merge written for unnormalised o_s takes o / l for o.)")
         else:
             words += (" There an update that takes exp2(-inf − (-inf)) is NaN, and so is o or l divided by l = 0;"
                       " such a slice must leave l = 0 and o = 0 as they started.")
