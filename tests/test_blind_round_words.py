@@ -35,7 +35,8 @@ measurement behind them, and only where it holds.
   kept in fp16: the high case's maxima near 721 (exp2 domain) in steps of 0.5; (drill 07) the pool row
   without its K/V head: every query head reads K/V head 0; (drill 04) the dQ loop's D read from LSE, or
   its lse and D swapped: the D-term probe's per-row factor against each row's lse; dQ from dS V; (drill
-  06) acc rescaled after the block is added: every key missed lies in the row's first block with a key.
+  06) acc rescaled after the block is added: every key missed lies in the row's first block with a key;
+  (drill 05) K addressed head_dim-major, read out as drill 06's is.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ WANTED = {
     "05_v_loaded_from_k": ("wrong-output", ["takes its values from K, not from V"]),
     "07_pool_row_without_the_kv_head": ("heads-mixed", ["every query head reads K/V head 0, whatever its group",
                                                           "(in the pool row, + kvh)"]),
+    "05_k_addressed_head_dim_major": ("wrong-output", ["scores against K read as a (head_dim, seq) array",
+                                                       "swap the sequence and head_dim strides"]),
     "05_states_kept_in_fp16": ("wrong-output", ["slice states are not all float32: MidM (float16), MidL (float16)",
                                                 "keeps a number in steps of 0.5"]),
     "05_empty_slices_store_nothing_into_zeros": ("nan-in-output", ["your split kernel stored nothing to",

@@ -916,8 +916,13 @@ def weights_reading(module: ModuleType, launch: Launch) -> tuple[str, bool]:
     def name(r: int) -> str:
         return f"sequence {r // h} head {r % h}"
 
-    return reading.softmax_reading(w, s, allowed, d, int(module.BLOCK_N), span,
-                                   f"each (sequence, head)'s weights on the {_result(launch).name} case", shares, name)
+    said, hot = reading.softmax_reading(w, s, allowed, d, int(module.BLOCK_N), span,
+                                        f"each (sequence, head)'s weights on the {_result(launch).name} case",
+                                        shares, name)
+    p = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1).nan_to_num(0.0)
+    if not reading.softmax_itself(w, p):  # weights of other scores: K read another way? (blind round 22, 05/m22)
+        said += reading.k_layout_words(w, q.reshape(b, h, 1, d), launch.k, allowed)
+    return said, hot
 
 
 def _split_right(tested: Apart, failing: list[Launch]) -> bool:

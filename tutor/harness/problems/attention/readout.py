@@ -186,7 +186,7 @@ def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """The true scaled scores q·k / sqrt(d), float64, (batch*heads, seq, seq), on q's device."""
     batch, heads, seq, dim = q.shape
     qf = q.to(torch.float64).reshape(batch * heads, seq, dim)
-    kf = k.to(torch.float64).reshape(batch * heads, seq, dim)
+    kf = k.to(torch.float64).reshape(batch * heads, k.shape[-2], dim)  # as many keys as k holds (one query: decode)
     s: torch.Tensor = (qf @ kf.transpose(-1, -2)) * dim**-0.5
     return s
 
