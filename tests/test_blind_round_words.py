@@ -36,7 +36,8 @@ measurement behind them, and only where it holds.
   without its K/V head: every query head reads K/V head 0; (drill 04) the dQ loop's D read from LSE, or
   its lse and D swapped: the D-term probe's per-row factor against each row's lse; dQ from dS V; (drill
   06) acc rescaled after the block is added: every key missed lies in the row's first block with a key;
-  (drill 05) K addressed head_dim-major, read out as drill 06's is.
+  (drill 05) K addressed head_dim-major, read out as drill 06's is; a K/V base from the sequence index
+  alone: every state names row r // heads.
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ WANTED = {
                                                           "(in the pool row, + kvh)"]),
     "05_k_addressed_head_dim_major": ("wrong-output", ["scores against K read as a (head_dim, seq) array",
                                                        "swap the sequence and head_dim strides"]),
+    "05_kv_base_from_the_sequence_alone": ("wrong-output", ["0/1 reads 0/0, 1/0 reads 0/1", "row r reads row r // 2:"
+                                                            " the sequence index alone"]),
     "05_states_kept_in_fp16": ("wrong-output", ["slice states are not all float32: MidM (float16), MidL (float16)",
                                                 "keeps a number in steps of 0.5"]),
     "05_empty_slices_store_nothing_into_zeros": ("nan-in-output", ["your split kernel stored nothing to",

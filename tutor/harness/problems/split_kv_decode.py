@@ -627,6 +627,10 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
                            f" {source}, not from V (look at the pointer its V tile is loaded from). The two kernels"
                            " were not tested apart.")
             return found
+        if measured.rows_read:
+            found.words = (" The tutor could not read your split kernel's slice states as its own (sequence, head)'s."
+                           + measured.rows_read + " The two kernels were not tested apart.")
+            return found
         coverage, explained = apart.vector_coverage_words(roles0, measured.written) \
             if measured.written is not None else ("", False)
         causes = "" if explained else (

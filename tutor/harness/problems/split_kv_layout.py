@@ -167,6 +167,7 @@ class Unread:
     nonfinite: bool = False
     scalar: str = ""
     written: torch.Tensor | None = None  # flat bool: the vector state's elements the split wrote (None: not measured)
+    rows_read: str = ""  # where every state names one other (sequence, head)'s values: which, in words
 
 
 def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
@@ -192,6 +193,7 @@ def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tens
             found = (layout, vec, nonempty)
             break
     if found is None:
+        unread.rows_read = _rows_read_words(vec_flat, roles, heads)
         return unread
     vlayout, vec, nonempty = found
     layouts = {roles.vector: vlayout}
@@ -233,6 +235,43 @@ def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tens
     owner = _contiguous_owner(vec, nonempty, counts, lengths, heads, n)
     words = lost or _words(nonempty, unwritten, scalars_written, counts, lengths, heads)
     return Measured(layouts, nonempty, unwritten, counts, owner, words)
+
+
+def _rows_read_words(vec_flat: torch.Tensor, roles: apart.Roles, heads: int) -> str:
+    """Where, in one vector layout, every written state names (component 1 over component 2) one
+    whole (sequence*head) row, the same for all slots of a row, and some row another's: which
+    rows are read, in words, with the pattern where one fits (blind round 22, 05/m23: the K/V
+    base from the sequence index alone); "" otherwise."""
+    for layout in apart.VECTOR_LAYOUTS:
+        vec = layout.canonical(vec_flat, roles.sizes(roles.vector))
+        w = vec[..., 2]
+        nonempty = ~(vec == MARKER).all(-1) & torch.isfinite(vec).all(-1) & (w.abs() > 1e-6)
+        if not bool(nonempty.any(-1).all()):
+            continue
+        rid = vec[..., 1] / torch.where(nonempty, w, torch.ones_like(w))
+        whole = rid.round()
+        if not bool(((rid - whole).abs() <= TOL)[nonempty].all()):
+            continue
+        first = whole.gather(-1, nonempty.int().argmax(-1, keepdim=True))  # each row's first slot's name
+        if not bool((whole == first)[nonempty].all()):
+            continue
+        read = first.flatten().long()
+        rows = torch.arange(read.numel())
+        if bool((read == rows).all()):
+            return ""
+        patterns = {
+            f"r // {heads}: the sequence index alone, where sequence * heads + head belongs (every head reads"
+            " the cache of one (sequence, head), and not its own)": rows // heads,
+            f"r % {heads}: the head index alone, where sequence * heads + head belongs": rows % heads,
+        }
+        said = next((words for words, want in patterns.items() if bool((read == want).all())), "")
+        shown = ", ".join(f"{int(r) // heads}/{int(r) % heads} reads {int(f) // heads}/{int(f) % heads}"
+                          for r, f in zip(rows[:6].tolist(), read[:6].tolist(), strict=True))
+        return (" Run alone on values that name their (sequence, head), every state of each (sequence, head) names"
+                f" one (sequence, head), not always its own (sequence/head: {shown}"
+                f"{', ...' if read.numel() > 6 else ''})" + (f": row r reads row {said}" if said else "")
+                + ". Look at the (sequence, head) part of the V offsets (and of K's, where they share it: kv_base).")
+    return ""
 
 
 def _length_counts(x: torch.Tensor, stored: torch.Tensor, lens: torch.Tensor) -> torch.Tensor | None:
