@@ -37,7 +37,7 @@ measurement behind them, and only where it holds.
   its lse and D swapped: the D-term probe's per-row factor against each row's lse; dQ from dS V; (drill
   06) acc rescaled after the block is added: every key missed lies in the row's first block with a key;
   (drill 05) K addressed head_dim-major, read out as drill 06's is; a K/V base from the sequence index
-  alone: every state names row r // heads.
+  alone: every state names row r // heads; the length loaded at the head index.
 """
 
 from __future__ import annotations
@@ -123,6 +123,8 @@ WANTED = {
                                                        "swap the sequence and head_dim strides"]),
     "05_kv_base_from_the_sequence_alone": ("wrong-output", ["0/1 reads 0/0, 1/0 reads 0/1", "row r reads row r // 2:"
                                                             " the sequence index alone"]),
+    "05_length_loaded_at_the_head_index": ("wrong-output", ["holds exactly the length of sequence off_bh % 2 - the"
+                                                            " length is loaded at off_bh % 2: the head index"]),
     "05_states_kept_in_fp16": ("wrong-output", ["slice states are not all float32: MidM (float16), MidL (float16)",
                                                 "keeps a number in steps of 0.5"]),
     "05_empty_slices_store_nothing_into_zeros": ("nan-in-output", ["your split kernel stored nothing to",

@@ -237,6 +237,21 @@ def probe(module: ModuleType, roles: apart.Roles, k: torch.Tensor, v: torch.Tens
     return Measured(layouts, nonempty, unwritten, counts, owner, words)
 
 
+def _length_of_another(held: list[int], lengths: list[int], heads: int) -> str:
+    """Where each (sequence, head) row r holds exactly the length of sequence f(r) for one known
+    wrong f (the row's head index, or the flat row itself, as the Lengths index), the words; ""
+    otherwise (blind round 22, 05/m27: Lengths loaded at off_bh % HEADS)."""
+    rows = range(len(held))
+    reads = {f"off_bh % {heads}: the head index": [r % heads for r in rows],
+             "off_bh: the flat (sequence*head) index": list(rows)}
+    for index, seqs in reads.items():
+        if all(0 <= b < len(lengths) for b in seqs) and held == [lengths[b] for b in seqs]:
+            return (f": in every row, (sequence, head) off_bh holds exactly the length of sequence"
+                    f" {index.split(':')[0]} - the length is loaded at {index}, where the sequence index,"
+                    f" off_bh // {heads}, belongs.")
+    return ""
+
+
 def _rows_read_words(vec_flat: torch.Tensor, roles: apart.Roles, heads: int) -> str:
     """Where, in one vector layout, every written state names (component 1 over component 2) one
     whole (sequence*head) row, the same for all slots of a row, and some row another's: which
@@ -376,7 +391,9 @@ def _words(nonempty: torch.Tensor, unwritten: torch.Tensor, scalars_written: tor
                for r in range(len(held)) if held[r] != lens[r]]
         if off:
             words += (" Run alone on keys of zero (every score equal, so each slice's l_s counts the positions it"
-                      " holds), your split kernel's slices of " + "; ".join(off[:6]) + ("; ..." if len(off) > 6 else "")
-                      + ": its loop covers other positions than 0..length-1, or its loads reach outside this"
-                        " (sequence, head)'s keys (the K/V base offset and strides).")
+                      " holds), your split kernel's slices of " + "; ".join(off[:6])
+                      + ("; ..." if len(off) > 6 else ""))
+            other = _length_of_another(held, lengths.cpu().long().tolist(), heads)
+            words += other or (": its loop covers other positions than 0..length-1, or its loads reach outside this"
+                               " (sequence, head)'s keys (the K/V base offset and strides).")
     return words
