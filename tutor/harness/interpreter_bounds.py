@@ -117,7 +117,8 @@ def _words(kind: str, live: Any, size: int, spans: list[Span], where: str) -> st
     return (f"a {kind} {verb} {elements(int(outside.sum()))} outside every tensor the "
             f"kernel was given ({where}; the first: {nearest}). The interpreter does not stop such an access, and on "
             "a GPU it is an illegal-address fault or another tensor's bytes: check the offsets and the mask of this "
-            "line.")
+            "line, and the program ids they are computed from (tl.program_id(axis) runs over the launch grid's "
+            f"axis: {_grid_words()}).")
 
 
 def masked_in(ptrs: Any, mask: Any) -> Any:
@@ -155,6 +156,14 @@ def _program() -> str:
 
     grid = getattr(interpreter.interpreter_builder, "grid_idx", None)
     return f"program {tuple(int(i) for i in grid)}" if grid is not None else "one program"
+
+
+def _grid_words() -> str:
+    """The launch grid, in words ("a grid of (2, 4, 1)"), or "" where the interpreter has none."""
+    from triton.runtime import interpreter
+
+    dims = getattr(interpreter.interpreter_builder, "grid_dim", None)
+    return f"this launch's grid is {tuple(int(d) for d in dims)}" if dims is not None else "the grid the launcher gave"
 
 
 def _kernel_line() -> str:
