@@ -37,7 +37,8 @@ measurement behind them, and only where it holds.
   its lse and D swapped: the D-term probe's per-row factor against each row's lse; dQ from dS V; (drill
   06) acc rescaled after the block is added: every key missed lies in the row's first block with a key;
   (drill 05) K addressed head_dim-major, read out as drill 06's is; a K/V base from the sequence index
-  alone: every state names row r // heads; the length loaded at the head index.
+  alone: every state names row r // heads; the length loaded at the head index; (drill 04) a scale
+  hard-coded for head_dim 64, named from the read-out's slope.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ WANTED = {
     "06_acc_rescaled_after_the_block_is_added": ("window-keys-missed", ["is one of its window's keys in the first"
                                                                        " K/V block its loop visits that holds any",
                                                                        "acc = (acc + p·v) * alpha"]),
+    "04_scale_hard_coded_for_head_dim_64": ("dv-wrong", ["= 0.125 = 1/sqrt(64): a scale fixed for head_dim 64, where"
+                                                         " this case's is 32"]),
     "04_dq_product_takes_v": ("dq-wrong", ["dQ is exactly sm_scale · dS V: the dQ loop's product takes V"]),
     "04_dq_delta_loaded_from_lse": ("dq-wrong", ["its D is loaded from LSE where Delta belongs"]),
     "07_split_stores_o_normalised": ("nan-in-output", ["holds 0, not NaN, so the NaN arose in o alone"]),

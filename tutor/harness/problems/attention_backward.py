@@ -607,7 +607,7 @@ def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n
         return "dv-wrong", (f"{how} the dK/dV loop's P {' and '.join(parts)}, and is right on every other pair:"
                             f" look at its mask{skipped}.)")
     if shape.slope is not None and abs(shape.slope - 1) > 0.05:
-        return "dv-wrong", f"{how}{_slope_words(shape.slope)}.)"
+        return "dv-wrong", f"{how}{_slope_words(shape.slope, launch.q.shape[-1])}.)"
     wrong = readout_spans(shape.wrong_rows)
     if shape.per_row and shape.wrong_rows:
         lo, hi = shape.factors
@@ -1063,10 +1063,18 @@ def _unsteady_nan_words(launch: BackwardLaunch, again: dict[str, torch.Tensor]) 
             " runs (a race).")
 
 
-def _slope_words(slope: float) -> str:
-    """A P read out through dV that grows as exp(slope * s), in words."""
-    return (f" the dK/dV loop's P grows as exp({slope:.3g} s) in the scores s, where exp(s - lse) grows as exp(s):"
+def _slope_words(slope: float, head_dim: int) -> str:
+    """A P read out through dV that grows as exp(slope * s), in words; where the scale that slope
+    implies is 1/sqrt(k) for a head_dim k other than this case's, that too (blind round 22, 04/m44:
+    sm_scale = 0.125 written as a number)."""
+    said = (f" the dK/dV loop's P grows as exp({slope:.3g} s) in the scores s, where exp(s - lse) grows as exp(s):"
             f" its scale or base is off by that factor")
+    used = slope * head_dim**-0.5
+    fixed = next((k for k in (16, 32, 64, 128, 256) if k != head_dim and abs(used - k**-0.5) <= 0.01 * k**-0.5), None)
+    if fixed is not None:
+        said += (f" (the scale it applies is {slope:.3g} / sqrt({head_dim}) = {used:.4g} = 1/sqrt({fixed}): a scale"
+                 f" fixed for head_dim {fixed}, where this case's is {head_dim}; sm_scale must follow head_dim)")
+    return said
 
 
 def _dkdv_visited_pairs(launch: BackwardLaunch, seq: int, blocks: tuple[int, int]) -> torch.Tensor | None:
@@ -1486,7 +1494,7 @@ def check_correctness(
             shape = (readout.describe(read, small.ref.s, small.ref.lse, small.ref.allowed, block_n, lse)
                      if read is not None else None)
             if shape is not None and shape.slope is not None and abs(shape.slope - 1) > 0.05:
-                said += f" There, read out through dV with one-hot dO,{_slope_words(shape.slope)}."
+                said += f" There, read out through dV with one-hot dO,{_slope_words(shape.slope, q.shape[-1])}."
             return said
         return ""
 
