@@ -38,7 +38,8 @@ measurement behind them, and only where it holds.
   06) acc rescaled after the block is added: every key missed lies in the row's first block with a key;
   (drill 05) K addressed head_dim-major, read out as drill 06's is; a K/V base from the sequence index
   alone: every state names row r // heads; the length loaded at the head index; (drill 04) a scale
-  hard-coded for head_dim 64, named from the read-out's slope.
+  hard-coded for head_dim 64, named from the read-out's slope; a dK/dV loop that skips every second query
+  block: P is 0 exactly on the tiles its visit map never visited.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ WANTED = {
                                                                        "acc = (acc + p·v) * alpha"]),
     "04_scale_hard_coded_for_head_dim_64": ("dv-wrong", ["= 0.125 = 1/sqrt(64): a scale fixed for head_dim 64, where"
                                                          " this case's is 32"]),
+    "04_dkdv_loop_steps_by_block_n": ("dv-wrong", ["tiles the loop's visit map records as never visited",
+                                                   "every second query block: the loop steps 2 query blocks"]),
     "04_dq_product_takes_v": ("dq-wrong", ["dQ is exactly sm_scale · dS V: the dQ loop's product takes V"]),
     "04_dq_delta_loaded_from_lse": ("dq-wrong", ["its D is loaded from LSE where Delta belongs"]),
     "07_split_stores_o_normalised": ("nan-in-output", ["holds 0, not NaN, so the NaN arose in o alone"]),

@@ -604,6 +604,10 @@ def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n
             parts.append(f"gives weight to {shape.extra_pairs} pairs the row may not see ({kinds})")
         skipped = (", which query blocks its loop visits (P is 0 on a block it skips) and the rows its Q and dO"
                    " loads take (a block loaded from another block's rows)") if shape.missing_pairs else ""
+        unvisited = _missing_where_unvisited(launch, shape, read.rows, block_m, block_n)
+        if unvisited:
+            return "dv-wrong", (f"{how} the dK/dV loop's P {' and '.join(parts)}, and is right on every other pair."
+                                f"{unvisited})")
         return "dv-wrong", (f"{how} the dK/dV loop's P {' and '.join(parts)}, and is right on every other pair:"
                             f" look at its mask{skipped}.)")
     if shape.slope is not None and abs(shape.slope - 1) > 0.05:
@@ -1075,6 +1079,37 @@ def _slope_words(slope: float, head_dim: int) -> str:
         said += (f" (the scale it applies is {slope:.3g} / sqrt({head_dim}) = {used:.4g} = 1/sqrt({fixed}): a scale"
                  f" fixed for head_dim {fixed}, where this case's is {head_dim}; sm_scale must follow head_dim)")
     return said
+
+
+def _missing_where_unvisited(launch: BackwardLaunch, shape: readout.PShape, rows: list[int], block_m: int,
+                             block_n: int) -> str:
+    """Words where the pairs the read-out P misses are exactly, on the rows read, the pairs a row
+    must see in the tiles the dK/dV loop's visit map records as never visited, with the query
+    blocks each key block's loop visits and, where they are evenly spaced more than one apart,
+    the step (blind round 22, 04/m21: a loop over 32-row query blocks stepping BLOCK_N = 64); ""
+    otherwise."""
+    seq = launch.q.shape[-2]
+    visited = _dkdv_visited_pairs(launch, seq, (block_m, block_n))
+    if visited is None or shape.missing_at is None:
+        return ""
+    index = torch.tensor(rows, device=visited.device)
+    ok = launch.ref.allowed[index]
+    missing = shape.missing_at.any(0).to(visited.device)
+    skipped = ok & ~visited[index]
+    # the read-out calls a pair missing only where the true P is large enough to tell: so are these
+    told = (launch.ref.p.reshape(-1, seq, seq)[:, index] > 10 * readout.MEASURABLE).any(0).to(visited.device)
+    if not bool(missing.any()) or bool((missing & ~skipped).any()) or bool((skipped & told & ~missing).any()):
+        return ""
+    tiles = (launch.dkdv_visits.reshape(-1, *launch.dkdv_visits.shape[-2:]) > 0).any(0).cpu()  # (key b, query b)
+    seen = tiles[0].nonzero().flatten().tolist()
+    gaps = {b - a for a, b in zip(seen, seen[1:], strict=False)}
+    gap = next(iter(gaps)) if len(gaps) == 1 else 1
+    nth = {2: "second", 3: "third", 4: "fourth"}.get(gap, f"{gap}th")
+    step = (f" - every {nth} query block: the loop steps {gap} query blocks ({gap * block_m} rows, BLOCK_M ="
+            f" {block_m}) at a time") if gap > 1 else ""
+    return (f" P is 0 exactly on the pairs, of those rows, in the (query block, key block) tiles the loop's visit"
+            f" map records as never visited: for key block 0 it visits query blocks {', '.join(map(str, seen))} of"
+            f" {tiles.shape[1]}{step}. Look at the loop's range and step over the query blocks.")
 
 
 def _dkdv_visited_pairs(launch: BackwardLaunch, seq: int, blocks: tuple[int, int]) -> torch.Tensor | None:

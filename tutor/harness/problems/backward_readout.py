@@ -85,6 +85,7 @@ class PShape:
     lse_head_from: dict[tuple[int, int], int] = field(default_factory=dict)
     # every wrong row subtracted its own given lse times this one constant (where one fits to 1 %)
     lse_scaled: float | None = None
+    missing_at: torch.Tensor | None = None  # (bh, R, N) bool: the missing pairs themselves
 
 
 def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.Tensor,
@@ -116,7 +117,7 @@ def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.
                    rest_right=not bool((((got - true).abs() > 0.01) & ~extra_at & ~missing_at).any()),
                    extra_pairs=extra, missing_pairs=missing,
                    missing_kinds={k: n for k, n in missing_kinds.items() if n},
-                   extra_kinds={k: n for k, n in extra_kinds.items() if n})
+                   extra_kinds={k: n for k, n in extra_kinds.items() if n}, missing_at=missing_at)
     if shape.right or not bool(both.any()):
         return shape
     w = both.to(s.dtype)
