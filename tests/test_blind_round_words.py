@@ -69,8 +69,6 @@ WANTED = {
     "06_acc_rescaled_after_the_block_is_added": ("window-keys-missed", ["is one of its window's keys in the first"
                                                                        " K/V block its loop visits that holds any",
                                                                        "acc = (acc + p·v) * alpha"]),
-    "04_scale_hard_coded_for_head_dim_64": ("dv-wrong", ["= 0.125 = 1/sqrt(64): a scale fixed for head_dim 64, where"
-                                                         " this case's is 32"]),
     "04_dkdv_loop_steps_by_block_n": ("dv-wrong", ["tiles the loop's visit map records as never visited",
                                                    "every second query block: the loop steps 2 query blocks"]),
     "04_dq_product_takes_v": ("dq-wrong", ["dQ is exactly sm_scale · dS V: the dQ loop's product takes V"]),
@@ -99,7 +97,9 @@ WANTED = {
     "06_v_masked_with_the_query_rows": ("values-off-keys", ["were weighed, and what they add to the output is 0"]),
     "04_dkdv_do_loaded_from_q": ("dv-wrong", ["dV is exactly Pᵀ Q: the dK/dV loop's dV product takes Q"]),
     "04_dkdv_do_rows_one_late": ("dv-wrong", ["with dO's rows read one row late (row i reads dO of row i + 1)"]),
-    "04_scale_hard_coded_for_head_dim_64": ("dv-wrong", ["grows as exp(0.707 s)", "seen on the whole shape"]),
+    "04_scale_hard_coded_for_head_dim_64": ("dv-wrong", ["grows as exp(0.707 s)", "seen on the whole shape",
+                                                         "= 0.125 = 1/sqrt(64): a scale fixed for head_dim 64, where"
+                                                         " this case's is 32"]),
     "07_pool_row_no_kv_heads": ("positions-unread", ["one term changed", "the pool row without the K/V head"]),
     "07_page_and_slot_the_other_way_round": ("positions-unread", ["block_table[b, pos % PAGE_SIZE] and slot"
                                                                   " pos // PAGE_SIZE"]),
