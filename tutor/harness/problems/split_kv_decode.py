@@ -616,7 +616,9 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
                            " values that name their (sequence, head), it wrote NaN or Inf into them, so no layout"
                            " reads them. With every score equal, a state turns NaN or Inf in its own arithmetic (a"
                            " maximum never updated from -inf, an exponent against the old maximum or with its sign"
-                           " flipped, a division by a sum of 0). The two kernels were not tested apart.")
+                           " flipped, a division by a sum of 0), or takes it from a load outside its tensors (a"
+                           " Lengths index past the batch makes a length of whatever lies there). The two kernels"
+                           " were not tested apart.")
             return found
         source = layout.values_source(module, roles0, x0.v_view)
         if source:
