@@ -66,9 +66,10 @@ WANTED = {
     "09_mask_after_the_max": ("wrong-output", ["Every weight of that row vanished", "masked keys too"]),
     "04_dq_gets_lse_and_delta_swapped": ("dq-wrong", ["one factor per row", "or its D is not the row's own",
                                                       "its lse and D loads are swapped"]),
-    "06_acc_rescaled_after_the_block_is_added": ("window-keys-missed", ["is one of its window's keys in the first"
-                                                                       " K/V block its loop visits that holds any",
-                                                                       "acc = (acc + p·v) * alpha"]),
+    # the check's random inputs decide which code carries the words (seed 2 of 1-8: wrong-output)
+    "06_acc_rescaled_after_the_block_is_added": ("window-keys-missed|wrong-output",
+                                                 ["is one of its window's keys in the first K/V block its loop"
+                                                  " visits that holds any", "acc = (acc + p·v) * alpha"]),
     "04_dkdv_loop_steps_by_block_n": ("dv-wrong", ["tiles the loop's visit map records as never visited",
                                                    "every second query block: the loop steps 2 query blocks"]),
     "04_dq_product_takes_v": ("dq-wrong", ["dQ is exactly sm_scale · dS V: the dQ loop's product takes V"]),
