@@ -60,13 +60,18 @@ def _row_matches(vec: torch.Tensor) -> tuple[torch.Tensor, bool]:
     return nonempty, bool(((rid - rows).abs() <= TOL)[nonempty].all())
 
 
+def _count_readings(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The ways a scalar field may hold a count: itself, or 2^x / e^x of a log-sum-exp."""
+    return x, torch.exp2(x.clamp(max=60)), torch.exp(x.clamp(max=40))
+
+
 def _count_of(x: torch.Tensor, nonempty: torch.Tensor) -> torch.Tensor | None:
     """The counts a scalar field holds at the non-empty slots: l_s itself, or 2^x / e^x of a
     log-sum-exp (all scores 0); None when it holds no count."""
     vals = x[nonempty]
     if not bool(torch.isfinite(vals).all()):
         return None
-    for count in (x, torch.exp2(x.clamp(max=60)), torch.exp(x.clamp(max=40))):
+    for count in _count_readings(x):
         c = count[nonempty]
         if bool((c >= 1 - TOL).all()) and bool(((c - c.round()).abs() <= 1e-2).all()) and bool((c > 1.5).any()):
             return count.round()
@@ -295,7 +300,7 @@ def _length_counts(x: torch.Tensor, stored: torch.Tensor, lens: torch.Tensor) ->
     count, so that a maximum of 0 read as 2^0 = 1 a slot cannot pass); None otherwise."""
     if int(lens.max()) <= x.shape[-1]:
         return None
-    for count in (x, torch.exp2(x.clamp(max=60)), torch.exp(x.clamp(max=40))):
+    for count in _count_readings(x):
         c = torch.where(stored, count, torch.zeros_like(count))
         if bool(torch.isfinite(c).all()) and bool((c >= -TOL).all()) and bool(((c - c.round()).abs() <= 1e-2).all()) \
                 and bool((c.round().sum(-1) == lens).all()):
