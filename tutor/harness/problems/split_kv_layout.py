@@ -48,14 +48,20 @@ class Measured:
     words: str  # what the probe measured that is worth saying (coverage, unwritten slots)
 
 
+def _row_names(vec: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(nonempty, rid) of one canonical vector layout (rows, slots, components): the slots
+    written with finite values and weight, and the row each names (component 1 over
+    component 2, the values naming their row); rid is meaningless where not nonempty."""
+    w = vec[..., 2]
+    nonempty = ~(vec == MARKER).all(-1) & torch.isfinite(vec).all(-1) & (w.abs() > 1e-6)
+    return nonempty, vec[..., 1] / torch.where(nonempty, w, torch.ones_like(w))
+
+
 def _row_matches(vec: torch.Tensor) -> tuple[torch.Tensor, bool]:
     """(nonempty, does every non-empty slot name its own row)."""
-    w = vec[..., 2]
-    written = ~(vec == MARKER).all(-1)
-    nonempty = written & torch.isfinite(vec).all(-1) & (w.abs() > 1e-6)
+    nonempty, rid = _row_names(vec)
     if not bool(nonempty.any()):
         return nonempty, False
-    rid = vec[..., 1] / torch.where(nonempty, w, torch.ones_like(w))
     rows = torch.arange(vec.shape[0], dtype=vec.dtype)[:, None].expand_as(rid)
     return nonempty, bool(((rid - rows).abs() <= TOL)[nonempty].all())
 
@@ -263,12 +269,9 @@ def _rows_read_words(vec_flat: torch.Tensor, roles: apart.Roles, heads: int) -> 
     rows are read, in words, with the pattern where one fits (blind round 22, 05/m23: the K/V
     base from the sequence index alone); "" otherwise."""
     for layout in apart.VECTOR_LAYOUTS:
-        vec = layout.canonical(vec_flat, roles.sizes(roles.vector))
-        w = vec[..., 2]
-        nonempty = ~(vec == MARKER).all(-1) & torch.isfinite(vec).all(-1) & (w.abs() > 1e-6)
+        nonempty, rid = _row_names(layout.canonical(vec_flat, roles.sizes(roles.vector)))
         if not bool(nonempty.any(-1).all()):
             continue
-        rid = vec[..., 1] / torch.where(nonempty, w, torch.ones_like(w))
         whole = rid.round()
         if not bool(((rid - whole).abs() <= TOL)[nonempty].all()):
             continue
