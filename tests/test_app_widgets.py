@@ -21,6 +21,7 @@ from tutor.catalog import get_drill
 from tutor.harness.result import Device, Performance, VisitMap
 from tutor.links import file_uri
 from tutor.loop.engine import CheckFinished
+from tutor.report import render
 from tutor.state.progress import DrillProgress, DrillSummary
 
 WORKSPACE = Path("/home/student/flashtutor")
@@ -108,8 +109,16 @@ def test_metrics_compare_with_torch_sdpa_when_the_check_timed_it():
 
 
 def test_non_finite_output_is_said_in_words():
-    text = metrics_text(recorded_result("01_stops_before_diagonal", WORKSPACE)).plain
-    assert "NaN/Inf or unwritten output" in text
+    result = recorded_result("01_stops_before_diagonal", WORKSPACE)
+    text = metrics_text(result).plain
+    # which cases held NaN, how many values, and the finite cases' error: a diagnosis that explains
+    # another case need not mention the NaN, so this line says where it is
+    assert ("NaN/Inf or unwritten output in 3 of 6 cases (default, causal: 8192 NaN/Inf values; ragged, causal:"
+            " 8192 NaN/Inf values; short, causal: 2368 NaN/Inf values); 3.0e-04 on the others") in text
+    assert "max abs err   : NaN/Inf or unwritten output in 3 of 6 cases (default, causal" in render(result)
+    for case in result.cases:  # every case non-finite: no finite error to give
+        case.max_abs_err, case.nonfinite = None, 5
+    assert "in every case (" in metrics_text(result).plain and "on the others" not in metrics_text(result).plain
 
 
 def test_verdicts_read_without_colour():

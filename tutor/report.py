@@ -121,6 +121,30 @@ def work_line(result: CheckResult) -> str | None:
             f"(full/causal = {ratio:.2f}x, counted from the visit maps)")
 
 
+def max_err_text(result: CheckResult) -> str:
+    """The max-abs-err line's value: the largest error, or, where some case's output held
+    NaN/Inf or unwritten elements, which cases and how many, then the largest error of the
+    others (a diagnosis that explains another case need not say the NaN: blind round 22, a
+    NaN in this line and no word of it below)."""
+    if result.max_abs_err is not None:
+        return f"{result.max_abs_err:.1e}"
+    bad = [c for c in result.cases if c.max_abs_err is None]
+    if not bad:
+        return "NaN/Inf or unwritten output"
+    modes = any(c.causal for c in result.cases)  # name the launch's mode only where the drill has two
+    parts = []
+    for c in bad:
+        what = " and ".join(filter(None, (f"{c.nonfinite} NaN/Inf values" if c.nonfinite else "",
+                                          f"{c.unwritten} unwritten" if c.unwritten else "")))
+        parts.append(f"{c.name}{(', causal' if c.causal else ', full') if modes else ''}: {what or 'not comparable'}")
+    finite = [c.max_abs_err for c in result.cases if c.max_abs_err is not None]
+    where = "every case" if not finite else f"{len(bad)} of {len(result.cases)} cases"
+    shown = "; ".join(parts[:3]) + (f"; {len(parts) - 3} more case{'s' if len(parts) > 4 else ''}"
+                                     if len(parts) > 3 else "")
+    others = f"; {max(finite):.1e} on the others" if finite else ""
+    return f"NaN/Inf or unwritten output in {where} ({shown}){others}"
+
+
 def verdict_lines(result: CheckResult, title: str = "", links: bool = False, diagnosis: bool = True) -> list[str]:
     """The first phase: device, shape, visit map counts, error, verdict; with
     ``diagnosis``, what :func:`diagnosis_lines` says below it."""
@@ -142,8 +166,7 @@ def verdict_lines(result: CheckResult, title: str = "", links: bool = False, dia
     work = work_line(result)
     if work is not None:
         lines.append(_line("causal work", work))
-    err = "NaN/Inf or unwritten output" if result.max_abs_err is None else f"{result.max_abs_err:.1e}"
-    lines.append(_line("max abs err", f"{err}   (tolerance {result.tolerance:g})"))
+    lines.append(_line("max abs err", f"{max_err_text(result)}   (tolerance {result.tolerance:g})"))
     lines.append(_line("result", verdict(result)))
     return lines + (diagnosis_lines(result) if diagnosis else [])
 

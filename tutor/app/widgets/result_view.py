@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from tutor.harness.result import CheckResult
 from tutor.links import file_uri
-from tutor.report import error_excerpts, printable, shape_text
+from tutor.report import error_excerpts, max_err_text, printable, shape_text
 
 LABEL = 13  # width of the label column
 
@@ -61,7 +61,7 @@ def metrics_text(result: CheckResult) -> Text:
     """Error against tolerance, timings and speed-up, torch's SDPA, visited fraction."""
     text = Text()
     if result.max_abs_err is None:
-        err = Text("NaN/Inf or unwritten output", style="bold red")
+        err = Text(max_err_text(result), style="bold red")
     else:
         ok = result.max_abs_err <= result.tolerance
         err = Text(f"{result.max_abs_err:.1e}", style="bold green" if ok else "bold red")
