@@ -203,8 +203,9 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
     words = " ".join(d.message for d in result.diagnosis)
     if entry.name == "acc_not_rescaled":  # how the K/V blocks share the weight (block_shares) names it
         assert "read while the running maximum was still lower weigh more" in words, words
-    if entry.name == "row_sum_not_rescaled":
+    if entry.name == "row_sum_not_rescaled":  # each row's total, measured against an l never rescaled
         assert "each row's weights keep softmax's proportions" in words, words
+        assert "a running sum l_i that is never rescaled gives" in words, words
     if entry.name == "k_and_v_passed_swapped":  # blind round 12, 07 w42's kin
         assert "attention with its own K and V exchanged" in words, words
     if entry.name == "kv_head_from_the_program_index":  # blind round 15: not "the head formula holds"

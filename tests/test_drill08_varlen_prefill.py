@@ -265,6 +265,8 @@ def test_every_mistake_gets_its_verdict(tmp_path: Path):
     # a missing rescale, told apart by how the K/V blocks share the weight (block_shares)
     l_words = " ".join(d.message for d in results[written["08_l_not_rescaled"]].diagnosis)
     assert "each row's weights keep softmax's proportions" in l_words and "running maximum" not in l_words
+    # blind round 23 (08/l_no_rescale): each row's total is what an l never rescaled gives, measured
+    assert "a running sum l_i that is never rescaled gives" in l_words, l_words
     acc_words = " ".join(d.message for d in results[written["08_acc_not_rescaled"]].diagnosis)
     assert "read while the running maximum was still lower weigh more" in acc_words, acc_words
     # blind round 11: the temperature said at its slope, not as missed keys; the blocks a row keeps; the heads unwritten

@@ -209,7 +209,7 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
         "tanh_denominator_minus_one": "key 0 gets no weight in",
         # blind round 12: the rescales, read block by block at the case's own scores
         "acc_not_rescaled": "read while the running maximum was still lower weigh more",
-        "l_not_rescaled": "each row's weights keep softmax's proportions",
+        "l_not_rescaled": "a running sum l_i that is never rescaled gives",  # blind round 23: the total, measured
         "tanh_argument_clamped": "the tanh's argument is clamped to [-1, 1] first",
         "running_max_kept_at_zero": "set to 0 after a block where the row saw no key",
         "lists_read_to_their_end": "index rows name only past their counts",  # w35: the 0s padding each row

@@ -117,6 +117,22 @@ def _factor_is_own_sum(factors: torch.Tensor, s: torch.Tensor, allowed: torch.Te
     return bool(((factors / own) - 1).abs().max() < OWN_SUM_SLACK)
 
 
+def _sum_unrescaled(factors: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, spans: list[slice]) -> bool:
+    """Whether each row's weight total is 1 / sum_b share_b * exp(final max - running max at b):
+    the accumulator rescaled as the maximum grows, its running sum l not (blind round 23, 08:
+    ``l_i = l_i + sum(p)``, said only as "below 1" until then)."""
+    masked = torch.where(allowed, s, torch.full_like(s, float("-inf")))
+    p = torch.softmax(masked, dim=-1).nan_to_num(0.0)
+    share = torch.stack([p[..., sl].sum(-1) for sl in spans], -1)
+    top = torch.stack([masked[..., sl].amax(-1) for sl in spans], -1)
+    running, final = _running(top, None)
+    grown = torch.where(share > 0, (final - running).exp(), torch.zeros_like(share))
+    predicted = 1 / (share * grown).sum(-1)
+    if float((predicted - 1).abs().max()) < SUM_SLACK:
+        return False  # no maximum grew enough to tell the two apart
+    return bool(((factors / predicted) - 1).abs().max() < OWN_SUM_SLACK)
+
+
 def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, block_n: int,
                        row_name: Callable[[int], str] = lambda r: f"row {r}", unit: str = "block",
                        of: str = "keys", spans: list[slice] | None = None,
@@ -161,15 +177,23 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
             return said + (" The factor is each row's own sum of exp(score - its maximum) over the keys it may see"
                            " (its l; 1 for a row that sees one key): the output is the accumulator, not divided by"
                            " l_i at the end.")
+        if lo < 1 - SUM_SLACK and segments is None and _sum_unrescaled(mean[multi].exp(), s[multi], allowed[multi],
+                                                                     spans):
+            return said + (" Each row's total is what a running sum l_i that is never rescaled gives (1 / the"
+                           " sum over blocks of softmax's share x exp(final maximum - the maximum when the"
+                           " block was read), within 3 %): l_i adds each block's terms at the maximum it was read"
+                           " with, and is not multiplied by alpha = exp(old max - new max) when the maximum grows,"
+                           " while the accumulator is.")
         if hi > 1 + SUM_SLACK:
             said += (" Above 1: the output is divided by less than the sum of the weights it accumulated (a running"
-                     " sum that misses terms or rescales the accumulator gets, or a merge that weighs the partial"
-                     " sums less than the partial outputs).")
+                     " sum that misses terms the accumulator gets, or shrinks by a rescale it does not get, or a"
+                     " merge that weighs the partial sums less than the partial outputs).")
         if lo < 1 - SUM_SLACK:
             said += (" Below 1: the sum the output is divided by holds more than the weights on the keys each row"
                      " may see: weight on keys the read-out cannot see (positions past a length or past the end"
-                     " whose scores are not masked), or a running sum that adds terms or rescales the accumulator"
-                     " does not get (or a merge that weighs the partial sums more than the partial outputs).")
+                     " whose scores are not masked), or a running sum that adds terms the accumulator does not get,"
+                     " or misses a rescale (alpha = exp(old max - new max) < 1) the accumulator gets (or a merge"
+                     " that weighs the partial sums more than the partial outputs).")
         return said
     running, final = _running(top, segments)
     if fits_pattern(log_ratio, use, final - running, multi):
