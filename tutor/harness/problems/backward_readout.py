@@ -110,11 +110,16 @@ def describe(read: PReadout, s: torch.Tensor, lse: torch.Tensor, allowed: torch.
     both = ok & (got > MEASURABLE) & (true > MEASURABLE)
     ratio = torch.where(both, torch.log(got.clamp(min=1e-300)) - torch.log(true.clamp(min=1e-300)),
                         torch.zeros((), dtype=s.dtype, device=s.device))
-    row_bad = ((got - true).abs() > 0.01).any(-1)  # (bh, R)
+    # a pair is off by 0.01 absolute or, where both are measurable, by more than FIT_SLACK in log:
+    # on a long row every P is ~1/N, under any absolute slack (H100 run 32, 04_lse_by_key_in_dkdv:
+    # at seq 1024 its P, off by a few % on every pair, was read as "P is right"; on the CPU at
+    # 1x2x1024x128, only 2 of the 128 rows read were off by more than 0.01)
+    off_at = ((got - true).abs() > 0.01) | (both & (ratio.abs() > FIT_SLACK))
+    row_bad = off_at.any(-1)  # (bh, R)
     wrong_rows = sorted({read.rows[int(i)] for i in row_bad.nonzero()[:, 1].tolist()})
     shape = PShape(right=not wrong_rows and not extra and not missing, slope=None, per_row=False, per_block=False,
                    wrong_rows=wrong_rows, factors=(1.0, 1.0), lse_from={},
-                   rest_right=not bool((((got - true).abs() > 0.01) & ~extra_at & ~missing_at).any()),
+                   rest_right=not bool((off_at & ~extra_at & ~missing_at).any()),
                    extra_pairs=extra, missing_pairs=missing,
                    missing_kinds={k: n for k, n in missing_kinds.items() if n},
                    extra_kinds={k: n for k, n in extra_kinds.items() if n}, missing_at=missing_at)
