@@ -216,6 +216,8 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
         # blind round 13: the state wiped by an alpha of 0 is among the causes of keys that get no weight
         "tile_returns_the_old_maximum": "a running maximum m_i that stays -inf",
         "k_and_v_passed_swapped": "attention with its own K and V exchanged",
+        # blind round 23: the visit map says which loop reads positions, not listed blocks
+        "full_loop_visits_positions": "the full loop visits the positions j of its list, not the block numbers",
     }
     assert expected.get(entry.name, "") in words, words
     refused = {  # a cause the measurements do not support (blind round 7)

@@ -289,8 +289,31 @@ def visit_steps(checked: list[Checked], maps: list[VisitMap]) -> Findings:
                      if padded == extra else ""))
     if missed:
         found.say("listed-blocks-missed", f" {missed} listed (head, query block, key block) visits of {listed} were "
-                  f"never made; the first at {missed_at}.")
+                  f"never made; the first at {missed_at}." + _positions_words(checked, maps))
     return found
+
+
+def _positions_words(checked: list[Checked], maps: list[VisitMap]) -> str:
+    """Where, in every case, each query block's visited key blocks are exactly the other list's
+    and blocks 0..count-1 of one list (its positions j, not the block numbers its index row
+    stores there), and that differs from the listed blocks somewhere: which loop, in words
+    (blind round 23, 09: start_n = j * BLOCK_N in the full loop); "" otherwise."""
+    for loop, index, count in (("full", "FullIndex", "FullCount"), ("partial", "PartIndex", "PartCount")):
+        fits, differs = True, False
+        for one, m in zip(checked, maps, strict=True):
+            bm = one.bm
+            for i, row in enumerate(m.counts):
+                full, part = int(bm.full_kv_num_blocks[i]), int(bm.kv_num_blocks[i])
+                full_list = set(bm.full_kv_indices[i, :full].tolist())
+                part_list = set(bm.kv_indices[i, :part].tolist())
+                want = (set(range(full)) | part_list) if loop == "full" else (full_list | set(range(part)))
+                fits = fits and {j for j, n in enumerate(row) if n} == want
+                differs = differs or want != full_list | part_list
+        if fits and differs:
+            return (f" In every case each query block visited exactly key blocks 0..{count}-1 and the other list's"
+                    f" blocks: the {loop} loop visits the positions j of its list, not the block numbers"
+                    f" {index}[start_m, j] stores there (load the entry, then multiply it by BLOCK_N).")
+    return ""
 
 
 def past_count_blocks(bm: BlockMask, i: int) -> set[int]:
