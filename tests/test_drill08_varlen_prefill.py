@@ -286,6 +286,7 @@ def test_every_mistake_gets_its_verdict(tmp_path: Path):
     # blind round 13: rows NaN whatever V holds are said as such, with where such a NaN usually starts
     inverted = " ".join(d.message for d in results[written["08_rescale_the_other_way_round"]].diagnosis)
     assert "each of those rows weighs every key NaN" in inverted and "alpha must be exp2(m_i - m_new)" in inverted
+    assert "show no key" not in inverted, inverted  # blind round 23: nothing was measured as seen from NaN weights
     # K and V passed the other way round: the output is attention with them exchanged
     swapped = " ".join(d.message for d in results[written["08_k_and_v_passed_swapped"]].diagnosis)
     assert "attention with its own K and V exchanged" in swapped, swapped
