@@ -655,16 +655,18 @@ def diagonal_findings(read: RowRead, case: Case, block_n: int, visits: torch.Ten
         packed = {b: case.cu_q[b] - case.cu_k[b] for b in range(len(case.seqs))}
         shown = "; ".join(f"{_seq_words(case, b)}: {_shift_words(d)}" for b, d in sorted(single.items()))
         if unmeasured:
-            shown += f"; sequence{'s' * (len(unmeasured) > 1)} {index_runs(unmeasured)}: no key weighed at all"
+            shown += f"; sequence{'s' * (len(unmeasured) > 1)} {index_runs(unmeasured)}: no key of its own weighed"
         if read.empty:
-            shown += f" ({len(read.empty)} rows weigh no key at all: their read-out weights are all 0)"
+            shown += (f" ({len(read.empty)} rows weigh no key of their own sequence: their read-out weights on its"
+                      " keys are all 0 or NaN)")
         values = set(single.values())
         c0 = single[min(single)] - packed[min(single)]
         c1 = single[min(single)] + offset[min(single)] - packed[min(single)]
         if any(offset[b] > 0 for b in single) and fits({b: -offset[b] for b in offset}):
             found.say("diagonal-not-offset", f" Measured per sequence: {shown}{where}.")
         elif len(values) == 1 and fits({b: next(iter(values)) for b in offset}):
-            empty = (f" ({len(read.empty)} rows weigh no key at all: their read-out weights are all 0)"
+            empty = (f" ({len(read.empty)} rows weigh no key of their own sequence: their read-out weights on its"
+                     " keys are all 0 or NaN)"
                      if read.empty else "")
             found.say("diagonal-shifted", f" Every measured sequence's rows: {_shift_words(next(iter(values)))}"
                       f"{empty}{where}.")
