@@ -229,7 +229,17 @@ def write_details(writes: list[tuple[str, str, int]], case: str, causal: bool, s
         findings.append(GuardFinding(tensor, side, "write", case, causal, shape, n))
         if tensor not in outputs:
             said.setdefault("write-past-end", f" The {tensor} was written {n} element{'s' * (n != 1)} {side} its "
-                            f"{'end' if side == 'after' else 'start'}{where}.")
+                            f"{'end' if side == 'after' else 'start'}{where}."
+                            + (_map_end_words(n) if tensor == "visit map" and side == "after" else ""))
+
+
+def _map_end_words(n: int) -> str:
+    """What the first ``n`` places after a visit map's end are, in its layout (blind round 23,
+    01: a loop bound not capped at N_CTX, told only "check the store")."""
+    blocks = "the key block" if n == 1 else f"the {n} key blocks"
+    return (f" The map's last axis is the key blocks, so those are the places where the last program's visits to"
+            f" {blocks} after the last one would be recorded: a loop whose bound runs past the sequence (a bound not"
+            " capped at its length) records them there; so can a wrong index into the map.")
 
 
 def overwrite_details(overwritten: list[tuple[str, int, int]], where: str, said: dict[str, str],
