@@ -137,6 +137,11 @@ WANTED = {
     # blind round 23, 01/hi_overshoot: the visit map's overrun read in its layout (a bound past the sequence)
     "01_loop_one_block_too_far": ("write-past-end", ["places where the last program's visits to the key block after"
                                                      " the last one would be recorded"]),
+    # blind round 23, 02: a maximum over the block's rows; scores rounded to fp16 (a model that fits the output)
+    "02_max_over_the_block_rows": ("hostile-wrong", ["have only ordinary scores", "tl.max(qk, 0) takes each key's"
+                                                     " maximum over the block's rows"]),
+    "02_scores_in_fp16": ("hostile-wrong", ["attention computed from scores rounded to fp16 in log2 units"]),
+    "01_scores_in_fp16": ("hostile-wrong", ["attention computed from scores rounded to fp16 in log2 units"]),
     "05_states_in_fp16_and_merge_l_unrescaled": ("wrong-output", ["slice states are not all float32: MidM (float16)",
                                                                    "cases failed too, which narrow states need not"
                                                                    " explain"]),

@@ -45,6 +45,7 @@ The hostile case of a check is here too: its launches, part of the verdict
 from __future__ import annotations
 
 import dataclasses
+import math
 from types import ModuleType
 
 import torch
@@ -143,6 +144,7 @@ def hostile_findings(
     block_n: int,
     tolerance: float,
     unmasked_right: bool = False,
+    v: torch.Tensor | None = None,
 ) -> list[tuple[str, str]]:
     """(code, measured detail) for a hostile launch that failed while every
     standard-normal case passed.  ``unmasked_right``: the same inputs without the
@@ -200,11 +202,58 @@ def hostile_findings(
                      f" is right; in the causal launch all {int(bad.sum())} wrong rows are rows whose masked (future)"
                      f" keys score {float(gap[bad].min()):.0f}..{float(gap[bad].max()):.0f} above the highest key they"
                      f" may see, and {int((bad & nonfinite).sum())} of them come out Inf/NaN.")]
+    lowest = torch.where(torch.isfinite(s), s, torch.full_like(s, float("inf"))).amin(dim=-1)  # of keys it may see
+    ordinary = overflow & (top < FP16_OVERFLOW_SCORE) & (lowest > -FP16_UNDERFLOW_GAP)
+    if ordinary.any():  # (blind round 23, 02: tl.max(qk, 0) was told "no maximum at all, or each block's own")
+        kinds = ", ".join(repr(name) for name, rows in groups.items() if bool(ordinary[:, rows].any()))
+        return [("hostile-wrong", detail + (
+            f" {int(ordinary.sum())} of the Inf/NaN rows ({kinds}) have only ordinary scores (every one within"
+            f" {FP16_UNDERFLOW_GAP:g} below and {FP16_OVERFLOW_SCORE:g} above 0: nothing of their own overflows,"
+            " and their exps stay within fp16's range), and rows like them are right in every standard case:"
+            " what turns them Inf/NaN comes from the other rows of the launch. A maximum over the wrong axis does"
+            " that (tl.max(qk, 0) takes each key's maximum over the block's rows, not each row's over its keys: a"
+            " row is then exponentiated against another row's far larger score, and its sum underflows to 0, then"
+            " 0/0), as does anything else that mixes rows (a reduction or a load along the wrong axis)."))]
     if (overflow & early).any():
         return [("no-running-max", detail)]
     if overflow.any() and (bad & ~(overflow & late)).sum() == 0 and (early & ~bad).any():
         return [("stale-max", detail)]
-    return [("hostile-wrong", detail)]
+    rounded = rounded_scores_words(out, q, k, v, causal, tolerance) if v is not None else ""
+    return [("hostile-wrong", detail + rounded)]
+
+
+LOG2E = 1.0 / math.log(2.0)
+
+
+def rounded_scores_words(out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                         tolerance: float) -> str:
+    """Where the output is, within the tolerance, attention computed from scores rounded to
+    fp16 (in log2 units, natural units, or before the scale: where a kernel may cast its score
+    tile), in words ("" otherwise; blind round 23, 02: a score tile cast to fp16 was told only
+    by the groups of rows it got wrong)."""
+    s = scores(q, k, causal)
+    root = q.shape[-1] ** 0.5
+    v64 = v.to(torch.float64)
+    bad = row_errors(out, torch.softmax(s, dim=-1) @ v64, per_head=True) > tolerance
+    wrong = int(bad.sum())
+    for where, scale in (("in log2 units (qk * sm_scale * log2(e), the exp2 domain)", LOG2E),
+                         ("in natural units (qk * sm_scale)", 1.0), ("before the scale (the raw q.k)", root)):
+        rounded = (s * scale).to(torch.float16).to(torch.float64) / scale
+        model = torch.softmax(rounded, dim=-1) @ v64
+        off_model = row_errors(out, model, per_head=True) > tolerance
+        # a score on a rounding boundary can round the other way in the kernel's fp32 (a few rows, H100 and
+        # CPU alike): the model must explain all but a tenth of the wrong rows, and leave no new ones
+        if int(off_model.sum()) <= wrong // 10 and not bool((off_model & ~bad).any()):
+            top = float(s.masked_fill(~torch.isfinite(s), 0.0).abs().max() * scale)
+            step = 2.0 ** math.floor(math.log2(top)) * torch.finfo(torch.float16).eps
+            fit = wrong - int(off_model.sum())
+            some = "" if fit == wrong else f" (on {fit} of its {wrong} wrong rows)"
+            return (f" Your output is{some}, within the tolerance, attention computed from scores rounded to fp16"
+                    f" {where}:"
+                    f" at the hostile case's scores (up to {top:.0f} there) fp16 keeps steps of {step:g}, so each"
+                    f" score is off by up to {step / 2:g} there, and its weight by up to a factor"
+                    f" exp({step / 2 / scale:.3g}) = {math.exp(step / 2 / scale):.3f}. Keep the score tile in fp32.")
+    return ""
 
 
 # -- the hostile case of a check ---------------------------------------------------------------
@@ -216,6 +265,7 @@ class HostileRun:
     causal: bool | None
     q: torch.Tensor
     k: torch.Tensor
+    v: torch.Tensor
     out: torch.Tensor
     expected: torch.Tensor
     writes: list[tuple[str, str, int]]
@@ -236,7 +286,7 @@ def hostile_launches(drill: Drill, module: ModuleType, shape: tuple[int, ...], d
             expected = attention_reference(q, k, v, causal=bool(causal))
             case = evaluate(name, bool(causal), run, expected, drill.tolerance)
             cases.append(case)
-            runs.append(HostileRun(case, causal, q, k, run.out, expected, run.writes_past_the_end(),
+            runs.append(HostileRun(case, causal, q, k, v, run.out, expected, run.writes_past_the_end(),
                                    long_sum=name == "long-sum"))
     return runs
 
@@ -259,7 +309,7 @@ def hostile_diagnosis(drill: Drill, runs: list[HostileRun], standard_passed: boo
             codes.setdefault("long-sum-wrong", long_sum_words(run.out, run.expected, keys, drill.tolerance, case_words))
         elif standard_passed and not case.passed:
             for code, detail in hostile_findings(run.out, run.expected, run.q, run.k, bool(run.causal),
-                                                 block_n, drill.tolerance, unmasked_right):
+                                                 block_n, drill.tolerance, unmasked_right, run.v):
                 codes.setdefault(code if code in drill.diagnoses else "hostile-wrong", detail)
     return worded(drill, codes)
 
