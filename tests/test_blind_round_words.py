@@ -142,6 +142,8 @@ WANTED = {
                                                      " maximum over the block's rows"]),
     "02_scores_in_fp16": ("hostile-wrong", ["attention computed from scores rounded to fp16 in log2 units"]),
     "01_scores_in_fp16": ("hostile-wrong", ["attention computed from scores rounded to fp16 in log2 units"]),
+    "08_q_rows_from_the_key_start": ("read-past-end", ["The q load starts at cu_seqlens_k[b], where cu_seqlens_q[b]"
+                                                       " belongs"]),
     "05_states_in_fp16_and_merge_l_unrescaled": ("wrong-output", ["slice states are not all float32: MidM (float16)",
                                                                    "cases failed too, which narrow states need not"
                                                                    " explain"]),

@@ -990,6 +990,12 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
     guard_findings.extend(reads)
     for code, detail in said.items():
         found.say(code, detail)
+    if "read-past-end" in found and " Q is read past" in found["read-past-end"] and failing:
+        # the rows whose q load stayed in bounds say which rows it read (blind round 23, 08: q at k_start)
+        first = failing[0]
+        found["read-past-end"] += other_query_rows_words(first.case, first.launch.q, first.launch.k, first.launch.v,
+                                                         first.launch.out, first.expected, drill.tolerance,
+                                                         finite_only=True)
     if nan_source is not None and "read-past-end" not in found and not any(code in found for code in SHIFTS):
         out = nan_source.launch.out
         bad = (~torch.isfinite(out.float()) & (out.view(torch.int16) != shared.POISON_BITS)).any(dim=-1).any(dim=-1)
@@ -1084,7 +1090,7 @@ def operand_strides_words(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch
 
 
 def other_query_rows_words(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                           expected: torch.Tensor, tolerance: float) -> str:
+                           expected: torch.Tensor, tolerance: float, finite_only: bool = False) -> str:
     """Where every sampled wrong output (packed row, head) equals, within the tolerance, attention
     of another packed query row's q (the same head) against its own sequence's keys under its own
     causal bound, in words, with the law that relates the two rows where one fits every sample
@@ -1092,6 +1098,8 @@ def other_query_rows_words(case: Case, q: torch.Tensor, k: torch.Tensor, v: torc
     "" otherwise.  Each sample costs every query row's attention over one sequence's keys."""
     got = out.to(torch.float64)
     wrong = ((got - expected.to(torch.float64)).abs().nan_to_num(nan=float("inf")) > tolerance).any(dim=-1)
+    if finite_only:  # ``finite_only``: the rows whose output is a number (a NaN from a load past the end is apart)
+        wrong &= torch.isfinite(got).all(dim=-1)
     pairs = wrong.cpu().nonzero().tolist()  # (packed row, head)
     if not pairs:
         return ""
@@ -1122,6 +1130,10 @@ def other_query_rows_words(case: Case, q: torch.Tensor, k: torch.Tensor, v: torc
         return words + (": in every one the row of its in-sequence index counted from packed row 0, as if its"
                         " sequence started there. The q load misses the sequence's start"
                         " row, cu_seqlens_q[b].")
+    if all(o == r - case.cu_q[_seq_of(case, r)] + case.cu_k[_seq_of(case, r)] for r, _, o in found):
+        return words + (": in every one the row of its in-sequence index counted from its sequence's first key"
+                        " row, cu_seqlens_k[b]. The q load starts at cu_seqlens_k[b], where cu_seqlens_q[b] belongs"
+                        " (rows past the packed Q's end read its margin: the NaN above).")
     return words + ": the q load reads another row; check its offset."
 
 
