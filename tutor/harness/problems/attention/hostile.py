@@ -241,12 +241,12 @@ def rounded_scores_words(out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v:
         rounded = (s * scale).to(torch.float16).to(torch.float64) / scale
         model = torch.softmax(rounded, dim=-1) @ v64
         off_model = row_errors(out, model, per_head=True) > tolerance
-        # a score on a rounding boundary can round the other way in the kernel's fp32 (a few rows, H100 and
-        # CPU alike): the model must explain all but a tenth of the wrong rows, and leave no new ones
-        if int(off_model.sum()) <= wrong // 10 and not bool((off_model & ~bad).any()):
+        # a score on a rounding boundary can round the other way in the kernel's fp32: a few rows, right or
+        # wrong, off the model (CPU: 1 of 34; H100, run 32: 5-9 of ~2200): at most a tenth of the wrong rows
+        if int(off_model.sum()) <= wrong // 10:
             top = float(s.masked_fill(~torch.isfinite(s), 0.0).abs().max() * scale)
             step = 2.0 ** math.floor(math.log2(top)) * torch.finfo(torch.float16).eps
-            fit = wrong - int(off_model.sum())
+            fit = int((bad & ~off_model).sum())
             some = "" if fit == wrong else f" (on {fit} of its {wrong} wrong rows)"
             return (f" Your output is{some}, within the tolerance, attention computed from scores rounded to fp16"
                     f" {where}:"
