@@ -167,9 +167,11 @@ def test_a_write_past_the_end_fails_even_where_the_values_are_right(checked):
 def test_the_visit_findings_carry_the_counts(checked):
     todo2_only = checked["01_todo2_only"].visits
     assert todo2_only.visited_blocks == todo2_only.total_blocks > todo2_only.ideal_blocks
-    assert (f"({todo2_only.total_blocks}/{todo2_only.total_blocks} blocks visited; a causal kernel needs "
-            f"{todo2_only.ideal_blocks}.)") in checked["01_todo2_only"].diagnosis[0].message
+    # every count says what it is summed over (blind round 23: 32/32 did not say "both heads")
+    said = checked["01_todo2_only"].diagnosis[0].message
+    assert (f"({todo2_only.total_blocks}/{todo2_only.total_blocks} blocks visited, in total over {todo2_only.heads}"
+            f" (batch, head)s; a causal kernel needs {todo2_only.ideal_blocks}.)") in said
     extra = checked["01_extra_blocks"].visits
     assert extra.ideal_blocks < extra.visited_blocks < extra.total_blocks
-    assert (f"({extra.visited_blocks - extra.ideal_blocks} blocks more than the {extra.ideal_blocks} needed.)"
-            in checked["01_extra_blocks"].diagnosis[0].message)
+    assert (f"({extra.visited_blocks - extra.ideal_blocks} blocks more than the {extra.ideal_blocks} needed, in total"
+            f" over {extra.heads} (batch, head)s.)" in checked["01_extra_blocks"].diagnosis[0].message)

@@ -161,13 +161,19 @@ def visit_findings(maps: Sequence[tuple[str, VisitMap]], bounded: bool, all_visi
             per_code.setdefault(NO_VISITS, []).append(what)
         elif verdict == "all":
             per_code.setdefault(all_visited, []).append(
-                f"{named}{visits.visited_blocks}/{visits.total_blocks} blocks visited;"
+                f"{named}{visits.visited_blocks}/{visits.total_blocks} blocks visited{_over(visits)};"
                 f" a causal kernel needs {visits.ideal_blocks}")
         elif verdict == "extra":
             extra = visits.visited_blocks - visits.ideal_blocks
             per_code.setdefault("extra-blocks", []).append(
-                f"{named}{extra} blocks more than the {visits.ideal_blocks} needed")
+                f"{named}{extra} blocks more than the {visits.ideal_blocks} needed{_over(visits)}")
     return Findings((code, f" ({'; '.join(details)}.)" if any(details) else "") for code, details in per_code.items())
+
+
+def _over(visits: VisitMap) -> str:
+    """" in total over its N (batch x head) programs" where a map sums more than one (blind round 23:
+    a count that did not say it was over both heads)."""
+    return f", in total over {visits.heads} (batch, head)s" if visits.heads > 1 else ""
 
 
 def nan_explained(codes: Collection[str]) -> bool:
