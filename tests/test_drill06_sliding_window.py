@@ -203,6 +203,8 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
     words = " ".join(d.message for d in result.diagnosis)
     if entry.name == "acc_not_rescaled":  # how the K/V blocks share the weight (block_shares) names it
         assert "read while the running maximum was still lower weigh more" in words, words
+    if entry.name == "lower_bound_open":  # no bound at all: not the one-key-early pattern (blind round 23)
+        assert "one key early" not in words, words
     if entry.name == "row_sum_not_rescaled":  # each row's total, measured against an l never rescaled
         assert "each row's weights keep softmax's proportions" in words, words
         assert "a running sum l_i that is never rescaled gives" in words, words

@@ -723,6 +723,8 @@ def bound_visits(checked: list[Checked], block_m: int, block_n: int) -> dict[str
     out: dict[str, tuple[int, str]] = {}
     for side in ("before", "after"):
         count, example = 0, ""
+        edge = True  # every visit before a window is the block just before a window that starts on a block edge
+        edges = 0  # query blocks whose first row's window starts exactly on a block boundary
         for one in checked:
             visits, case = one.launch.visits, one.case
             if visits is None:
@@ -731,9 +733,13 @@ def bound_visits(checked: list[Checked], block_m: int, block_n: int) -> dict[str
             n_n = visits.shape[-1]
             per_pair = (visits != 0).sum(dim=0).cpu().tolist()  # (n_m, n_n): heads that visited each pair
             for i, (lo, hi) in enumerate(spans):
+                on_edge = i * block_m - case.window + 1 == lo * block_n and lo > 0
+                edges += on_edge
+                edge = edge and (not on_edge or side != "before" or bool(per_pair[i][lo - 1]))  # each one visited
                 for j in range(n_n):
                     if per_pair[i][j] and (j < lo if side == "before" else j > hi):
                         count += per_pair[i][j]
+                        edge = edge and on_edge and j == lo - 1
                         if not example:
                             first = i * block_m
                             last = min(first + block_m, case.seq) - 1
@@ -742,6 +748,11 @@ def bound_visits(checked: list[Checked], block_m: int, block_n: int) -> dict[str
                                    if side == "before" else f"its last row is {last}")
                             example = (f"on the {case.name} case (seq={case.seq}, window={case.window}), query block "
                                        f"{i} (rows {first}..{last}) visited K/V block {j} ({keys}), but {why}.")
+        if side == "before" and count and edge:  # (blind round 23, 06: lo from start_m * BLOCK_M - WINDOW)
+            example += (" These visits are exactly the blocks just before the query blocks whose first row's window"
+                        f" starts on a block boundary ({edges} such query blocks over all cases, each with one): the"
+                        " lower bound is one key early - the first row's oldest key is start_m * BLOCK_M - WINDOW + 1,"
+                        " not start_m * BLOCK_M - WINDOW.")
         out[side] = (count, example)
     return out
 
