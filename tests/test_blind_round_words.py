@@ -145,6 +145,7 @@ WANTED = {
     "08_q_rows_from_the_key_start": ("read-past-end", ["The q load starts at cu_seqlens_k[b], where cu_seqlens_q[b]"
                                                        " belongs"]),
     "06_lower_bound_one_key_early": ("lower-bound-open", ["the lower bound is one key early"]),
+    "06_sequence_index_by_kv_heads": ("wrong-kv-head", ["the one a sequence index of off_bh // H_KV gives"]),
     "05_states_in_fp16_and_merge_l_unrescaled": ("wrong-output", ["slice states are not all float32: MidM (float16)",
                                                                    "cases failed too, which narrow states need not"
                                                                    " explain"]),

@@ -883,7 +883,31 @@ def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: s
                   " head) index rather than the head alone, which adds a batch term twice.")
     return (f" Measured by changing one K/V head at a time: {'; '.join(parts)}{more}"
             f" ({case.heads} query heads, {case.heads_kv} K/V head{'s' if case.heads_kv > 1 else ''}; {where[2:-1]})."
-            f"{head_map(depends, case, min(wrong) // case.heads, dead)}{later_only}")
+            f"{head_map(depends, case, min(wrong) // case.heads, dead)}{later_only}"
+            f"{_batch_index_words(wrong, case, dead)}")
+
+
+def _batch_index_words(wrong: dict[int, tuple[set[int], int]], case: Case, dead: frozenset[int]) -> str:
+    """Where every query head's K/V head, measured, is that of a sequence index off_bh // H_KV (or
+    // G) beside the right head h // G: heads read, or past the K/V tensor's end, exactly as that index
+    puts them (blind round 23, 06: off_b = off_bh // H_KV, told as a wrong head formula); "" otherwise."""
+    total = case.batch * case.heads_kv
+    for name, divisor in (("H_KV", case.heads_kv), ("H // H_KV", case.group)):
+        if divisor == case.heads:
+            continue  # that is the right index
+
+        def law(q: int, d: int = divisor) -> int:
+            return (q // d) * case.heads_kv + (q % case.heads) // case.group
+
+        fits = all((law(q) >= total) if q in dead else (deps == {law(q)}) for q, (deps, _) in wrong.items())
+        right = all(law(q) == q // case.heads * case.heads_kv + (q % case.heads) // case.group
+                    for q in range(case.batch * case.heads) if q not in wrong)
+        if wrong and fits and right:
+            return (f" Every query head's K/V head is, measured, the one a sequence index of off_bh // {name}"
+                    " gives beside the right head within the sequence, h // (H // H_KV): the sequence index is"
+                    f" off_bh // {name} where off_bh // H belongs (H query heads per sequence), so the K/V offset"
+                    " lands in a later sequence's heads, or past the K/V tensor's end.")
+    return ""
 
 
 def split_heads(keys: list[set[int]], values: list[set[int]], case: Case, b: int = 0,
