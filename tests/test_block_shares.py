@@ -54,6 +54,28 @@ def test_a_total_off_with_every_block_in_proportion_blames_the_divisor():
     assert "Below 1:" not in above
 
 
+def test_a_row_sum_never_rescaled_is_measured_as_such():
+    """The online softmax run block by block with acc rescaled by alpha and l not (l_i = l_i +
+    sum(p)): each row's total is 1 / sum_b share_b exp(m_final - m_b), said as that (blind round 23)."""
+    s, allowed, p = _scores()
+    masked = torch.where(allowed, s, float("-inf"))
+    m = torch.full((1, ROWS), float("-inf"), dtype=torch.float64)
+    acc = torch.zeros((1, ROWS, KEYS), dtype=torch.float64)  # the weights, as an accumulator with one-hot V
+    row_sum = torch.zeros((1, ROWS), dtype=torch.float64)
+    for sl in even_spans(KEYS, BLOCK):
+        m_new = torch.maximum(m, masked[..., sl].amax(-1))
+        alpha = torch.exp(m - m_new).nan_to_num(0.0)
+        block = torch.exp(masked[..., sl] - m_new[..., None])
+        acc = acc * alpha[..., None]
+        acc[..., sl] += block
+        row_sum = row_sum + block.sum(-1)  # the mistake: l is never multiplied by alpha
+        m = m_new
+    said = block_shares_words(acc / row_sum[..., None], s, allowed, BLOCK)
+    assert "each row's weights keep softmax's proportions" in said, said
+    assert "a running sum l_i that is never rescaled gives" in said and "Below 1:" not in said, said
+    assert "never rescaled" not in block_shares_words(p * 0.8, s, allowed, BLOCK)  # a plain factor is not it
+
+
 def test_a_total_that_is_each_rows_own_sum_is_said_as_the_final_division_left_out():
     """Weights of exp(s - max) not divided by their sum: each row's factor is its own l."""
     s, allowed, p = _scores()
