@@ -132,3 +132,32 @@ def test_the_long_sum_case_is_exact_and_names_an_fp16_running_sum_only_where_it_
     gaps[..., 130, 0] = expected[..., 130, 0]  # one row in the run is right: not the rows past 65504
     words = words_for(gaps)
     assert "rows 127..129, 131..135" in words and "fp16" not in words, words
+
+
+def test_an_output_of_fp16_rounded_scores_is_recognised_and_the_truth_is_not():
+    """Attention computed (in float64) from scores rounded to fp16 in the exp2 domain is named as such;
+    the true attention, and the one from natural-unit rounding, are not called log2-unit rounding."""
+    q, k, v = inputs.hostile_inputs((1, 1, 136, 64), "cpu", torch.Generator().manual_seed(SEED))
+    s = _scores(q, k)
+    log2e = 1 / torch.log(torch.tensor(2.0, dtype=torch.float64))
+    rounded = torch.softmax((s * log2e).half().double() / log2e, dim=-1) @ v.double()
+    words = inputs.rounded_scores_words(rounded, q, k, v, False, 0.02)
+    assert "attention computed from scores rounded to fp16 in log2 units" in words, words
+    assert inputs.rounded_scores_words(torch.softmax(s, dim=-1) @ v.double(), q, k, v, False, 0.02) == ""
+    natural = torch.softmax(s.half().double(), dim=-1) @ v.double()
+    assert "in log2 units" not in inputs.rounded_scores_words(natural, q, k, v, False, 0.02)
+
+
+def test_ordinary_rows_that_come_out_nan_are_said_to_come_from_other_rows():
+    """Rows whose scores stay within fp16's range that come out NaN (a maximum over the block's rows,
+    blind round 23) are not 'no running maximum'."""
+    q, k, v = inputs.hostile_inputs((1, 1, 136, 64), "cpu", torch.Generator().manual_seed(SEED))
+    expected = torch.softmax(_scores(q, k), dim=-1) @ v.double()
+    out = expected.clone()
+    out[..., inputs.row_groups(136)["normal"], :] = float("nan")
+    (code, detail), = inputs.hostile_findings(out, expected, q, k, False, 64, 0.02, False, v)
+    assert code == "hostile-wrong" and "have only ordinary scores" in detail and "'normal'" in detail, detail
+    out = expected.clone()
+    out[..., inputs.row_groups(136)["large"], :] = float("nan")  # only rows whose scores overflow: not that
+    (_, detail), = inputs.hostile_findings(out, expected, q, k, False, 64, 0.02, False, v)
+    assert "have only ordinary scores" not in detail, detail
