@@ -218,6 +218,7 @@ def test_each_mistake_entry_gets_exactly_its_codes(entry, device, tmp_path):
         "k_and_v_passed_swapped": "attention with its own K and V exchanged",
         # blind round 23: the visit map says which loop reads positions, not listed blocks
         "full_loop_visits_positions": "the full loop visits the positions j of its list, not the block numbers",
+        "scale_and_cap_swapped": "is sm_scale (1/sqrt(",  # the fitted cap, linked to the scale
     }
     assert expected.get(entry.name, "") in words, words
     refused = {  # a cause the measurements do not support (blind round 7)

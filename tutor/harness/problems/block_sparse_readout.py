@@ -879,10 +879,21 @@ def fitted_factors(s: torch.Tensor, p: torch.Tensor, f: torch.Tensor, cap: float
         if b_hi >= B_GRID_TOP and b_lo < b_hi / 1.1:  # every b from b_lo up fits: the tanh saturates
             return (f" It fits a·softcap·tanh(b·s/softcap) with a = {a:.3g} and any b of {b_lo:.3g} or more, to"
                     f" {gap:.3f}: the tanh is saturated at nearly every chosen score, so b is measured only as at"
-                    f" least {b_lo:.3g}.{meaning}")
+                    f" least {b_lo:.3g}.{meaning}" + _cap_is_the_scale(a, cap, head_dim))
         return (f" It fits a·softcap·tanh(b·s/softcap) with a = {a:.3g} and b = {b:.3g}, to {gap:.3f}:{meaning}"
-                + _other_cap(a, b, cap))
+                + _other_cap(a, b, cap) + _cap_is_the_scale(a, cap, head_dim))
     return ""
+
+
+def _cap_is_the_scale(a: float, cap: float, head_dim: int) -> str:
+    """Where the fitted cap a·softcap is sm_scale (to 1 %): the two arguments trade places on the
+    way in (blind round 23, 09: the fit was exact, the link not made); "" otherwise."""
+    scale = head_dim**-0.5
+    if abs(a * cap / scale - 1) > 0.01:
+        return ""
+    return (f" The cap itself, a·softcap = {a * cap:.3g}, is sm_scale (1/sqrt({head_dim})): the kernel caps at the"
+            " scale, as it does when sm_scale and softcap reach it the other way round (look at the order of the"
+            " arguments where they are passed).")
 
 
 def _other_cap(a: float, b: float, cap: float) -> str:
