@@ -287,6 +287,14 @@ def test_every_mistake_gets_its_verdict(tmp_path: Path):
     inverted = " ".join(d.message for d in results[written["08_rescale_the_other_way_round"]].diagnosis)
     assert "each of those rows weighs every key NaN" in inverted and "alpha must be exp2(m_i - m_new)" in inverted
     assert "show no key" not in inverted, inverted  # blind round 23: nothing was measured as seen from NaN weights
+    # blind round 23: a last weighed key that follows a wrong bound over every sequence names it; one key short
+    # of the bound (fits the cut at Nq on one sequence only) names none
+    for stem, law in (("key_mask_against_nq", "last weighed key is min(i + Nk - Nq, Nq - 1)"),
+                      ("bound_not_offset", "without the Nk - Nq offset its bound needs")):
+        words = " ".join(d.message for d in results[written[f"08_{stem}"]].diagnosis)
+        assert law in words, words
+    short = " ".join(d.message for d in results[written["08_bound_one_key_short"]].diagnosis)
+    assert "Measured over every sequence's rows" not in short, short
     # K and V passed the other way round: the output is attention with them exchanged
     swapped = " ".join(d.message for d in results[written["08_k_and_v_passed_swapped"]].diagnosis)
     assert "attention with its own K and V exchanged" in swapped, swapped

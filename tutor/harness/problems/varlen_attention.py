@@ -628,6 +628,40 @@ def _earlier_blocks_unvisited(read: RowRead, case: Case, visits: torch.Tensor | 
     return True
 
 
+def _last_key_law(read: RowRead, case: Case, block_m: int, block_n: int) -> str:
+    """Where every row's last weighed key, in every sequence, is the one a known wrong bound gives
+    - the keys cut at Nq (a key mask or bound against seqlen_q), or the loop's bound without the
+    Nk - Nq offset (it stops after the query block's own last row) - in words; "" otherwise
+    (blind round 23, 08: each told by one example row only)."""
+    def cut_at_nq(i: torch.Tensor, nq: int, nk: int) -> torch.Tensor:
+        return torch.clamp(i + nk - nq, max=nq - 1)
+
+    def bound_without_offset(i: torch.Tensor, nq: int, nk: int) -> torch.Tensor:
+        hi = torch.clamp((i // block_m + 1) * block_m, max=nk)  # the bound, as if Nk - Nq were 0
+        return torch.minimum(i + nk - nq, torch.clamp(-(-hi // block_n) * block_n - 1, max=nk - 1))
+
+    laws: dict[str, Callable[[torch.Tensor, int, int], torch.Tensor]] = {
+        "every row's last weighed key is min(i + Nk - Nq, Nq - 1): no key at or past Nq is weighed - the key"
+        " mask (or the bound) compares the key index with the sequence's Nq, where its Nk belongs": cut_at_nq,
+        "every row's last weighed key is min(i + Nk - Nq, the end of the key block holding (query block + 1) *"
+        " BLOCK_M - 1): the loop stops after the query block's own rows, without the Nk - Nq offset its bound"
+        " needs (the keys up to i + Nk - Nq of a query chunk that ends the sequence)": bound_without_offset,
+    }
+    for words, law in laws.items():
+        fits, differs = bool(read.lasts), set()
+        for b, (rows, last) in read.lasts.items():
+            nq, nk = case.seqs[b]
+            want = law(rows, nq, nk)
+            fits = fits and bool((last == want).all())
+            if bool((want < rows + nk - nq).any()):
+                differs.add(b)
+        # told apart from the truth in two sequences at least: one sequence can fit a law by chance (the
+        # one-key-past case's bound one key short fits the cut at Nq there)
+        if fits and len(differs) >= 2:
+            return f" Measured over every sequence's rows: {words}."
+    return ""
+
+
 def diagonal_findings(read: RowRead, case: Case, block_n: int, visits: torch.Tensor | None = None,
                       block_m: int = 1) -> Findings:
     """The diagonal each sequence's rows measure: the classic off-by-(Nk - Nq), one shift
@@ -702,7 +736,7 @@ def diagonal_findings(read: RowRead, case: Case, block_n: int, visits: torch.Ten
         unvisited = _earlier_blocks_unvisited(read, case, visits, block_m, block_n)
         found.say("keys-missed", f" {len(read.missed)} rows give no weight to keys they must see; the first: row {i} "
                   f"of {_seq_words(case, b)} misses key{'s' * (len(keys) > 1)} {index_runs(keys)} of its 0..{last}"
-                  f"{where}.{_last_block_words(read, block_n, unvisited)}")
+                  f"{where}.{_last_block_words(read, block_n, unvisited)}{_last_key_law(read, case, block_m, block_n)}")
     if read.future:
         b, i, n = read.future[0]
         found.say("future-keys-seen", f" {len(read.future)} rows weigh keys after their diagonal; the first: row {i} "
