@@ -95,11 +95,18 @@ def check_jobs(jobs: list[CheckJob]) -> list[CheckResult]:
     from concurrent.futures import ThreadPoolExecutor
 
     def run(one: CheckJob) -> CheckResult:
-        worker = Worker("auto")
-        try:
-            return worker.run(asdict(one), CHECK_TIMEOUT_S)
-        finally:
-            worker.close()
+        for _attempt in range(2):
+            worker = Worker("auto")
+            try:
+                result = worker.run(asdict(one), CHECK_TIMEOUT_S)
+            finally:
+                worker.close()
+            # the diagnosis phase's budget is wall-clock (tutor.loop.runner): on a loaded 2-core machine it can
+            # run out, which the product reports as "the machine was busy" (a clean-clone CI run beside other
+            # work, 2026-12-07: two drill-06 read-outs came back empty); the measurement is then taken again
+            if result.diagnosis_phase.status != "skipped" or "machine was busy" not in result.diagnosis_phase.reason:
+                return result
+        return result
 
     with ThreadPoolExecutor(max_workers=PARALLEL_CHECKS, thread_name_prefix="check") as pool:
         return list(pool.map(run, jobs))
