@@ -106,8 +106,10 @@ WANTED = {
                                                                   " pos // PAGE_SIZE"]),
     "06_masked_scores_set_to_zero": ("future-keys-seen", ["weigh what a score of exactly 0 gets in their row"]),
     "05_merge_adds_o_without_weight": ("wrong-output", ["l_s / sum_t l_t 2^(m_t - M): the o_s are added without"]),
+    # which (sequence, head)s show is the random lengths' (shuffled; a sequence of length 1 is right whatever
+    # query it reads: clean-clone CI, 2026-12-07, lengths [250, 1, 173, 41]): the law's words, not one pair
     "05_query_indexed_by_sequence": ("wrong-output", ["another (sequence, head)'s query and its own K/V",
-                                                      "sequence 1 head 0: sequence 0 head 1's"]),
+                                                      "check the q pointer's offset, its sequence part"]),
     "07_o_state_stored_without_head_dim_stride": ("states-unwritten", ["(MidO), it wrote 159, the first 159 in a row",
                                                                        "its store's state offset is not multiplied"]),
     "07_no_alpha": ("wrong-output", ["Within each slice, the tiles of 32 positions that were read while the running",
