@@ -45,7 +45,7 @@ measurement behind them, and only where it holds.
 from __future__ import annotations
 
 import pytest
-from helpers_harness import check_files
+from helpers_harness import check_files, check_jobs, job
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.harness.result import CheckResult
@@ -175,6 +175,9 @@ WANTED = {
                                                   ["(MidO), it wrote 95, the first 95 in a row",
                                                    "its store's state offset is not multiplied by"]),
 }
+# entries whose code the random inputs decide on some runs, checked at a fixed seed: 06_window_masked_after_the_max
+# said wrong-output on one clean-clone CI's inputs (2026-12-07, 3f4eff3; max-before-mask at seeds 1 and 2)
+SEEDED = {"06_window_masked_after_the_max": 1}
 FINDINGS = {"read-past-end-unused", "extra-blocks", "write-past-end", "lower-bound-open"}  # of a right output
 pytestmark = pytest.mark.timeout(1200)
 
@@ -182,9 +185,11 @@ pytestmark = pytest.mark.timeout(1200)
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory) -> dict[str, CheckResult]:
     written = mistakes.materialise(tmp_path_factory.mktemp("rounds"))
-    files = {stem: written[stem] for stem in WANTED}
+    files = {stem: written[stem] for stem in WANTED if stem not in SEEDED}
     results = check_files(list(files.values()))
-    return {stem: results[path] for stem, path in files.items()}
+    checked = {stem: results[path] for stem, path in files.items()}
+    seeded = check_jobs([job(written[stem], seed=seed) for stem, seed in SEEDED.items()])
+    return checked | dict(zip(SEEDED, seeded, strict=True))
 
 
 @pytest.mark.slow
