@@ -658,7 +658,7 @@ def _last_key_law(read: RowRead, case: Case, block_m: int, block_n: int) -> str:
         # told apart from the truth in two sequences at least: one sequence can fit a law by chance (the
         # one-key-past case's bound one key short fits the cut at Nq there)
         if fits and len(differs) >= 2:
-            return f" Measured over every sequence's rows: {words}."
+            return f" Measured over every sequence's rows that weigh a key of their own: {words}."
     return ""
 
 
@@ -1024,7 +1024,7 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
     guard_findings.extend(reads)
     for code, detail in said.items():
         found.say(code, detail)
-    if "read-past-end" in found and " Q is read past" in found["read-past-end"] and failing:
+    if "read-past-end" in found and any(r.tensor == "Q" and r.access == "read" for r in reads) and failing:
         # the rows whose q load stayed in bounds say which rows it read (blind round 23, 08: q at k_start)
         first = failing[0]
         found["read-past-end"] += other_query_rows_words(first.case, first.launch.q, first.launch.k, first.launch.v,
