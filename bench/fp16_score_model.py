@@ -11,6 +11,7 @@ import importlib.util
 import torch
 
 from tutor.harness import launch as launching
+from tutor.harness.numerics import LOG2E
 from tutor.harness.problems.attention import hostile as h
 from tutor.harness.problems.attention.reference import attention_reference
 
@@ -32,7 +33,7 @@ def main() -> None:
         out = launching.run_launcher(module, (q, k, v), None, record_visits=True).out
         truth = h.row_errors(out, attention_reference(q, k, v, causal=False), per_head=True)
         s = h.scores(q, k, False)
-        for name, scale in (("log2", h.LOG2E), ("natural", 1.0), ("raw", q.shape[-1] ** 0.5)):
+        for name, scale in (("log2", LOG2E), ("natural", 1.0), ("raw", q.shape[-1] ** 0.5)):
             model = torch.softmax((s * scale).half().double() / scale, dim=-1) @ v.double()
             off = h.row_errors(out, model, per_head=True)
             print(f"seed {seed} {name:8} wrong {int((truth > 0.02).sum()):5d} (max {float(truth.max()):.3g})"

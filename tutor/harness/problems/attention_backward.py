@@ -75,6 +75,7 @@ from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.findings import Findings, drop_explained_nan, matches, visit_findings, worded
+from tutor.harness.numerics import LN2, LOG2E
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import backward_ds_readout as dterm
 from tutor.harness.problems import backward_readout as readout
@@ -86,8 +87,6 @@ from tutor.harness.shapes import plan_for
 FORWARD = "attention_forward"
 BACKWARD = "attention_backward"
 GRADS = ("dq", "dk", "dv")
-LN2 = math.log(2.0)
-LOG2E = 1.0 / LN2
 
 
 # ------------------------------------------------------------------------------------
@@ -573,8 +572,8 @@ NanWords = Callable[["BackwardLaunch"], str]  # a case's non-finite gradients re
 def lse_factors(head_dim: int) -> dict[str, float]:
     """The constants an lse is usually multiplied by on its way to the subtraction."""
     scale = head_dim**-0.5
-    return {"sm_scale": scale, "1/sm_scale": 1 / scale, "log2(e)": 1 / math.log(2.0), "ln 2": math.log(2.0),
-            "sm_scale·log2(e)": scale / math.log(2.0)}
+    return {"sm_scale": scale, "1/sm_scale": 1 / scale, "log2(e)": LOG2E, "ln 2": LN2,
+            "sm_scale·log2(e)": scale * LOG2E}
 
 
 def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n: int) -> tuple[str, str] | None:

@@ -20,6 +20,7 @@ import torch
 from tutor.harness import guarded as shared
 from tutor.harness.findings import Findings, drop_explained_nan, index_runs
 from tutor.harness.long_sum import long_sum_words
+from tutor.harness.numerics import LN2, LOG2E
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.attention.reference import far_below_words
@@ -42,8 +43,6 @@ PROBE_SOFTCAP = 5.0  # the modifier read-out's softcap: its scores span -3..3 so
 EQUAL_SCORES_WHY = (" With every score equal, softmax gives each visible key the same weight and no rescale"
                     " changes anything, so the factors' ratios to one another are how many times more often one"
                     " block's keys were added to the output than another's.")
-LN2 = math.log(2.0)
-LOG2E = 1.0 / LN2
 
 # the effective score (natural-log units) a kernel applies to a scaled score s, for the ways
 # of writing the modifier that the read-out names; code -> (words, transform)

@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -55,6 +54,7 @@ from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.findings import Findings, drop_explained_nan, matches, passes_as_right, visit_findings
 from tutor.harness.loader import LAUNCHER
+from tutor.harness.numerics import LOG2E, spacing_at
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import split_kv_layout as layout
 from tutor.harness.problems import split_kv_readout as apart
@@ -1090,8 +1090,8 @@ def _narrow_state_words(failing: list[Launch]) -> str:
         else []  # (k_view tested twice: mypy narrows the second)
     if not narrow:
         return ""
-    top = HIGH_SCORE * apart.LOG2E
-    step = _step_at(top, narrow[0][1])
+    top = HIGH_SCORE * LOG2E
+    step = spacing_at(top, narrow[0][1])
     names = ", ".join(f"{name} ({str(dtype).removeprefix('torch.')})" for name, dtype in narrow)
     others = sorted({x.case.name for x in failing if x.case.name != "high"})
     # other failing cases are said apart: narrow states fail the high case, not necessarily those
@@ -1105,11 +1105,6 @@ def _narrow_state_words(failing: list[Launch]) -> str:
             f" steps of {step:g}, so a maximum stored in it is off by up to {step / 2:g} and each slice's weight"
             f" 2^(m_s - M) by up to a factor 2^{step / 2:g} = {2 ** (step / 2):.3f}. Keep the states in"
             f" float32.{also}")
-
-
-def _step_at(x: float, dtype: torch.dtype) -> float:
-    """The spacing of ``dtype``'s numbers at ``x`` (its unit in the last place there)."""
-    return float(2.0 ** math.floor(math.log2(abs(x))) * torch.finfo(dtype).eps)
 
 
 def _unstored_words(tested: Apart, tolerance: float) -> tuple[str, bool]:

@@ -33,7 +33,6 @@ launcher with one fused kernel has no split/merge pair: then nothing here runs.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -41,8 +40,7 @@ from typing import Any
 
 import torch
 
-LOG2E = 1.0 / math.log(2.0)
-LN2 = math.log(2.0)
+from tutor.harness.numerics import LN2, LOG2E
 
 
 # -- recording the launcher's kernel launches ---------------------------------------------

@@ -55,6 +55,7 @@ from tutor.harness import cost
 from tutor.harness import launch as launching
 from tutor.harness.findings import worded
 from tutor.harness.long_sum import causal_keys, long_sum_values, long_sum_words
+from tutor.harness.numerics import LOG2E, spacing_at
 from tutor.harness.problems.attention.cases import evaluate, launch_modes, mode_words
 from tutor.harness.problems.attention.reference import attention_reference
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding
@@ -222,7 +223,6 @@ def hostile_findings(
     return [("hostile-wrong", detail + rounded)]
 
 
-LOG2E = 1.0 / math.log(2.0)
 
 
 def rounded_scores_words(out: torch.Tensor, expected: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
@@ -245,7 +245,7 @@ def rounded_scores_words(out: torch.Tensor, expected: torch.Tensor, q: torch.Ten
         # wrong, off the model (CPU: 1 of 34; H100, run 32: 5-9 of ~2200): at most a tenth of the wrong rows
         if int(off_model.sum()) <= wrong // 10:
             top = float(s.masked_fill(~torch.isfinite(s), 0.0).abs().max() * scale)
-            step = 2.0 ** math.floor(math.log2(top)) * torch.finfo(torch.float16).eps
+            step = spacing_at(top, torch.float16)
             fit = int((bad & ~off_model).sum())
             some = "" if fit == wrong else f" (on {fit} of its {wrong} wrong rows)"
             return (f" Your output is{some}, within the tolerance, attention computed from scores rounded to fp16"
