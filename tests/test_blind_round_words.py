@@ -101,6 +101,10 @@ WANTED = {
     "04_scale_hard_coded_for_head_dim_64": ("dv-wrong", ["grows as exp(0.707 s)", "seen on the whole shape",
                                                          "= 0.125 = 1/sqrt(64): a scale fixed for head_dim 64, where"
                                                          " this case's is 32"]),
+    # blind round 24, 07: the program's index as the table row, kvh * GROUP as the K/V head, the table's indices exchanged
+    "07_table_row_by_program": ("positions-unread", ["one term changed", "the block table's row b * KV_HEADS + h"]),
+    "07_pool_head_times_group": ("positions-unread", ["one term changed", "the K/V head h * GROUP"]),
+    "07_table_indices_exchanged": ("positions-unread", ["one term changed", "the block table's two indices exchanged"]),
     "07_pool_row_no_kv_heads": ("positions-unread", ["one term changed", "the pool row without the K/V head"]),
     "07_page_and_slot_the_other_way_round": ("positions-unread", ["block_table[b, pos % PAGE_SIZE] and slot"
                                                                   " pos // PAGE_SIZE"]),

@@ -333,10 +333,9 @@ def counted_facts(x: Launch, block_n: int | None = None) -> ReadFacts:
                     offs = sorted({int(o) for o in np.nonzero((any_read[page, :, held:] > 0).any(axis=0))[0]})
                     facts.past.append(f"offsets {index_runs([held + o for o in offs])} of page {page}, the last page of"
                                       f" sequence {s} (length {n}), which holds {held}, were loaded")
-        for page, (s, j) in enumerate(p.owner):
+        for page, (_, j) in enumerate(p.owner):
             if j < 0 and bool((any_read[page] > 0).any()):
-                key = (f"page {page} (named by sequence {s}'s block table entry {pages_needed(c.lengths[s], ps)},"
-                       f" past its length {c.lengths[s]})" if s >= 0 else f"page {page} (in no block table)")
+                key = paged_weights.unlisted_page_words(c, p, page)
                 unlisted[key] = unlisted.get(key, 0) + int((any_read[page] > 0).sum())
     facts.unlisted = [f"read {key}" for key in unlisted]
     # a tail unread while every other held element was read equally often and nothing else was

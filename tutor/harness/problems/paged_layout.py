@@ -27,14 +27,20 @@ def _candidates(x: Launch, block_n: int) -> tuple[Rows, dict[str, Rows]]:
     c = x.case
     ps, kvh = c.page_size, c.kv_heads
     table = x.inputs.block_table.cpu().numpy().astype(np.int64)
-    max_pages = table.shape[1]
+    batch, max_pages = table.shape
     pages = len(x.inputs.owner)
     flat = table.reshape(-1)
+    # the table's band holds a spare page's number on both sides (paged_decode.launch_on)
+    spare = next(page for page, (s, _) in enumerate(x.inputs.owner) if s < 0)
+
+    def at(index: np.ndarray) -> np.ndarray:
+        """The flat table's element ``index``, or the spare page its band holds where that is past either end."""
+        read: np.ndarray = np.where((index >= 0) & (index < flat.size), flat[np.clip(index, 0, flat.size - 1)], spare)
+        return read
 
     def entry(b: np.ndarray, col: np.ndarray) -> np.ndarray:
         """block_table[b, col] read as the flat table (a column past the row reads the next row)."""
-        read: np.ndarray = flat[np.clip(b * max_pages + col, 0, flat.size - 1)]
-        return read
+        return at(b * max_pages + col)
 
     def row(page: np.ndarray, h: np.ndarray, slot: np.ndarray) -> np.ndarray:
         at: np.ndarray = (page * kvh + h) * ps + slot
@@ -49,7 +55,15 @@ def _candidates(x: Launch, block_n: int) -> tuple[Rows, dict[str, Rows]]:
         f"the slot pos % BLOCK_N ({block_n}) where pos % PAGE_SIZE ({ps}) belongs":
             lambda b, h, pos: row(entry(b, pos // ps), h, pos % block_n),
         "the block table's rows strided by PAGE_SIZE where MAX_PAGES belongs":
-            lambda b, h, pos: row(flat[np.clip(b * ps + pos // ps, 0, flat.size - 1)], h, pos % ps),
+            lambda b, h, pos: row(at(b * ps + pos // ps), h, pos % ps),
+        "the block table's row b * KV_HEADS + h (the program's index over (sequence, K/V head)) where the"
+        " sequence's row b belongs": lambda b, h, pos: row(entry(b * kvh + h, pos // ps), h, pos % ps),
+        "the block table's two indices exchanged, entry (pos // PAGE_SIZE) * MAX_PAGES + b where b * MAX_PAGES"
+        " + pos // PAGE_SIZE belongs": lambda b, h, pos: row(at((pos // ps) * max_pages + b), h, pos % ps),
+        "the block table read column-major, entry (pos // PAGE_SIZE) * BATCH + b where b * MAX_PAGES +"
+        " pos // PAGE_SIZE belongs": lambda b, h, pos: row(at((pos // ps) * batch + b), h, pos % ps),
+        "the K/V head h * GROUP (the index of its group's first query head) where h belongs":
+            lambda b, h, pos: row(entry(b, pos // ps), h * c.group, pos % ps),
         "the page pos // PAGE_SIZE itself, the block table not read":
             lambda b, h, pos: row(pos // ps, h, pos % ps),
         "the page and the slot computed the other way round: block_table[b, pos % PAGE_SIZE] and slot"

@@ -249,11 +249,20 @@ def unlisted_words(cw: CaseWeights) -> list[str]:
         readers = _readers(cw, unlisted_class(c, i))
         if not readers:
             continue
-        s = p.owner[page][0]
-        what = (f"page {page} (named by sequence {s}'s block table entry {pages_needed(c.lengths[s], c.page_size)},"
-                f" past its length {c.lengths[s]})" if s >= 0 else f"page {page} (in no block table)")
-        said.append(f"{what} weighed in the attention of {readers}")
+        said.append(f"{unlisted_page_words(c, p, page)} weighed in the attention of {readers}")
     return said
+
+
+def unlisted_page_words(c: Case, p: Paged, page: int) -> str:
+    """A page no table lists for a held position, named: the table entry past a sequence's last
+    page that names it, or none; page 0 is also the page a table load masked with ``other=0``
+    names (blind round 24, 07 b10: a mask that dropped a partial last page's entry read page 0,
+    which that draw had made a sequence's page past its length)."""
+    s = p.owner[page][0]
+    what = (f"page {page} (named by sequence {s}'s block table entry {pages_needed(c.lengths[s], c.page_size)},"
+            f" past its length {c.lengths[s]}" if s >= 0 else f"page {page} (in no block table")
+    zero = "; page 0 is also the page a table load masked with other=0 gives" if page == 0 else ""
+    return f"{what}{zero})"
 
 
 def _slices_words(w: torch.Tensor, scores: torch.Tensor, seen: torch.Tensor, block_n: int,
