@@ -29,20 +29,21 @@ def flashtutor(*args: str, stdin: str = "", cwd: Path | None = None) -> subproce
 
 # Answers a student might type for the default set (stated budgets), in order.
 SCRIPT = [
-    "9 MiB",                # naive 1k: right
+    "9 MiB",                # naive 1k: too coarse (forgetting O's write gives 8.75 MiB): asked again
+    "9.00 MiB",             # naive 1k: right
     "abc",                  # garbage: asked again
     "",                     # empty: asked again
     "138 MB",               # naive 4k: right
     "1.08e9",               # naive 16k: wrong, the elements not the bytes; the answer is not shown yet
     "1.08e9",               # the second try: wrong again, now the answer is shown
-    "1 MiB",                # fused 1k
+    "1.00 MiB",             # fused 1k
     "4,194,304 bytes",      # fused 4k
     "16.8 MB",              # fused 16k
     "129x",                 # ratio
     "1.37e11",              # FLOPs
     "63.5",                 # intensity
     "64",                   # limit
-    "5k",                   # L2
+    "5000",                 # L2
     "16,594",               # HBM
     "0.53",                 # causal blocks
     "b",                    # why fusing
@@ -51,7 +52,7 @@ SCRIPT = [
     "d",                    # wrong again: the answer is shown
     "2.5x",                 # backward FLOPs over forward (FlashAttention-2's Algorithm 2)
     "a",                    # why drill 04 runs seven matmuls
-    "21 MB",                # backward reads
+    "21.04 MB",             # backward reads
     "b",                    # what the log-sum-exp saves
     "4096 bytes",           # decode bytes per cached token
     "4",                    # decode intensity
@@ -61,7 +62,7 @@ SCRIPT = [
     "0.2324",               # sliding-window blocks
     "1.745e10",             # a causal BlockMask's matmul FLOPs (drill 09)
     "256 MiB",              # a paged decode step's K/V bytes, heads packed (drill 07)
-    "1 GiB",                # the same step, one program per query head
+    "1.00 GiB",             # the same step, one program per query head
 ]
 
 
@@ -73,8 +74,9 @@ def test_a_scripted_sitting_then_a_resumed_one(tmp_path):
     assert first.returncode == 1, first.stderr  # two wrong: not solved
     assert "Traceback" not in first.stderr
     assert "stated budgets (--no-gpu)" in out
-    assert out.count("Try again.") == 2 and "'abc' is not a number" in out and "Type an answer" in out
-    assert "Right. 9 MiB = 9,437,184 bytes" in out
+    assert out.count("Try again.") == 3 and "'abc' is not a number" in out and "Type an answer" in out
+    assert "'9 MiB' is too coarse to tell the answer from a usual mistake" in out
+    assert "Right. 9.00 MiB = 9,437,184 bytes" in out
     assert "Not yet: 1,080,000,000 bytes" in out and "One more try before the answer is shown." in out
     first_try = out[out.index("Not yet: 1,080,000,000 bytes"):out.index("Wrong: 1,080,000,000 bytes")]
     assert "2,164,260,864" not in first_try and "Why:" not in first_try  # the answer is not given away
@@ -95,7 +97,7 @@ def test_a_scripted_sitting_then_a_resumed_one(tmp_path):
     assert ProgressStore(tmp_path).drill("03").attempts == len(questions) + 2  # what list and the app show
 
     # The next sitting asks only the two answered wrong, then says the quiz is done.
-    second = flashtutor("quiz", "--no-gpu", "--workspace", str(tmp_path), stdin="2.16 GB\nb\n")
+    second = flashtutor("quiz", "--no-gpu", "--workspace", str(tmp_path), stdin="2.1643 GB\nb\n")
     assert second.returncode == 0, second.stdout + second.stderr
     assert f"{len(questions) - 2} answered right in an earlier sitting are skipped" in second.stdout
     assert second.stdout.count("Why:") == 2

@@ -147,7 +147,7 @@ def test_the_exact_answer_and_its_own_display_are_right(seed):
 def test_typing_a_slips_number_names_that_slip(seed):
     for question in build_questions(seed=seed):
         for slip in question.slips:
-            feedback = check_answer(question, repr(slip.value))
+            feedback = check_answer(question, f"{slip.value:.15e}")  # every digit: no rounding to the answer
             assert feedback.status == "wrong", (question.id, slip.code)
             assert slip.code in feedback.slip_codes, (question.id, slip.code, feedback.slip_codes)
             assert slip.message in feedback.slip
@@ -156,11 +156,15 @@ def test_typing_a_slips_number_names_that_slip(seed):
 def test_headline_slips():
     questions = {q.id: q for q in build_questions()}
     naive = questions["naive-bytes:N=16384,d=128,fp16"]
-    assert check_answer(naive, "2.16 GB").status == "right"
+    # forgetting O's write gives 2,160,066,560, which rounds to 2.16 GB as well: asked for more digits
+    assert check_answer(naive, "2.16 GB").status == "invalid"
+    assert check_answer(naive, "2.1643 GB").status == "right"
     assert check_answer(naive, "2,164,260,864 bytes").status == "right"
-    assert check_answer(naive, "2.02 GiB").status == "right"  # 0.08 % off
-    # 2.0 GiB is 4·N²·2 bytes exactly, the forgot-qkvo slip (0.78 % off): a slip is never accepted
-    assert check_answer(naive, "2.0 GiB").slip_codes == ("forgot-qkvo",)
+    assert check_answer(naive, "2.02 GiB").status == "right"  # 0.22 % off, and no slip rounds to 2.02 GiB
+    # 2.0 GiB: 4·N²·2 bytes is 2 GiB exactly, the forgot-qkvo slip (0.78 % off): too coarse, never accepted
+    assert check_answer(naive, "2.0 GiB").status == "invalid"
+    assert check_answer(naive, "2,147,483,648 bytes").slip_codes == ("forgot-qkvo",)
+    assert check_answer(naive, "2,160,066,560 bytes").slip_codes == ("forgot-o-write",)
     elements = check_answer(naive, "1,082,130,432")
     assert elements.status == "wrong" and "forgot-dtype-bytes" in elements.slip_codes
     assert elements.relative_error == pytest.approx(-0.5)
@@ -178,7 +182,8 @@ def test_headline_slips():
     assert check_answer(intensity, "64").slip_codes == ("gave-the-limit",)
 
     l2 = questions["l2-fit:H100,l2=50000000,fp16"]
-    assert check_answer(l2, "5k").status == "right"  # read as 5,000, not 5,120
+    assert check_answer(l2, "5.00k").status == "right"  # read as 5,000, not 5,120
+    assert check_answer(l2, "5k").status == "invalid"  # 5,120 (a 50 MiB misreading) is 5k to one digit too
     assert check_answer(l2, "5120").slip_codes == ("decimal-binary-units",)
 
     causal = questions["causal-blocks:N=1000,block=64"]

@@ -1,7 +1,7 @@
 """``flashtutor quiz``: drill 03's questions in the plain terminal.
 
 It reads answers from stdin one line at a time, so a session can be scripted
-(``printf '2.16 GB\\n129x\\n' | flashtutor quiz``).  ``--list`` prints the
+(``printf '3.5 GB\\n42x\\n' | flashtutor quiz``).  ``--list`` prints the
 questions instead of asking them (``--json`` for a machine, ``--reveal`` with
 the answers), so autograders and tests can check the engine.
 """
@@ -26,7 +26,7 @@ from tutor.quiz import (
     record_drill_status,
 )
 from tutor.quiz.questions import DRILL_ID
-from tutor.quiz.units import format_bytes
+from tutor.quiz.units import SHORT_EXAMPLES, arithmetic_example, format_bytes
 from tutor.state.progress import NOT_SAVED, ProgressStore, not_saved_note, saved_words
 
 WIDTH = 78
@@ -100,7 +100,7 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
     if store is None:
         print(f"No workspace found: {NOT_SAVED} (use --workspace DIR).")
     warned = _warn(store, 0)
-    print("Type each answer and press Enter; units are fine (2.16 GB, 129x, 4k).\n")
+    print(intro_line() + "\n")
 
     while not session.done:
         question = session.current()
@@ -127,6 +127,12 @@ def _ask(questions: tuple[Question, ...], args: argparse.Namespace, gpu: GpuBudg
     record_drill_status(store, session, DRILL_ID)
     print(f"Score: {session.score}" + ("" if store is None else f"; {saved_words(store, 'your answers are saved')}."))
     return EXIT_OK if session.score.right == session.score.total else EXIT_FAILED
+
+
+def intro_line() -> str:
+    """How to answer, with example numbers that are no question's answer (:data:`tutor.quiz.units.SHORT_EXAMPLES`)."""
+    return (f"Type each answer and press Enter; units are fine ({', '.join(SHORT_EXAMPLES)}), "
+            f"and so is arithmetic ({arithmetic_example()}).")
 
 
 def _warn(store: ProgressStore | None, shown: int) -> int:

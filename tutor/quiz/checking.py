@@ -1,19 +1,34 @@
 """Checking one typed answer against one question.
 
-A number is right when its relative error is within the question's
-tolerance.  A wrong number is compared with the number each of the
-question's slips gives (mistake fingerprinting: the slips are computed, not
-guessed); every slip it lands on is named.  A wrong number on no slip is told
-whether it is within 10x of the answer.  Text that is not an answer at all
-comes back as ``invalid`` with a message, so the caller can ask again.
+A number is judged at the digits it was typed with (each reading carries its
+precision, :class:`tutor.quiz.units.Reading`):
+
+* it *agrees* with the answer when it is within the question's tolerance of
+  it, or when the answer rounds to it at the typed digits and it is within the
+  kind's own tolerance (``2.02 GiB`` for 2,164,260,864 bytes: the tolerance
+  was narrowed for a slip 0.2% away, but that slip does not round to 2.02 GiB);
+* a number that agrees is right, unless a slip rounds to the same digits as
+  well (``2.16 GB`` when forgetting O's write gives 2,160,066,560): then it is
+  ``invalid``, neither right nor wrong, and the student is asked for more
+  digits, without naming the slip (that would give the answer away);
+* for a "longest N that fits" question every number above the answer is wrong:
+  it does not fit (the message says how many bytes it would need);
+* any other number is wrong.  A wrong number is compared with the number each
+  of the question's slips gives (mistake fingerprinting: the slips are
+  computed, not guessed); every slip it lands on is named.  A wrong number on
+  no slip is told whether it is within 10x of the answer.
+
+Text that is not an answer at all comes back as ``invalid`` with a message, so
+the caller can ask again.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from tutor.quiz.model import Question, QuizTexts, load_texts
+from tutor.quiz.model import FitLimit, Question, QuizTexts, load_texts
 from tutor.quiz.units import AnswerError, Reading, format_quantity, grouped, parse_number
 
 AnswerStatus = Literal["right", "wrong", "invalid"]
@@ -26,13 +41,14 @@ INVALID: AnswerStatus = "invalid"
 class AnswerFeedback:
     """What the tutor says about one answer.
 
-    ``status`` is ``right``, ``wrong`` or ``invalid`` (not an answer: ask again;
-    nothing is recorded).  ``message`` is the verdict in one or two sentences;
-    ``relative_error`` is signed ((given − answer) / answer; None for choices and
-    invalid input); ``explanation`` is the derivation (empty when invalid);
-    ``slip`` says which likely mistake the answer matches (None when it matches
-    none) and ``slip_codes`` names them for the hint engine.  ``reading`` is how
-    the answer was read (``2.16 GB = 2,160,000,000 bytes``).
+    ``status`` is ``right``, ``wrong`` or ``invalid`` (not an answer, or one
+    too coarse to judge: ask again; nothing is recorded).  ``message`` is the
+    verdict in one or two sentences; ``relative_error`` is signed ((given −
+    answer) / answer; None for choices and invalid input); ``explanation`` is
+    the derivation (empty when invalid); ``slip`` says which likely mistake the
+    answer matches (None when it matches none) and ``slip_codes`` names them
+    for the hint engine.  ``reading`` is how the answer was read
+    (``3.5 GB = 3,500,000,000 bytes``).
     """
 
     question_id: str
@@ -71,20 +87,51 @@ def check_answer(question: Question, text: str, texts: QuizTexts | None = None,
     return replace(feedback, explanation="", answer_text="", final=False)
 
 
+# --- numbers -------------------------------------------------------------------------------
+
+Verdict = Literal["right", "too-coarse", "does-not-fit", "wrong"]
+_PREFERRED: dict[Verdict, int] = {"right": 0, "too-coarse": 1, "wrong": 2, "does-not-fit": 3}
+"""Which reading of an ambiguous number (a bare k) is judged: the first verdict here, then the closer reading."""
+
+
+def _judge(question: Question, reading: Reading) -> Verdict:
+    """What one reading of a number is, before any words (see the module's docstring)."""
+    answer, value, precision = float(question.answer), reading.value, reading.precision
+    if question.fit_limit is not None and value > answer:
+        return "does-not-fit"
+    off = abs(value - answer)
+    agrees = off <= question.tolerance * answer or (
+        off <= precision and off <= question.rounding_tolerance * answer)
+    if not agrees:
+        return "wrong"
+    if any(abs(value - slip.value) <= precision for slip in question.slips):
+        return "too-coarse"
+    return "right"
+
+
 def _check_number(question: Question, text: str, texts: QuizTexts, reveal: bool = True) -> AnswerFeedback:
     try:
         readings = parse_number(text, question.quantity)
     except AnswerError as exc:
         return AnswerFeedback(question.id, INVALID, str(exc))
     answer = float(question.answer)
-    reading = min(readings, key=lambda r: abs(r.value - answer))
+    # of two readings (a bare k: 1,000 or 1,024) the one that agrees with the answer, else the closer one
+    # (a length that does not fit last: "4.9k" for 5,000 is 4,900, not 5,017.6)
+    verdict, reading = min(((_judge(question, r), r) for r in readings),
+                           key=lambda vr: (_PREFERRED[vr[0]], abs(vr[1].value - answer)))
+    if verdict == "too-coarse":
+        return AnswerFeedback(question.id, INVALID, _too_coarse_message(texts, question, text, reading),
+                              reading=reading.how)
     relative_error = (reading.value - answer) / answer
     common = AnswerFeedback(question.id, WRONG, "", relative_error=relative_error, explanation=question.explanation,
                             reading=reading.how, answer_text=question.answer_text)
-    if abs(relative_error) <= question.tolerance:
+    if verdict == "right":
         return replace(common, status=RIGHT, message=_right_message(texts, question, reading, relative_error))
-    codes, slip = _match_slips(question, reading.value)
-    if slip is None:
+    codes, slip = _match_slips(question, reading)
+    if verdict == "does-not-fit":
+        assert question.fit_limit is not None
+        message = _does_not_fit_message(texts, question, question.fit_limit, reading, reveal)
+    elif slip is None:
         ratio = 1 + relative_error  # given / answer
         slip_free = texts.messages["close" if 0.1 <= ratio <= 10 else "far"]
         message = f"{_wrong_message(texts, question, reading, relative_error, reveal)} {slip_free}"
@@ -118,16 +165,49 @@ def _wrong_message(texts: QuizTexts, question: Question, reading: Reading, relat
     return texts.messages["wrong"].format(given=given, distance=distance, answer=question.answer_text)
 
 
+def _does_not_fit_message(texts: QuizTexts, question: Question, fit: FitLimit, reading: Reading,
+                          reveal: bool) -> str:
+    """A length above the answer of a "longest N that fits" question: the bytes it would need."""
+    n = math.ceil(reading.value)  # the first whole length at or above the one given: above the answer
+    if n == reading.value:
+        length = texts.messages["length"].format(n=n)
+    else:
+        length = texts.messages["next_whole_length"].format(n=n, given=f"{reading.value:,.6g}")
+    words = texts.messages["does_not_fit" if reveal else "does_not_fit_first"]
+    return words.format(length=length, what=fit.what, needed=fit.bytes_at(n), budget=fit.budget_bytes,
+                        where=fit.where, answer=question.answer_text)
+
+
+_UNITS = {"bytes": "bytes", "tokens": "tokens", "flops": "FLOP", "flops-per-byte": "FLOP/byte"}
+
+
+def _too_coarse_message(texts: QuizTexts, question: Question, text: str, reading: Reading) -> str:
+    """Asks for more digits; names neither the slip nor the answer."""
+    half = reading.precision
+    precision = grouped(half) if half >= 1 else f"{half:.3g}"
+    unit = _UNITS.get(question.quantity, "")
+    return texts.messages["too_coarse"].format(
+        given=repr(text.strip()), precision=f"{precision} {unit}".strip(),
+        more=texts.messages[f"more_digits_{question.quantity}"])
+
+
 def _percent(relative_error: float) -> str:
     return f"{abs(relative_error) * 100:.3g}%"
 
 
-def _match_slips(question: Question, value: float) -> tuple[tuple[str, ...], str | None]:
-    """Every slip whose number the answer lands on (within the question's tolerance)."""
-    matched = [s for s in question.slips if abs(value - s.value) <= question.tolerance * s.value]
+def _match_slips(question: Question, reading: Reading) -> tuple[tuple[str, ...], str | None]:
+    """Every slip the answer lands on: within the question's tolerance of the slip's number, or
+    the slip rounds to the digits typed (and is within the kind's own tolerance of them)."""
+    value, precision = reading.value, reading.precision
+    matched = [s for s in question.slips
+               if abs(value - s.value) <= max(question.tolerance * s.value,
+                                              min(precision, question.rounding_tolerance * s.value))]
     codes = tuple(dict.fromkeys(s.code for s in matched))
     messages = list(dict.fromkeys(s.message for s in matched))
     return codes, (" ".join(messages) if messages else None)
+
+
+# --- choices -------------------------------------------------------------------------------
 
 
 def _check_choice(question: Question, text: str, texts: QuizTexts, reveal: bool = True) -> AnswerFeedback:

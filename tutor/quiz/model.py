@@ -58,13 +58,36 @@ class Option:
 
 
 @dataclass(frozen=True)
+class FitLimit:
+    """What makes a "longest N that fits" answer an upper bound: N fits while
+    N² × ``bytes_per_n2`` <= ``budget_bytes``, and no longer N does.  ``what``
+    names what has to fit ("S alone") and ``where`` the budget ("the L2"), for
+    the message that tells a student their N does not fit."""
+
+    budget_bytes: int
+    bytes_per_n2: int
+    what: str
+    where: str
+
+    def bytes_at(self, n: int) -> int:
+        """The bytes that have to fit at length ``n``."""
+        return n * n * self.bytes_per_n2
+
+
+@dataclass(frozen=True)
 class Question:
     """One checked question.
 
     ``quantity`` is what the answer is (``bytes``, ``tokens``, ``ratio``,
     ``flops``, ``flops-per-byte``, ``fraction``, or ``choice``); ``answer`` is
     a number in that quantity's base unit, or an option key for a choice.
-    ``tolerance`` is relative: a number within it of the answer is right.
+    ``tolerance`` is relative: a number within it of the answer is right.  It
+    is the kind's tolerance (``kind_tolerance``) narrowed where a slip lies
+    close (:func:`tutor.quiz.questions.slip_safe_tolerance`); a number rounded
+    at its typed digits may still be right within ``kind_tolerance`` when no
+    slip rounds to the same digits (:mod:`tutor.quiz.checking`).  ``fit_limit``
+    is set when the answer is the longest N that fits a budget: then every
+    number above the answer is wrong, whatever the tolerance.
     """
 
     id: str
@@ -78,10 +101,22 @@ class Question:
     parameters: Mapping[str, Any] = field(default_factory=dict)
     slips: tuple[Slip, ...] = ()
     options: tuple[Option, ...] = ()
+    kind_tolerance: float | None = None  # None: the same as ``tolerance``
+    fit_limit: FitLimit | None = None
 
     @property
     def is_choice(self) -> bool:
         return self.quantity == "choice"
+
+    @property
+    def answer_is_upper_bound(self) -> bool:
+        """True for a "longest N that fits" question: a number above the answer does not fit."""
+        return self.fit_limit is not None
+
+    @property
+    def rounding_tolerance(self) -> float:
+        """The kind's own tolerance, before any slip narrowed it."""
+        return self.tolerance if self.kind_tolerance is None else self.kind_tolerance
 
     @property
     def answer_text(self) -> str:
@@ -105,6 +140,7 @@ class Question:
             "text": self.text,
             "quantity": self.quantity,
             "tolerance": self.tolerance,
+            "answer_is_upper_bound": self.answer_is_upper_bound,
             "parameters": dict(self.parameters),
         }
         if self.options:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -33,6 +33,7 @@ from tutor.quiz.model import (
     NUMERIC_KINDS,
     QUIZ_FILE,
     ChoiceKind,
+    FitLimit,
     NumericKind,
     Option,
     Question,
@@ -65,6 +66,7 @@ __all__ = [
 ]
 
 DTYPE_BYTES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
+COMMON_ELEMENT_SIZES = (2, 4)  # the sizes a student mixes up a dtype's with (fp16/bf16 and fp32)
 
 # The headline cases, always in the default set.
 HEADLINE_LENGTHS = (1024, 4096, 16384)
@@ -106,8 +108,13 @@ def _numeric_question(
     slips: Sequence[tuple[str, int | float | Fraction]],
     parameters: dict[str, Any],
     values: dict[str, Any],
+    fit: tuple[int, int] | None = None,
 ) -> Question:
-    """Assemble a numeric question: fill the words, keep the slips a student can be told apart by."""
+    """Assemble a numeric question: fill the words, keep the slips a student can be told apart by.
+
+    ``fit`` is (budget bytes, bytes per N²) for a "longest N that fits" question:
+    its answer is an upper bound, and the kind's ``fit_what`` and ``fit_where``
+    words name what has to fit and where."""
     words = texts.kinds[kind]
     answer_value = float(answer)
     fill = {**parameters, **values, "answer": answer, "answer_text": format_quantity(answer_value, quantity)}
@@ -120,6 +127,10 @@ def _numeric_question(
             continue
         kept.append(Slip(code, float(value), paragraph(slip_words[code].format(**fill))))
     tolerance = slip_safe_tolerance(float(words["tolerance"]), answer_value, [s.value for s in kept])
+    fit_limit = None
+    if fit is not None:
+        fit_limit = FitLimit(fit[0], fit[1], paragraph(words["fit_what"].format(**fill)),
+                             paragraph(words["fit_where"].format(**fill)))
     return Question(
         id=f"{kind}:{id_parameters}",
         kind=kind,
@@ -131,6 +142,8 @@ def _numeric_question(
         explanation=paragraph(words["explanation"].format(**fill)),
         parameters=parameters,
         slips=tuple(kept),
+        kind_tolerance=float(words["tolerance"]),
+        fit_limit=fit_limit,
     )
 
 
@@ -146,13 +159,19 @@ def slip_safe_tolerance(tolerance: float, answer: float, slip_values: Sequence[f
     return tolerance
 
 
-def _byte_slips(answer: int) -> list[tuple[str, float]]:
-    """Unit slips every byte answer can show: GB vs GiB (and MB, kB), or a prefix off by 1000."""
+def _byte_slips(count: Callable[[int], int], b: int) -> list[tuple[str, float]]:
+    """Slips every byte answer can show.  ``count(size)`` is the question's byte count
+    with ``size`` bytes per element (``count(b)`` is the answer): GB vs GiB (and MB, kB),
+    a prefix off by 1000, bits for bytes, and the count redone with another common
+    element size (2 or 4 bytes, where it is not the question's)."""
+    answer = count(b)
     slips: list[tuple[str, float]] = []
     for power in (1, 2, 3):
         slips += [("decimal-binary-units", answer * 1.024**power), ("decimal-binary-units", answer / 1.024**power)]
     for power in (1, 2, 3):
         slips += [("unit-prefix-1000", answer * 1000**power), ("unit-prefix-1000", answer / 1000**power)]
+    slips.append(("bits-not-bytes", answer * 8))
+    slips += [("wrong-dtype-size", count(size)) for size in COMMON_ELEMENT_SIZES if size != b]
     return slips
 
 
@@ -173,7 +192,8 @@ def naive_bytes_question(texts: QuizTexts, n: int, d: int, dtype: str) -> Questi
         ("counted-s-not-p", (qkvo + 2 * n * n) * b),  # S written and read, P left out
         ("read-write-once", (qkvo + 2 * n * n) * b),  # S once, P once
         ("forgot-qkvo", scores * b),
-        *_byte_slips(answer),
+        ("forgot-o-write", (3 * n * d + 4 * n * n) * b),  # Q, K, V read, S and P, but no O written
+        *_byte_slips(lambda size: f.naive_hbm_bytes(n, d, size), b),
     ]
     values = {"qkvo": qkvo, "scores": scores, "score_share": scores / (qkvo + scores)}
     return _numeric_question(texts, "naive-bytes", key, "bytes", answer, slips, parameters, values)
@@ -187,7 +207,7 @@ def fused_bytes_question(texts: QuizTexts, n: int, d: int, dtype: str) -> Questi
         ("forgot-dtype-bytes", f.fused_elements(n, d)),
         ("forgot-o-write", 3 * n * d * b),
         ("counted-scores", f.naive_hbm_bytes(n, d, b)),
-        *_byte_slips(answer),
+        *_byte_slips(lambda size: f.fused_hbm_bytes(n, d, size), b),
     ]
     values = {"elements": f.fused_elements(n, d)}
     return _numeric_question(texts, "fused-bytes", key, "bytes", answer, slips, parameters, values)
@@ -287,7 +307,7 @@ def l2_fit_question(texts: QuizTexts, budget: GpuBudget, dtype: str) -> Question
         "next_bytes": f.score_matrix_bytes(answer + 1, b),
     }
     key = f"{budget.name},l2={l2},{dtype}"
-    return _numeric_question(texts, "l2-fit", key, "tokens", answer, slips, parameters, values)
+    return _numeric_question(texts, "l2-fit", key, "tokens", answer, slips, parameters, values, fit=(l2, b))
 
 
 def hbm_fit_question(texts: QuizTexts, budget: GpuBudget, batch: int, heads: int, dtype: str) -> Question:
@@ -314,7 +334,8 @@ def hbm_fit_question(texts: QuizTexts, budget: GpuBudget, batch: int, heads: int
         "root": math.sqrt(hbm / (matrices * b)),
     }
     key = f"{budget.name},hbm={hbm},B={batch},H={heads},{dtype}"
-    return _numeric_question(texts, "hbm-fit", key, "tokens", answer, slips, parameters, values)
+    return _numeric_question(texts, "hbm-fit", key, "tokens", answer, slips, parameters, values,
+                             fit=(hbm, matrices * b))
 
 
 def causal_blocks_question(texts: QuizTexts, n: int, block: int) -> Question:
@@ -365,8 +386,15 @@ def tiled_traffic_question(texts: QuizTexts, n: int, d: int, dtype: str, block_r
         ("reread-per-row", 2 * n * d * b + n * 2 * n * d * b),  # K and V once per query row
         ("forgot-v", 2 * n * d * b + blocks * n * d * b),
         ("forgot-dtype-bytes", answer // b),
-        *_byte_slips(answer),
+        ("forgot-q-and-o", answer - 2 * n * d * b),  # the K/V re-reads alone
+        *_byte_slips(lambda size: f.tiled_hbm_bytes(n, d, size, sram), b),
     ]
+    naive = f.naive_hbm_bytes(n, d, b)
+    # which side of naive attention's bytes the whole count falls on, in words that are true for
+    # this draw: at a small M (M < 2·d²·b) the re-reads alone outgrow naive's 4·N²·b
+    side = "below" if answer < naive else "above"
+    versus_naive = texts.kinds["tiled-traffic"]["versus_naive"][side].format(
+        factor=naive / answer if side == "below" else answer / naive, m_factor=sram / (2 * d * d * b))
     values = {
         "sram": sram,
         "sram_text": format_bytes(sram),
@@ -376,7 +404,8 @@ def tiled_traffic_question(texts: QuizTexts, n: int, d: int, dtype: str, block_r
         "kv": blocks * 2 * n * d * b,
         "compulsory_text": format_bytes(f.fused_hbm_bytes(n, d, b)),
         "over_compulsory": answer / f.fused_hbm_bytes(n, d, b),
-        "over_naive": answer / f.naive_hbm_bytes(n, d, b),
+        "over_naive": answer / naive,
+        "versus_naive": paragraph(versus_naive),
     }
     key = f"{key},M={sram}"
     return _numeric_question(texts, "tiled-traffic", key, "bytes", answer, slips, parameters, values)
@@ -392,7 +421,8 @@ def backward_bytes_question(texts: QuizTexts, n: int, d: int, dtype: str) -> Que
         ("forgot-o", 4 * n * d * b + lse),  # D = rowsum(dO ∘ O) needs O
         ("counted-writes", 8 * n * d * b + lse),  # + dQ, dK, dV written
         ("stored-p", 5 * n * d * b + f.stored_p_bytes(n, b)),  # a stored P read instead of L
-        *_byte_slips(answer),
+        ("forgot-lse", 5 * n * d * b),  # the five tensors, no L
+        *_byte_slips(lambda size: f.backward_read_bytes(n, d, size), b),
     ]
     values = {
         "tensors": 5 * n * d * b,
@@ -422,7 +452,7 @@ def decode_bytes_question(texts: QuizTexts, heads: int, kv_heads: int, d: int, d
         ("used-query-heads", f.kv_bytes_per_token(heads, d, b)),
         ("forgot-v", kv_heads * d * b),
         ("forgot-dtype-bytes", 2 * kv_heads * d),
-        *_byte_slips(answer),
+        *_byte_slips(lambda size: f.kv_bytes_per_token(kv_heads, d, size), b),
     ]
     return _numeric_question(texts, "decode-bytes", key, "bytes", answer, slips, parameters, {})
 
@@ -456,7 +486,7 @@ def kv_cache_question(texts: QuizTexts, layers: int, heads: int, kv_heads: int, 
         ("forgot-v", layers * kv_heads * d * b),
         ("forgot-layers", f.kv_bytes_per_token(kv_heads, d, b)),
         ("forgot-dtype-bytes", 2 * layers * kv_heads * d),
-        *_byte_slips(answer),
+        *_byte_slips(lambda size: f.kv_bytes_per_token(kv_heads, d, size, layers), b),
     ]
     values = {
         "context": context,
@@ -496,7 +526,7 @@ def packed_step_bytes_question(texts: QuizTexts, batch: int, context: int, heads
         ("forgot-v", answer // 2),
         ("forgot-batch", answer // batch),
         ("forgot-dtype-bytes", answer // b),
-        *_byte_slips(answer),
+        *_byte_slips(lambda size: f.decode_step_kv_bytes(batch, context, kv_heads, d, size), b),
     ]
     return _numeric_question(texts, "packed-step-bytes", key, "bytes", answer, slips, parameters, {})
 
@@ -512,7 +542,8 @@ def unpacked_step_bytes_question(texts: QuizTexts, batch: int, context: int, hea
         ("forgot-v", answer // 2),
         ("forgot-batch", answer // batch),
         ("forgot-dtype-bytes", answer // b),
-        *_byte_slips(answer),
+        *_byte_slips(lambda size: f.decode_step_kv_bytes(batch, context, kv_heads, d, size, reads_per_kv_head=group),
+                     b),
     ]
     values = {"packed_text": format_bytes(f.decode_step_kv_bytes(batch, context, kv_heads, d, b))}
     return _numeric_question(texts, "unpacked-step-bytes", key, "bytes", answer, slips, parameters, values)

@@ -15,8 +15,11 @@ from textual.worker import Worker
 from tutor.app.widgets.status_bar import StatusBar
 from tutor.quiz import AnswerFeedback, QuizSession, record_drill_status
 from tutor.quiz.questions import DRILL_ID
+from tutor.quiz.units import SHORT_EXAMPLES
 from tutor.state.progress import saved_words
 
+PLACEHOLDER = f"your answer: {', '.join(SHORT_EXAMPLES)}, b …  (Enter)"
+"""The answer box's hint: example numbers that are no question's answer, and an option letter."""
 MARKS = {"right": "✔ right", "wrong": "✘ wrong", "invalid": "? not an answer"}
 STYLES = {"right": "bold green", "wrong": "bold red", "invalid": "bold yellow"}
 
@@ -71,7 +74,7 @@ class QuizScreen(Screen[None]):
         with VerticalScroll(id="quiz-body"):
             yield Static(id="question")
             yield Static(id="feedback")
-        yield Input(placeholder="your answer: 2.16 GB, 129x, 4k, b …  (Enter)", id="answer")
+        yield Input(placeholder=PLACEHOLDER, id="answer")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
