@@ -183,7 +183,8 @@ def test_headline_slips():
 
     l2 = questions["l2-fit:H100,l2=50000000,fp16"]
     assert check_answer(l2, "5.00k").status == "right"  # read as 5,000, not 5,120
-    assert check_answer(l2, "5k").status == "invalid"  # 5,120 (a 50 MiB misreading) is 5k to one digit too
+    # 5,000 exactly (k = 1,000): the answer itself, though 5,120 (a 50 MiB misreading) is 5k to one digit too
+    assert check_answer(l2, "5k").status == "right"
     assert check_answer(l2, "5120").slip_codes == ("decimal-binary-units",)
 
     causal = questions["causal-blocks:N=1000,block=64"]

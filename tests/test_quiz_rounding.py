@@ -98,8 +98,9 @@ def test_a_rounded_answer_is_never_wrong_and_a_rounded_slip_never_right(seed):
 
 def test_the_too_coarse_message_fits_the_quantity():
     questions = {q.kind: q for q in build_questions()}
-    l2 = check_answer(questions["l2-fit"], "5k")  # 5,000; a 50 MiB misreading gives 5,120
-    assert l2.status == "invalid" and "±500 tokens" in l2.message and "the exact length" in l2.message
+    l2_fp32 = next(q for q in build_questions(seed=17) if q.kind == "l2-fit")  # 3,535 tokens
+    l2 = check_answer(l2_fp32, "3.5k")  # 3,500 or 3,584, and a slip within 50 of 3,500 too
+    assert l2.status == "invalid" and "±50 tokens" in l2.message and "the exact length" in l2.message
     causal = questions["causal-blocks"]  # 17/32 = 0.53125; exactly half is 0.5
     assert check_answer(causal, "0.5").status == "wrong"  # 0.03 off: beyond the kind's tolerance
 
@@ -115,3 +116,11 @@ def test_a_sitting_asks_the_same_question_again_and_records_nothing():
     assert feedback.status == "invalid" and session.current().id == "naive-bytes:N=16384,d=128,fp16"
     assert session.score.answered == 2 and len(session.answers) == 2
     assert session.answer("2,164,260,864 bytes").right
+
+
+def test_the_answer_itself_is_right_whatever_its_digits_could_round_from() -> None:
+    """"9 MiB" is 9,437,184 bytes exactly, the naive 1k answer, though forgetting O's write (8.75 MiB)
+    also rounds to 9 MiB at one digit: a student who typed the answer itself is not asked again."""
+    question = next(q for q in build_questions() if q.id == "naive-bytes:N=1024,d=128,fp16")
+    assert check_answer(question, "9 MiB").status == "right"
+    assert check_answer(question, "9,437,184").status == "right"

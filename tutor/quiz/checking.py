@@ -100,6 +100,8 @@ def _judge(question: Question, reading: Reading) -> Verdict:
     if question.fit_limit is not None and value > answer:
         return "does-not-fit"
     off = abs(value - answer)
+    if off <= 1e-12 * answer:
+        return "right"  # the answer itself ("9 MiB" for 9,437,184 bytes), whatever else its digits could round from
     agrees = off <= question.tolerance * answer or (
         off <= precision and off <= question.rounding_tolerance * answer)
     if not agrees:
