@@ -101,7 +101,11 @@ WANTED = {
     "04_scale_hard_coded_for_head_dim_64": ("dv-wrong", ["grows as exp(0.707 s)", "seen on the whole shape",
                                                          "= 0.125 = 1/sqrt(64): a scale fixed for head_dim 64, where"
                                                          " this case's is 32"]),
-    # blind round 24, 07: the program's index as the table row, kvh * GROUP as the K/V head, the table's indices exchanged
+    # blind round 24, 04: P rebuilt with lse[None, :] (a square tile): the measured P says which lse each key took
+    "04_lse_broadcast_along_the_keys_in_both_loops": ("dv-wrong", ["lse broadcast along the keys",
+                                                                   "start_m + (c - start_n)"]),
+    # blind round 24, 07: the program's index as the table row, kvh * GROUP as the K/V head, the table's
+    # indices exchanged
     "07_table_row_by_program": ("positions-unread", ["one term changed", "the block table's row b * KV_HEADS + h"]),
     "07_pool_head_times_group": ("positions-unread", ["one term changed", "the K/V head h * GROUP"]),
     "07_table_indices_exchanged": ("positions-unread", ["one term changed", "the block table's two indices exchanged"]),

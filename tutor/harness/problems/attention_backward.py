@@ -473,7 +473,24 @@ def _candidate_p(launch: BackwardLaunch, block_m: int, block_n: int) -> dict[str
         head_dim = launch.q.shape[-1]
         found[f"p-wrong-scale/scale-twice{mask_name}"] = keep(torch.exp(s * head_dim**-0.5 - lse_), rule)
         found[f"p-wrong-scale/unscaled{mask_name}"] = keep(torch.exp(s * head_dim**0.5 - lse_), rule)
+        if block_m == block_n:  # lse[None, :] broadcasts only on a square tile
+            found[f"dv-wrong/{_LSE_ALONG_KEYS}{mask_name}"] = keep(torch.exp(s - _lse_along_keys(lse, block_m)), rule)
     return found
+
+
+_LSE_ALONG_KEYS = ("exp(s - lse) with lse broadcast along the keys: key c's column subtracts the lse of query row"
+                   " start_m + (c - start_n), the row at the key's place in its block (lse[None, :] where lse[:, None]"
+                   " belongs)")
+
+
+def _lse_along_keys(lse: torch.Tensor, block: int) -> torch.Tensor:
+    """(..., N, N): for row r and key c, the lse a square tile's ``lse[None, :]`` subtracts there, that of
+    row (r // block) * block + c % block, or 0 past the last row (the masked load's other=0.0)."""
+    seq = lse.shape[-1]
+    rows = torch.arange(seq, device=lse.device)
+    index = (rows[:, None] // block) * block + rows[None, :] % block
+    padded = torch.cat([lse, lse.new_zeros(*lse.shape[:-1], 1)], dim=-1)
+    return padded[..., index.clamp(max=seq)]
 
 
 def _visited_pairs(visits: torch.Tensor, seq: int, row_block: int, col_block: int) -> torch.Tensor:
