@@ -101,6 +101,13 @@ WANTED = {
     "04_scale_hard_coded_for_head_dim_64": ("dv-wrong", ["grows as exp(0.707 s)", "seen on the whole shape",
                                                          "= 0.125 = 1/sqrt(64): a scale fixed for head_dim 64, where"
                                                          " this case's is 32"]),
+    # blind round 24, 05: a merge that walks the slices in order, rescaling only one of l and the output
+    "05_walking_merge_output_not_rescaled": ("wrong-output", ["M_s the running maximum of slices 0..s",
+                                                              "but not its accumulated output"]),
+    "05_walking_merge_sum_not_rescaled": ("wrong-output", ["M_t the running maximum of slices 0..t",
+                                                           "but not its sum l"]),
+    "05_scores_rounded_to_fp16": ("wrong-output", ["attention computed from scores rounded to fp16 in log2 units",
+                                                   "at the high case's scores"]),
     # blind round 24, 04: P rebuilt with lse[None, :] (a square tile): the measured P says which lse each key took
     "04_lse_broadcast_along_the_keys_in_both_loops": ("dv-wrong", ["lse broadcast along the keys",
                                                                    "start_m + (c - start_n)"]),

@@ -60,6 +60,7 @@ from tutor.harness.problems import split_kv_layout as layout
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
+from tutor.harness.problems.attention.hostile import rounded_scores_words
 from tutor.harness.problems.attention.readout import one_hot_values
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
@@ -819,7 +820,7 @@ def diagnose(
     codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested.visits_trusted))
     _wrong_before_nan(codes)
     if "wrong-output" in codes:
-        codes["wrong-output"] += _narrow_state_words(failing)
+        codes["wrong-output"] += _narrow_state_words(failing) or _rounded_score_words(failing, tolerance)
     unstored, explains = _unstored_words(tested, tolerance)
     large = _large_scores(codes, failing, measured if map_trusted and tested.visits_trusted else None,
                           lambda: _padding_words(failing, module, tolerance), unstored if explains else "")
@@ -1105,6 +1106,21 @@ def _narrow_state_words(failing: list[Launch]) -> str:
             f" steps of {step:g}, so a maximum stored in it is off by up to {step / 2:g} and each slice's weight"
             f" 2^(m_s - M) by up to a factor 2^{step / 2:g} = {2 ** (step / 2):.3f}. Keep the states in"
             f" float32.{also}")
+
+
+def _rounded_score_words(failing: list[Launch], tolerance: float) -> str:
+    """Where the high case fails and its output is, within the tolerance, attention from the true
+    scores rounded to fp16 (:func:`hostile.rounded_scores_words`: a q.k computed or kept in fp16,
+    blind round 24, 05/b16), those words; "" otherwise."""
+    high = next((x for x in failing if x.case.name == "high" and _result(x).written_and_finite), None)
+    if high is None:
+        return ""
+    q, k = high.q.to(torch.float64), high.k.to(torch.float64)
+    s = (q[:, :, None, :] @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # (batch, heads, 1, max_len)
+    held = torch.arange(k.shape[2], device=k.device) < high.lengths.to(k.device).long()[:, None]  # (batch, max_len)
+    s = s.masked_fill(~held[:, None, None, :], float("-inf")).cpu()
+    return rounded_scores_words(high.out[:, :, None, :].cpu(), high.expected[:, :, None, :].cpu(), s,
+                                high.v.cpu(), tolerance, "the high case")
 
 
 def _unstored_words(tested: Apart, tolerance: float) -> tuple[str, bool]:

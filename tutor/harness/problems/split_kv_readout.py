@@ -932,6 +932,12 @@ def read_weights(got: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor, labels
     safe_l = torch.where(nonempty, sums, torch.ones_like(sums))
     ln_l = base * safe_l.pow(LN2) * nonempty.double()
     log2_l = base * safe_l.pow(LOG2E) * nonempty.double()
+    # a merge that walks the slices in order, one running maximum M_s over slices 0..s (blind round 24,
+    # 05/b20): what it adds of slice s carries 2^(m_s - M_s), rescaled by alpha to the final M or not
+    running = torch.where(nonempty, m2, torch.full_like(m2, float("-inf"))).cummax(-1).values
+    at_its_time = torch.where(nonempty, torch.exp2(m2 - running.clamp_min(-1e300)), torch.zeros_like(m2)) * sums
+    total = (sums * base).sum(-1, keepdim=True)
+    sum_at_its_time = at_its_time.sum(-1, keepdim=True)
     described = {
         "l_s e^(m_s - M) / sum_t l_t e^(m_t - M): natural exp applied to maxima kept in the exp2 domain (or the"
         " other way round)": natural / natural.sum(-1, keepdim=True),
@@ -945,6 +951,12 @@ def read_weights(got: torch.Tensor, m2: torch.Tensor, sums: torch.Tensor, labels
             -1, keepdim=True),
         "l_s / sum_t l_t 2^(m_t - M): the o_s are added without their factor 2^(m_s - M), while the sum it divides"
         " by has it": sums / (sums * base).sum(-1, keepdim=True),
+        "l_s 2^(m_s - M_s) / sum_t l_t 2^(m_t - M), with M_s the running maximum of slices 0..s: a merge that"
+        " walks the slices in order rescales its sum l by alpha = 2^(M_old - M_new) when the maximum grows, but"
+        " not its accumulated output": at_its_time / total,
+        "l_s 2^(m_s - M) / sum_t l_t 2^(m_t - M_t), with M_t the running maximum of slices 0..t: a merge that"
+        " walks the slices in order rescales its accumulated output by alpha = 2^(M_old - M_new) when the maximum"
+        " grows, but not its sum l": sums * base / sum_at_its_time,
         "1 for the slice holding the largest maximum, 0 for the others": top / top.sum(-1, keepdim=True),
         f"its share of the mass among slices 0..{slots - 2}, and 0 for slice {slots - 1}: the merge leaves out the"
         f" last slice (its mask or loop over the slices one short)": but_last / but_last.sum(-1, keepdim=True),

@@ -219,20 +219,20 @@ def hostile_findings(
         return [("no-running-max", detail)]
     if overflow.any() and (bad & ~(overflow & late)).sum() == 0 and (early & ~bad).any():
         return [("stale-max", detail)]
-    rounded = rounded_scores_words(out, expected, q, k, v, causal, tolerance) if v is not None else ""
+    rounded = rounded_scores_words(out, expected, scores(q, k, causal), v, tolerance) if v is not None else ""
     return [("hostile-wrong", detail + rounded)]
 
 
 
 
-def rounded_scores_words(out: torch.Tensor, expected: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
-                         v: torch.Tensor, causal: bool, tolerance: float) -> str:
-    """Where the output is, within the tolerance, attention computed from scores rounded to
+def rounded_scores_words(out: torch.Tensor, expected: torch.Tensor, s: torch.Tensor, v: torch.Tensor,
+                         tolerance: float, case: str = "the hostile case") -> str:
+    """Where the output (..., rows, head_dim) is, within the tolerance, attention computed from the
+    true scores ``s`` (..., rows, keys: natural units, -inf where a row may not look) rounded to
     fp16 (in log2 units, natural units, or before the scale: where a kernel may cast its score
     tile), in words ("" otherwise; blind round 23, 02: a score tile cast to fp16 was told only
-    by the groups of rows it got wrong)."""
-    s = scores(q, k, causal)
-    root = q.shape[-1] ** 0.5
+    by the groups of rows it got wrong; blind round 24, 05: a decode kernel's q.k summed in fp16)."""
+    root = v.shape[-1] ** 0.5
     v64 = v.to(torch.float64)
     bad = row_errors(out, expected, per_head=True) > tolerance  # the rows the reference finds wrong
     wrong = int(bad.sum())
@@ -250,7 +250,7 @@ def rounded_scores_words(out: torch.Tensor, expected: torch.Tensor, q: torch.Ten
             some = "" if fit == wrong else f" (on {fit} of its {wrong} wrong rows)"
             return (f" Your output is{some}, within the tolerance, attention computed from scores rounded to fp16"
                     f" {where}:"
-                    f" at the hostile case's scores (up to {top:.0f} there) fp16 keeps steps of {step:g}, so each"
+                    f" at {case}'s scores (up to {top:.0f} there) fp16 keeps steps of {step:g}, so each"
                     f" score is off by up to {step / 2:g} there, and its weight by up to a factor"
                     f" exp({step / 2 / scale:.3g}) = {math.exp(step / 2 / scale):.3f}. Keep the score tile in fp32.")
     return ""
