@@ -248,6 +248,8 @@ def test_all_checks_every_drill(workspace: Path):
     assert results == ["PASSED"] + ["FAILED"] * len(LATER_KERNEL_DRILLS)
     assert f"01 Causal masking ({workspace / 'drills' / get_drill('01').file})" in report.stdout
     assert "03 " + get_drill("03").title + ": a paper drill" in report.stdout
+    # drill 04's two loops: the dQ loop's map is the headline, the dK/dV loop's counted beside it
+    assert re.search(r"^also visited  : \d+/\d+ blocks in total \(ideal \d+\) in the dK/dV loop", report.stdout, re.M)
     as_json = run_cli("check", "--all", "--no-timing", "--json", env=env)
     objects = [json.loads(line) for line in as_json.stdout.splitlines() if line.strip()]
     assert [(o["drill"], o["passed"]) for o in objects] == [("01", True)] + [(d.id, False) for d in LATER_KERNEL_DRILLS]
@@ -285,3 +287,12 @@ def test_a_file_named_after_a_drill_needs_no_drill_option(tmp_path: Path):
     shutil.copyfile(shipped_solution("01"), variant)
     assert resolve(str(variant)).drill.id == "01"
     assert resolve(str(shipped_drill("02"))).drill.id == "02"
+
+
+def test_an_error_in_a_launch_names_the_case_it_was_running():
+    """A compile error that one case's shape alone brings out (a head_dim, a length) is found
+    from the case the report names; an error before any launch names none."""
+    compiled = run_cli("check", BAD / "compile_error.py", "--drill", "01", "--no-timing")
+    assert re.search(r"^while         : the \w+ case, shape \d+x\d+x\d+x\d+", compiled.stdout, re.M), output(compiled)
+    imported = run_cli("check", BAD / "import_error.py", "--drill", "01", "--no-timing")
+    assert "while         :" not in imported.stdout, output(imported)

@@ -94,6 +94,8 @@ def error_lines(result: CheckResult, links: bool = False) -> list[str]:
         lines.append(_line("where", where))
     if error.source_line:
         lines.append(_line("line", printable(error.source_line.strip())))
+    if error.during:
+        lines.append(_line("while", printable(error.during)))
     lines.append(_line("message", printable(error.message)))
     for heading, excerpt in error_excerpts(result):
         lines += ["", heading, *("    " + x for x in excerpt)]
@@ -162,7 +164,12 @@ def verdict_lines(result: CheckResult, title: str = "", links: bool = False, dia
     if visited is not None:
         lines.append(_line("visited", visited))
         if result.visits is not None and result.visits.label:  # what the map is of, where it is not plain
-            lines.append(_line("visit map", result.visits.label))
+            # the map itself is drawn in the app and given in --json: this line says what it is of
+            lines.append(_line("visit map", f"{result.visits.label} (drawn in `flashtutor launch`; in --json as"
+                                            " visit_map)"))
+        for extra in result.extra_visits:  # a problem's other loops (drill 04's dK/dV loop): counted too
+            lines.append(_line("also visited", f"{extra.visited_blocks}/{extra.total_blocks} blocks in total (ideal"
+                                               f" {extra.ideal_blocks}) in the {extra.label}"))
     work = work_line(result)
     if work is not None:
         lines.append(_line("causal work", work))

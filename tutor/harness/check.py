@@ -173,6 +173,7 @@ def run_verdict(job: CheckJob, dev: Device) -> tuple[CheckResult, VerdictState]:
         result.error = bad_output_error(str(bad), job.file, getattr(state.module, LAUNCHER, None))
     except Exception as exc:  # noqa: BLE001 - the student's kernel raised: report it at their line
         result.error = from_exception(exc, job.file, state.module, during="runtime")
+        result.error.during = cost.last_step()  # which case (and shape) raised: a compile error of one head_dim
     cost.step("")
     if result.error is not None:
         result.passed = False

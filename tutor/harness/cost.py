@@ -41,6 +41,7 @@ _lock = threading.Lock()
 _installed = False
 _compiles_counted = False
 _step_listener: Callable[[str], None] | None = None
+_last_step = ""
 _stop_thread: dict[int, threading.Event] = {}  # thread id -> an event that aborts its next launch
 _compile_only = threading.local()  # .calls: this thread records its kernel calls, launches nothing
 _launched = threading.local()  # .blocks: this thread records each launch's BLOCK_* constants
@@ -229,11 +230,19 @@ def step(words: str) -> None:
     ("default case, shape 1x2x200x64, causal"): told to the runner, which names
     it if the launch never returns.  In a warm-up thread whose job arrived, a step
     is where the warm-up stops (as at a launch)."""
+    global _last_step
     stop = _stop_thread.get(threading.get_ident())
     if stop is not None and stop.is_set():
         raise LaunchAborted("a job arrived: the warm-up stops here")
+    _last_step = words
     if _step_listener is not None:
         _step_listener(words)
+
+
+def last_step() -> str:
+    """The words of the last :func:`step` in this process ("" after ``step("")``): what the
+    check was running when the student's code raised, for the report to name."""
+    return _last_step
 
 
 def shape_words(shape: tuple[int, ...] | list[int]) -> str:

@@ -74,6 +74,7 @@ class CheckError:
     line: int | None = None
     source_line: str | None = None
     detail: str | None = None  # a short traceback or the compiler's excerpt
+    during: str = ""  # what the check was running when it failed ("the short case, shape 1x2x64x32, full")
 
     def __post_init__(self) -> None:
         if self.kind not in ERROR_KINDS:

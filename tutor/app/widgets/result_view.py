@@ -137,6 +137,8 @@ def error_text(result: CheckResult, workspace: Path | None = None) -> Text:
     if error.source_line is not None and error.line:
         text.append(f"{error.line:>5} │ ", style="dim")
         text.append(printable(error.source_line.rstrip()) + "\n", style="bold")  # a binary file's bytes, escaped
+    if error.during:
+        text.append(f"while {printable(error.during)}\n", style="dim")
     text.append(printable(error.message))
     for heading, excerpt in error_excerpts(result):
         text.append(f"\n\n{heading}\n", style="dim")
