@@ -18,7 +18,7 @@ from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
 from tutor.harness.problems import PROBLEMS, paged_diagnose, problem_for
 from tutor.harness.problems import paged_decode as paged
-from tutor.harness.result import CheckResult
+from tutor.harness.result import CheckResult, code_name, codes_match
 
 DRILL = get_drill("07")
 ENTRIES = mistakes.load(DRILL)
@@ -39,7 +39,7 @@ def test_the_drill_names_its_problem_and_the_problem_is_registered():
 
 
 def test_every_diagnosis_code_is_produced_by_a_kernel_and_every_hint_code_has_words():
-    produced = {code for entry in ENTRIES for code in entry.codes} | set(SHIPPED_CODES)
+    produced = {code_name(code) for entry in ENTRIES for code in entry.codes} | set(SHIPPED_CODES)
     assert produced == set(DRILL.diagnoses)
     for hint in DRILL.hints:
         assert set(hint.unlock_codes) <= set(DRILL.diagnoses), hint.title
@@ -146,7 +146,8 @@ def test_each_student_like_kernel_gets_exactly_its_diagnosis(checked, entry):
     result = checked(entry.name)
     assert result.error is None, result.error
     assert result.passed is entry.passes, (result.codes, [(c.name, c.max_abs_err) for c in result.cases])
-    assert result.codes == list(entry.codes), [d.message for d in result.diagnosis]
+    # a code written "code?" may be said or not: one the inputs decide (its entry says which draws)
+    assert codes_match(result.diagnosis, entry.codes), [d.message for d in result.diagnosis]
     assert result.solved is (entry.passes and not entry.codes)
     for diagnosis in result.diagnosis:
         assert diagnosis.message.startswith(DRILL.diagnosis_text(diagnosis.code).message)

@@ -142,11 +142,11 @@ def test_an_output_of_fp16_rounded_scores_is_recognised_and_the_truth_is_not():
     log2e = 1 / torch.log(torch.tensor(2.0, dtype=torch.float64))
     rounded = torch.softmax((s * log2e).half().double() / log2e, dim=-1) @ v.double()
     truth = torch.softmax(s, dim=-1) @ v.double()
-    words = inputs.rounded_scores_words(rounded, truth, q, k, v, False, 0.02)
+    words = inputs.rounded_scores_words(rounded, truth, inputs.scores(q, k, False), v, 0.02)
     assert "attention computed from scores rounded to fp16 in log2 units" in words, words
-    assert inputs.rounded_scores_words(truth, truth, q, k, v, False, 0.02) == ""
+    assert inputs.rounded_scores_words(truth, truth, inputs.scores(q, k, False), v, 0.02) == ""
     natural = torch.softmax(s.half().double(), dim=-1) @ v.double()
-    assert "in log2 units" not in inputs.rounded_scores_words(natural, truth, q, k, v, False, 0.02)
+    assert "in log2 units" not in inputs.rounded_scores_words(natural, truth, inputs.scores(q, k, False), v, 0.02)
 
 
 def test_ordinary_rows_that_come_out_nan_are_said_to_come_from_other_rows():

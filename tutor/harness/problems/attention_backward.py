@@ -74,7 +74,14 @@ from tutor.harness import cost
 from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
-from tutor.harness.findings import Findings, drop_explained_nan, matches, visit_findings, worded
+from tutor.harness.findings import (
+    FINGERPRINT_RTOL,
+    Findings,
+    drop_explained_nan,
+    matches,
+    visit_findings,
+    worded,
+)
 from tutor.harness.numerics import LN2, LOG2E
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import backward_ds_readout as dterm
@@ -486,11 +493,8 @@ _LSE_ALONG_KEYS = ("exp(s - lse) with lse broadcast along the keys: key c's colu
 def _lse_along_keys(lse: torch.Tensor, block: int) -> torch.Tensor:
     """(..., N, N): for row r and key c, the lse a square tile's ``lse[None, :]`` subtracts there, that of
     row (r // block) * block + c % block, or 0 past the last row (the masked load's other=0.0)."""
-    seq = lse.shape[-1]
-    rows = torch.arange(seq, device=lse.device)
-    index = (rows[:, None] // block) * block + rows[None, :] % block
-    padded = torch.cat([lse, lse.new_zeros(*lse.shape[:-1], 1)], dim=-1)
-    return padded[..., index.clamp(max=seq)]
+    rows = _misread_rows(lse.shape[-1], block, block, lse.device)[_BROADCAST_THE_OTHER_WAY]
+    return _read_rows(lse, rows)
 
 
 def _visited_pairs(visits: torch.Tensor, seq: int, row_block: int, col_block: int) -> torch.Tensor:
@@ -503,6 +507,24 @@ def _visited_pairs(visits: torch.Tensor, seq: int, row_block: int, col_block: in
 
 def _fits(student: torch.Tensor, candidate: torch.Tensor, tolerance: float) -> bool:
     return matches(student.reshape(candidate.shape), candidate, tolerance)
+
+
+FP16_HALF_ULP = 2.0**-11  # the most rounding to fp16 moves a number, relative to it
+
+
+def _fits_product(student: torch.Tensor, a: torch.Tensor, b: torch.Tensor, tolerance: float) -> bool:
+    """Does ``student`` equal ``a @ b`` (float64) with ``a`` rounded to fp16 on the way, as the drill's dots
+    take their P or dS (p.to(do.dtype)): within :func:`_fits`'s slack plus the most that rounding can move
+    each element, 2^-11 (|a| @ |b|).  A P far above 1 (another row's lse) makes that bound larger than the
+    slack (the GPU's 2x8x1000x64: 1.3x; 1 seed in 10 at 1x2x200x64), where the model holds exactly."""
+    fitted = a @ b
+    out = student.reshape(fitted.shape).to(torch.float64)
+    defined = torch.isfinite(fitted)
+    if not bool(defined.any()) or bool((~torch.isfinite(out) & defined).any()):
+        return False
+    bound = FP16_HALF_ULP * (a.abs() @ b.abs())
+    gap = (out - fitted)[defined].abs()
+    return bool((gap <= tolerance + FINGERPRINT_RTOL * fitted[defined].abs() + bound[defined]).all())
 
 
 def _scale_ratio(student: torch.Tensor, expected: torch.Tensor, tolerance: float) -> float | None:
@@ -730,10 +752,7 @@ def explain(launch: BackwardLaunch, tolerance: float, block_m: int, block_n: int
         # dV = Pᵀ dO: only a different P explains it
         do64 = launch.do.to(torch.float64)
         for name, p in _candidate_p(launch, block_m, block_n).items():
-            # P as computed, or rounded to fp16 as the drill's dot takes it (p.to(do.dtype)): a P far above 1
-            # (another row's lse) carries that rounding into dV past the fit's slack (2x8x1000x64: 1.3x of it)
-            if any(_fits(launch.grads["dv"], x.transpose(-1, -2) @ do64, tolerance)
-                   for x in (p, p.to(torch.float16).to(torch.float64))):
+            if _fits_product(launch.grads["dv"], p.transpose(-1, -2), do64, tolerance):
                 variant = name.split("/", 1)[1]
                 return name.split("/")[0], f" (dV matches P computed as {variant}.)"
         if launch.case.causal and bool(launch.dkdv_visits.any()):
@@ -905,8 +924,18 @@ def _misread_rows(seq: int, block_m: int, block_n: int, device: torch.device) ->
     return {"at each key's index j": j,
             "at the key block's offsets (row i reads key block start + i mod BLOCK_M)":
                 (j // block_n) * block_n + i % block_m,
-            "broadcast along the wrong axis (key j reads query block start + j mod BLOCK_N)":
-                (i // block_m) * block_m + j % block_n}
+            _BROADCAST_THE_OTHER_WAY: (i // block_m) * block_m + j % block_n}
+
+
+_BROADCAST_THE_OTHER_WAY = "broadcast along the wrong axis (key j reads query block start + j mod BLOCK_N)"
+
+
+def _read_rows(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``values`` (..., N) read at ``rows`` (N, N) (:func:`_misread_rows`); a row at or past N reads 0,
+    as a masked load's other=0.0 gives."""
+    seq = values.shape[-1]
+    padded = torch.cat([values, torch.zeros_like(values[..., :1])], dim=-1)
+    return padded[..., rows.clamp(max=seq)]
 
 
 def _key_indexed(launch: BackwardLaunch, grad: str, tolerance: float, block_m: int, block_n: int) -> str:
@@ -922,20 +951,16 @@ def _key_indexed(launch: BackwardLaunch, grad: str, tolerance: float, block_m: i
     dp = do64 @ v64.transpose(-1, -2)
     masked = ref.s.masked_fill(~ref.allowed, float("-inf"))
 
-    def read(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        padded = torch.cat([values, torch.zeros_like(values[..., :1])], dim=-1)  # row seq: a masked load's 0
-        return padded[..., rows.clamp(max=seq)]
-
     loop = "`_bwd_dkdv`" if grad == "dk" else "`_bwd_dq`"
     for how, rows in _misread_rows(seq, block_m, block_n, q64.device).items():
-        candidates = {"D": ref.p * (dp - read(d_rows, rows))}
+        candidates = {"D": ref.p * (dp - _read_rows(d_rows, rows))}
         if grad == "dq":  # the dK/dV loop's P is dV's too: with dV right, only the dQ loop's lse can be off
-            candidates["lse"] = torch.exp(masked - read(ref.lse, rows)) * (dp - d_rows[..., :, None])
+            candidates["lse"] = torch.exp(masked - _read_rows(ref.lse, rows)) * (dp - d_rows[..., :, None])
         for what, ds in candidates.items():
             if not bool(torch.isfinite(ds).all()):
                 continue
-            fitted = (ds.transpose(-1, -2) @ q64 if grad == "dk" else ds @ k64) * scale
-            if _fits(launch.grads[grad], fitted, tolerance):
+            if _fits_product(launch.grads[grad], ds.transpose(-1, -2) if grad == "dk" else ds,
+                             (q64 if grad == "dk" else k64) * scale, tolerance):
                 return (f" {GRAD_BANDS[grad]} is exactly what {loop} gives with {what} read {how}, not at the"
                         f" query row i: look at the load of {what} in that loop, its offsets and how it is"
                         f" broadcast against the (query, key) tile.")
