@@ -106,7 +106,8 @@ def index_runs(items: list[int]) -> str:
 FINGERPRINT_RTOL = 1e-2
 
 
-def matches(out: torch.Tensor, expected: torch.Tensor, tolerance: float, rtol: float = FINGERPRINT_RTOL) -> bool:
+def matches(out: torch.Tensor, expected: torch.Tensor, tolerance: float, rtol: float = FINGERPRINT_RTOL,
+            slack: torch.Tensor | None = None) -> bool:
     """Does ``out`` equal ``expected`` wherever ``expected`` is defined?
 
     Rows that ``expected`` leaves NaN (a row that saw no key) are ignored, so a
@@ -114,6 +115,7 @@ def matches(out: torch.Tensor, expected: torch.Tensor, tolerance: float, rtol: f
     may not be NaN anywhere ``expected`` is finite.  A variant that is NaN
     everywhere matches an output that is non-finite everywhere.  ``rtol``: the slack
     relative to ``expected`` (0: the case's own absolute check, :func:`passes_as_right`).
+    ``slack``: more room per element, ``expected``'s shape (a bound on rounding the model omits).
     """
     out = out.to(torch.float64)
     defined = torch.isfinite(expected)
@@ -122,7 +124,10 @@ def matches(out: torch.Tensor, expected: torch.Tensor, tolerance: float, rtol: f
     if (~torch.isfinite(out) & defined).any():
         return False
     gap = (out - expected)[defined].abs()
-    return bool((gap <= tolerance + rtol * expected[defined].abs()).all())
+    room = tolerance + rtol * expected[defined].abs()
+    if slack is not None:
+        room = room + slack[defined]
+    return bool((gap <= room).all())
 
 
 def passes_as_right(variant: torch.Tensor, right: torch.Tensor, tolerance: float) -> bool:

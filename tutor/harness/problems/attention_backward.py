@@ -75,7 +75,6 @@ from tutor.harness import guard as guarding
 from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.findings import (
-    FINGERPRINT_RTOL,
     Findings,
     drop_explained_nan,
     matches,
@@ -518,13 +517,7 @@ def _fits_product(student: torch.Tensor, a: torch.Tensor, b: torch.Tensor, toler
     each element, 2^-11 (|a| @ |b|).  A P far above 1 (another row's lse) makes that bound larger than the
     slack (the GPU's 2x8x1000x64: 1.3x; 1 seed in 10 at 1x2x200x64), where the model holds exactly."""
     fitted = a @ b
-    out = student.reshape(fitted.shape).to(torch.float64)
-    defined = torch.isfinite(fitted)
-    if not bool(defined.any()) or bool((~torch.isfinite(out) & defined).any()):
-        return False
-    bound = FP16_HALF_ULP * (a.abs() @ b.abs())
-    gap = (out - fitted)[defined].abs()
-    return bool((gap <= tolerance + FINGERPRINT_RTOL * fitted[defined].abs() + bound[defined]).all())
+    return matches(student.reshape(fitted.shape), fitted, tolerance, slack=FP16_HALF_ULP * (a.abs() @ b.abs()))
 
 
 def _scale_ratio(student: torch.Tensor, expected: torch.Tensor, tolerance: float) -> float | None:
