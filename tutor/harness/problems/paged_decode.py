@@ -147,6 +147,12 @@ class Paged:
     # page a sequence's table names past its last page; (-1, -1) for a spare one
     owner: list[tuple[int, int]] = field(default_factory=list)
 
+    @property
+    def spare_page(self) -> int:
+        """The first page no table names: the number the block table's guard band holds, so a
+        read past the table finds a poisoned page (:func:`launch_on`)."""
+        return next(page for page, (s, _) in enumerate(self.owner) if s < 0)
+
 
 def pages_needed(length: int, page_size: int) -> int:
     return -(-length // page_size)
@@ -312,9 +318,9 @@ def launch_on(module: ModuleType, case: Case, p: Paged, device: str, count: bool
     out = guarded.output("output", (case.batch, case.heads, case.head_dim), device=device, margin=margin)
     # the block table in a band of its own: a read past it finds a spare poisoned page's
     # number (counted like any read of that page), never a wild address
-    spare = next(page for page, (s, _) in enumerate(p.owner) if s < 0)
     table_band = guarding.band("block table", tuple(p.block_table.shape), torch.int32, device,
-                               guarding.margin_elements(tuple(p.block_table.shape), 64), spare, inside=p.block_table)
+                               guarding.margin_elements(tuple(p.block_table.shape), 64), p.spare_page,
+                               inside=p.block_table)
     guarded.bands.append(table_band)
     buffers = [guarded.band("K").buffer, guarded.band("V").buffer]
     recorded = apart.recording(module, calls, poison) if calls is not None else contextlib.nullcontext()

@@ -30,8 +30,7 @@ def _candidates(x: Launch, block_n: int) -> tuple[Rows, dict[str, Rows]]:
     batch, max_pages = table.shape
     pages = len(x.inputs.owner)
     flat = table.reshape(-1)
-    # the table's band holds a spare page's number on both sides (paged_decode.launch_on)
-    spare = next(page for page, (s, _) in enumerate(x.inputs.owner) if s < 0)
+    spare = x.inputs.spare_page  # what the table's band holds on both sides
 
     def at(index: np.ndarray) -> np.ndarray:
         """The flat table's element ``index``, or the spare page its band holds where that is past either end."""
