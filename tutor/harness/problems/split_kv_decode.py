@@ -1094,18 +1094,26 @@ def _narrow_state_words(failing: list[Launch]) -> str:
     top = HIGH_SCORE * LOG2E
     step = spacing_at(top, narrow[0][1])
     names = ", ".join(f"{name} ({str(dtype).removeprefix('torch.')})" for name, dtype in narrow)
-    others = sorted({x.case.name for x in failing if x.case.name != "high"})
     # other failing cases are said apart: narrow states fail the high case, not necessarily those
     # (blind round 22 review: a second mistake beside them went unmentioned)
-    listed = " and ".join([", ".join(others[:-1]), others[-1]] if len(others) > 1 else others)
-    also = (f" The {listed} case{'s' if len(others) > 1 else ''} failed too, which narrow states need not explain:"
-            " look there for a second mistake.") if others else ""
+    also = _other_cases_words(failing, "narrow states")
     dtype = str(narrow[0][1]).removeprefix("torch.")
     return (f" Your split kernel's slice states are not all float32: {names}. The high case (every score near"
             f" +{HIGH_SCORE:.0f}, {top:.0f} in the exp2 domain) is where that shows: there {dtype} keeps a number in"
             f" steps of {step:g}, so a maximum stored in it is off by up to {step / 2:g} and each slice's weight"
             f" 2^(m_s - M) by up to a factor 2^{step / 2:g} = {2 ** (step / 2):.3f}. Keep the states in"
             f" float32.{also}")
+
+
+def _other_cases_words(failing: list[Launch], cause: str) -> str:
+    """Words naming the failing cases other than the high case, which ``cause`` (measured on
+    the high case only) need not explain; "" where only the high case failed."""
+    others = sorted({x.case.name for x in failing if x.case.name != "high"})
+    if not others:
+        return ""
+    listed = " and ".join([", ".join(others[:-1]), others[-1]] if len(others) > 1 else others)
+    return (f" The {listed} case{'s' if len(others) > 1 else ''} failed too, which {cause} need not explain:"
+            " look there for a second mistake.")
 
 
 def _rounded_score_words(failing: list[Launch], tolerance: float) -> str:
@@ -1119,8 +1127,9 @@ def _rounded_score_words(failing: list[Launch], tolerance: float) -> str:
     s = (q[:, :, None, :] @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # (batch, heads, 1, max_len)
     held = torch.arange(k.shape[2], device=k.device) < high.lengths.to(k.device).long()[:, None]  # (batch, max_len)
     s = s.masked_fill(~held[:, None, None, :], float("-inf")).cpu()
-    return rounded_scores_words(high.out[:, :, None, :].cpu(), high.expected[:, :, None, :].cpu(), s,
-                                high.v.cpu(), tolerance, "the high case")
+    words = rounded_scores_words(high.out[:, :, None, :].cpu(), high.expected[:, :, None, :].cpu(), s,
+                                 high.v.cpu(), tolerance, "the high case")
+    return words + _other_cases_words(failing, "scores rounded to fp16") if words else ""
 
 
 def _unstored_words(tested: Apart, tolerance: float) -> tuple[str, bool]:

@@ -248,9 +248,9 @@ def rounded_scores_words(out: torch.Tensor, expected: torch.Tensor, s: torch.Ten
             step = spacing_at(top, torch.float16)
             fit = int((bad & ~off_model).sum())
             some = "" if fit == wrong else f" (on {fit} of its {wrong} wrong rows)"
-            return (f" Your output is{some}, within the tolerance, attention computed from scores rounded to fp16"
-                    f" {where}:"
-                    f" at {case}'s scores (up to {top:.0f} there) fp16 keeps steps of {step:g}, so each"
+            return (f" Your output on {case} is{some}, within the tolerance, attention computed from scores"
+                    f" rounded to fp16 {where}:"
+                    f" at its scores (up to {top:.0f} there) fp16 keeps steps of {step:g}, so each"
                     f" score is off by up to {step / 2:g} there, and its weight by up to a factor"
                     f" exp({step / 2 / scale:.3g}) = {math.exp(step / 2 / scale):.3f}. Keep the score tile in fp32.")
     return ""
