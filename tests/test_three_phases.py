@@ -17,6 +17,7 @@ from helpers_loop import (
     solution,
 )
 
+from tutor.authoring.student_kernels import load
 from tutor.catalog import get_drill
 from tutor.harness.result import CheckResult
 from tutor.loop import runner as running
@@ -121,6 +122,34 @@ def test_a_launch_that_never_returns_is_named_by_its_case_and_shape(tmp_path: Pa
     assert result.error is not None and result.error.kind == "timeout"
     assert "the ragged case, shape 1x2x129x64" in result.error.message
     assert "did not return" in result.error.message
+
+
+# appended to a drill-04 kernel: its launcher raises once the check's last named step is a read-out
+RAISES_IN_THE_READOUT = """
+
+from tutor.harness import cost as _cost  # noqa: E402
+_checked_backward = attention_backward
+
+
+def attention_backward(*args, **kwargs):
+    if _cost.last_step().startswith("reading out"):
+        raise RuntimeError("this launcher raises in the read-out only")
+    return _checked_backward(*args, **kwargs)
+"""
+
+
+def test_a_readout_launch_that_raises_fails_the_diagnosis_only_and_names_the_probe(tmp_path: Path) -> None:
+    drill = get_drill("04")
+    mistake = {m.name: m for m in load(drill)}["dkdv_scores_unscaled"]  # read out through dV's P probe
+    file = tmp_path / "04_mine.py"
+    file.write_text(mistake.text(drill) + RAISES_IN_THE_READOUT, encoding="utf-8")
+    data = json.loads(run_cli("check", file, "--drill", "04", "--json", "--no-timing", "--seed", "0",
+                              cwd=tmp_path).stdout)
+    assert data["outcome"] == "failed" and data["error"] is None  # the verdict stands
+    phase = data["diagnosis_phase"]
+    assert phase["status"] == "failed" and data["diagnosis"] == []
+    assert "this launcher raises in the read-out only" in phase["reason"]
+    assert "the last step the diagnosis named: reading out P through dV on the default case" in phase["reason"]
 
 
 def test_check_prints_verdict_diagnosis_performance_in_order_and_json_has_each_phase(tmp_path: Path) -> None:

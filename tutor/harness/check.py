@@ -209,7 +209,9 @@ def run_diagnosis(job: CheckJob, dev: Device, result: CheckResult, state: Verdic
         result.diagnosis_phase = DiagnosisPhase("done")
     except Exception as exc:  # noqa: BLE001 - the verdict is already out; say why no diagnosis
         error = from_exception(exc, job.file, state.module, during="runtime")
+        error.during = cost.last_step()  # the last probe that named itself (not every probe does)
         result.diagnosis_phase = DiagnosisPhase("failed", readout_failure_reason(error, tutor_fault(exc, job.file)))
+    cost.step("")
     state.diagnose = None
     result.diagnosis_phase.duration_s = time.perf_counter() - started
     result.costs["diagnosis"] = meter.cost()

@@ -267,7 +267,9 @@ def readout_failure_reason(error: CheckError, tutor_line: str | None = None) -> 
     if tutor_line is not None:
         return (f"the tutor's own read-out code failed, not your kernel: {error.message} (at {tutor_line}). "
                 "That is a flashtutor bug; please report it with this line. The verdict stands; no mistake is named.")
-    where = f" ({error.location()})" if error.location() else ""
+    # a probe names itself before its launch; one that does not leaves the last one named
+    said = [error.location()] + ([f"the last step the diagnosis named: {error.during}"] if error.during else [])
+    where = f" ({'; '.join(w for w in said if w)})" if any(said) else ""
     if any(words in error.message for words in ILLEGAL_ADDRESS):
         return ("a diagnosis launch of your kernel stopped with an illegal memory access: the kernel read or "
                 "wrote an address outside the memory it was given (a GPU stops a kernel for nothing else). Its "
