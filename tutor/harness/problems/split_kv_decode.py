@@ -824,6 +824,8 @@ def diagnose(
     unstored, explains = _unstored_words(tested, tolerance)
     large = _large_scores(codes, failing, measured if map_trusted and tested.visits_trusted else None,
                           lambda: _padding_words(failing, module, tolerance), unstored if explains else "")
+    if "nan-in-output" in codes and not large:
+        codes["nan-in-output"] += _padding_slot_words(failing, module, tested, measured)
     said_on = next((c for c in ("empty-slice-nan", "nan-in-output", "wrong-output") if c in codes), None)
     if unstored and said_on and not (large and explains):  # measured: slots no store reached, read by the merge
         codes[said_on] += unstored
@@ -1081,6 +1083,40 @@ def _padding_words(failing: list[Launch], module: ModuleType, tolerance: float) 
     return ""
 
 
+def _padding_slot_words(failing: list[Launch], module: ModuleType, tested: Apart, measured: list[Slicing]) -> str:
+    """Where a case with NaN in a sequence that left no slice empty ran with a split count of its
+    own that is not a power of two, and on its inputs with every sequence at the full cache length
+    (every slice used, measured from the visits) the output still has NaN: words saying so, and
+    that a merge over ``tl.arange(0, pow2)`` has slots past the last slice, which the merge alone
+    measurably turns into NaN where they load as empty slices (blind round 24, 05 b08: a merge
+    that divides each o_s by its l_s gave NaN in every sequence at 3 splits); "" otherwise."""
+    for x, sl in zip(failing, measured, strict=True):
+        splits = split_count_for(module, x.case)
+        bad = (~torch.isfinite(x.out.double().cpu())).flatten(1).any(dim=1)
+        if splits is None or splits & (splits - 1) == 0 or not any(
+                bool(b) and not sl.has_empty(i) for i, b in enumerate(bad.tolist())):
+            continue
+        full = torch.full_like(x.lengths, x.case.shape[2])
+        try:
+            again = launch_on(module, x.case, x.q, x.k, x.v, full, splits=splits)
+        except cost.LaunchAborted:
+            raise
+        except Exception:  # noqa: BLE001 - nothing measured
+            return ""
+        if any(used != splits for used in slicing(again, module).used) or bool(torch.isfinite(again.out).all()):
+            return ""
+        pow2 = 1 << (splits - 1).bit_length()
+        merge = tested.merge
+        empty_nan = merge is not None and any(row.startswith("empty slices") for row in merge.nan_rows)
+        why = (" Your merge alone makes NaN of empty slices (the read-out that follows), and a padding slot whose"
+               " masked load gives the empty state (m = -inf, l = 0) counts as one." if empty_nan else "")
+        return (f" The {x.case.name} case ran with num_splits={splits}; on its inputs with every sequence at the"
+                f" full cache length ({x.case.shape[2]}: each used all {splits} slices, measured) the output still has"
+                f" NaN, so something besides the real slices is merged: at {splits}, a merge over tl.arange(0, {pow2})"
+                f" has {pow2 - splits} slot{'s' if pow2 - splits > 1 else ''} past the last slice.{why}")
+    return ""
+
+
 def _narrow_state_words(failing: list[Launch]) -> str:
     """Where the high case fails and a state tensor the split launch shares with the merge is fp16
     or bf16 (read off the launch's arguments, :func:`split_kv_readout.narrow_states`), the words: a
@@ -1204,6 +1240,12 @@ def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apa
     elif probe is not None and not probe.exact:
         conv = tested.convention
         if conv is not None and (conv.vector != "o" or any(k not in ("m2", "l") for k in conv.scalars.values())):
+            # states in other units than the drill's: the two kernels disagree, and either may be the one to change
+            # (blind round 24, 05 b25: the split stored m in natural-log units for an exp2 merge)
+            for code in codes:
+                codes[code] = codes[code].replace(
+                    " more than one slice are wrong: look at the merge.",
+                    " more than one slice are wrong: look at the merge and at the states your split hands it.")
             apart_words += (" (Your split kernel stores " + ", ".join(apart.SCALAR_KINDS[k] for k in
                             conv.scalars.values() if k) + f" and {apart.VECTOR_KINDS[conv.vector]}: the tutor's"
                             " states were written that way.)")
