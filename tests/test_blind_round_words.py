@@ -106,6 +106,15 @@ WANTED = {
                                                               "but not its accumulated output"]),
     "05_walking_merge_sum_not_rescaled": ("wrong-output", ["M_t the running maximum of slices 0..t",
                                                            "but not its sum l"]),
+    # blind round 24, 07 b27: the group's states stored at the first group's heads: where they went, measured
+    "07_states_stored_at_the_first_group": ("nan-in-output", ["with the queries of the NaN pairs alone negated",
+                                                              "changes too: what those queries scored reaches"]),
+    # blind round 24, 05 b25: states in other units than the merge takes: the merge is not the only place to look
+    "05_natural_split_exp2_merge": ("wrong-output", ["look at the merge and at the states your split hands it",
+                                                     "Your split kernel stores the maximum in natural-log units"]),
+    # blind round 24, 05 b08: NaN in a sequence that left no slice empty, at a split count of 3 (the padding slot)
+    "05_lse_merge_divides_empty_slices": ("nan-in-output", ["has 1 slot past the last slice",
+                                                            "each used all 3 slices, measured", "counts as one"]),
     "05_scores_rounded_to_fp16": ("wrong-output", ["attention computed from scores rounded to fp16 in log2 units",
                                                    "Your output on the high case is"]),
     # blind round 24, 04: P rebuilt with lse[None, :] (a square tile): the measured P says which lse each key took

@@ -55,7 +55,7 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
                     one_slice: Callable[[Launch], torch.Tensor | None] | None = None,
                     rerun_of: Callable[[Launch], apart.Rerun] | None = None,
                     padless: Callable[[Launch], torch.Tensor | None] | None = None,
-                    tolerance: float = 0.0) -> Findings:
+                    tolerance: float = 0.0, relaunch: paged_weights.Relaunch | None = None) -> Findings:
     """Unwritten, out-of-bounds and non-finite outputs.  A NaN only in the cases of large
     scores is put down to an overflowing exp only where no load read a position no
     sequence holds (``stray_reads``: those hold poison, which reaches the output too);
@@ -92,7 +92,7 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
                        " minus the running maximum (started at -inf, with this tile's scores in it and no padding"
                        " column's), and the rescale exp2(old maximum - new maximum), not the other way round."
                        + nan_origin_words(x, rerun_of, finite_too=False))
-        elif origin := (nan_origin_words(x, rerun_of) if not stray_reads else ""):
+        elif origin := (nan_origin_words(x, rerun_of, relaunch=relaunch) if not stray_reads else ""):
             detail += origin
         elif one_slice is not None:
             again = one_slice(x)
@@ -464,7 +464,7 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
     # keys read from the V pool: the read-out's one-hot values are then its keys (no positions read)
     reads = read_findings(launches, bool(failing), None if swapped else readout, block_n)
     codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice,
-                              None if codes else rerun_of, padless, tolerance))
+                              None if codes else rerun_of, padless, tolerance, relaunch))
     heads = head_findings(failing, tolerance)
     if "heads-mixed" in heads:
         codes.say("heads-mixed", heads["heads-mixed"])

@@ -12,6 +12,7 @@ it names a cause only as an example ("as when"), never as the finding.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -19,6 +20,7 @@ import torch
 from tutor.harness.findings import index_runs
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.problems.paged_decode import Launch
+from tutor.harness.problems.paged_weights import Relaunch, pairs_words
 
 
 def _names(call: apart.KernelCall, positions: list[int]) -> str:
@@ -37,12 +39,14 @@ def _rows(values: torch.Tensor, rows: int, slots: int) -> torch.Tensor:
     return values.reshape(rows, slots, -1).cpu()
 
 
-def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None, finite_too: bool = True) -> str:
+def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None, finite_too: bool = True,
+                     relaunch: Relaunch | None = None) -> str:
     """Words for where the NaN of the case ``x`` starts, "" where its launches are not a
     split kernel and a merge kernel sharing slice states (:func:`split_kv_readout.find_roles`).
     ``finite_too``: also where every stored state is finite (the NaN is then made in the
     merge, from states that may still be wrong: a large-score case's l of 0 under a finite
-    maximum that started at 0 is one; the caller's words already cover that)."""
+    maximum that started at 0 is one; the caller's words already cover that).  ``relaunch``: the
+    case again on other queries (:func:`_moved_states_words`)."""
     if rerun_of is None:  # the diagnosis found state tensors never stored: it said so, nothing to add
         return ""
     c = x.case
@@ -58,7 +62,7 @@ def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None
 
     never = _never_stored(split, states, x, rerun_of)
     if never:
-        return _never_stored_words(split, merge, roles, never, bad_rows)
+        return _never_stored_words(split, merge, roles, never, bad_rows, lambda: _moved_states_words(x, relaunch))
 
     if not _row_major(split, roles, states):
         return ""  # laid out otherwise: no row or slot of them is named
@@ -96,10 +100,37 @@ def nan_origin_words(x: Launch, rerun_of: Callable[[Launch], apart.Rerun] | None
     return words
 
 
+def _moved_states_words(x: Launch, relaunch: Relaunch | None) -> str:
+    """Where the NaN (sequence, head) pairs' states went, measured: the case again with only
+    their queries negated; the other pairs whose output that changes read what those queries
+    scored (blind round 24, 07 b27: the group's heads were scored, but their states stored at
+    heads 0..G-1).  "" without a relaunch or where it raises."""
+    if relaunch is None:
+        return ""
+    bad = (~torch.isfinite(x.out.double())).any(dim=-1)  # (sequence, head)
+    q = x.inputs.q.clone()
+    q[bad.to(q.device)] = -q[bad.to(q.device)]
+    try:
+        again = relaunch(x, dataclasses.replace(x.inputs, q=q)).double()
+    except Exception:  # noqa: BLE001 - a read-out launch of someone else's kernel: nothing measured
+        return ""
+    before = x.out.double()
+    moved = (~bad & ((again - before).abs() > 1e-3).any(dim=-1)).nonzero().tolist()
+    if not moved:
+        return (" Measured: with the queries of the NaN pairs alone negated, no other pair's output changes: what"
+                " their programs scored reaches no output.")
+    return (" Measured: with the queries of the NaN pairs alone negated, the output of (sequence, head)"
+            f" {pairs_words(moved)} changes too: what those queries scored reaches"
+            f" {'those rows' if len(moved) > 1 else 'that row'} instead. Look at"
+            " the (sequence, head) index of the split's state stores against the heads it loads Q for.")
+
+
 def _never_stored_words(split: apart.KernelCall, merge: apart.KernelCall, roles: apart.Roles,
-                        never: dict[int, torch.Tensor], bad_rows: set[int]) -> str:
+                        never: dict[int, torch.Tensor], bad_rows: set[int],
+                        moved: Callable[[], str] = lambda: "") -> str:
     """The slots no store of the split reaches (the marker launch), in words: whole rows that
-    are exactly the NaN pairs, or the same slices' slots in every row, or how many."""
+    are exactly the NaN pairs (and where their states went: ``moved``), or the same slices'
+    slots in every row, or how many."""
     names = _names(split, sorted(never))
     slot_never = torch.zeros(roles.rows, roles.slots, dtype=torch.bool)
     for held in never.values():
@@ -115,7 +146,7 @@ def _never_stored_words(split: apart.KernelCall, merge: apart.KernelCall, roles:
     if whole and whole == bad_rows:
         return (told + ". They are every slot of exactly the (sequence, head) pairs whose output is NaN. Those rows"
                 f" keep{_kept_words(split, never)}; your merge kernel ({merge.name}) reads them. No program stored"
-                " those heads' states: none scored them, or their states went to other rows.")
+                " those heads' states: none scored them, or their states went to other rows." + moved())
     per_row = {tuple(row) for row in slot_never.tolist()}
     if len(per_row) == 1 and not whole:
         pattern = next(iter(per_row))
