@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -54,7 +55,7 @@ from tutor.harness import guarded as shared
 from tutor.harness import launch as launching
 from tutor.harness.findings import Findings, drop_explained_nan, matches, passes_as_right, visit_findings
 from tutor.harness.loader import LAUNCHER
-from tutor.harness.numerics import LOG2E, spacing_at
+from tutor.harness.numerics import LN2, LOG2E, spacing_at
 from tutor.harness.problems import Correctness, Diagnosed, ModuleProblem, Problem, TimedLaunches
 from tutor.harness.problems import split_kv_layout as layout
 from tutor.harness.problems import split_kv_readout as apart
@@ -820,7 +821,8 @@ def diagnose(
     codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested.visits_trusted))
     _wrong_before_nan(codes)
     if "wrong-output" in codes:
-        codes["wrong-output"] += _narrow_state_words(failing) or _rounded_score_words(failing, tolerance)
+        codes["wrong-output"] += (_narrow_state_words(failing) or _rounded_score_words(failing, tolerance)
+                                  or _fp16_maxima_words(failing, tested))
     unstored, explains = _unstored_words(tested, tolerance)
     large = _large_scores(codes, failing, measured if map_trusted and tested.visits_trusted else None,
                           lambda: _padding_words(failing, module, tolerance), unstored if explains else "")
@@ -1166,6 +1168,48 @@ def _rounded_score_words(failing: list[Launch], tolerance: float) -> str:
     words = rounded_scores_words(high.out[:, :, None, :].cpu(), high.expected[:, :, None, :].cpu(), s,
                                  high.v.cpu(), tolerance, "the high case")
     return words + _other_cases_words(failing, "scores rounded to fp16") if words else ""
+
+
+FP16_GRID_SLOTS = 4  # the fewest stored maxima that must all lie on the grid (a random one: ~1 in 1000)
+
+
+def _fp16_maxima_words(failing: list[Launch], tested: Apart) -> str:
+    """Where the high case fails and every maximum the split stored for a non-empty slice (at
+    least FP16_GRID_SLOTS of them), taken back to raw q.k, natural or exp2 units, is an fp16
+    number (to the fp32 arithmetic that scaled it): the score was computed or kept in fp16
+    before the maximum, in words; "" otherwise.  A score in fp32 lands that close to the fp16
+    grid about once in a thousand (blind round 24, 05 b16: a q.k summed in fp16, whose output
+    no rounded-score model fits: the sum's own roundings differ)."""
+    conv = tested.convention
+    high = next(((x, roles) for x, roles in tested.laid_out if x.case.name == "high"), None)
+    if conv is None or high is None:
+        return ""
+    x, roles = high
+    key = next((k for k, kind in conv.scalars.items() if kind in ("m2", "m")), None)
+    if key is None:
+        return ""
+    scal, _ = apart.stored(roles)
+    m = scal[key].cpu()
+    m = m[torch.isfinite(m)]
+    if len(set(m.tolist())) < FP16_GRID_SLOTS or not bool((m != 0).all()):  # a constant or a 0 lies on any grid
+        return ""
+    natural = m * (LN2 if conv.scalars[key] == "m2" else 1.0)
+    root = x.case.shape[-1] ** 0.5
+    for where, scale in (("before the scale (the raw q.k)", root), ("in natural units (qk * sm_scale)", 1.0),
+                         ("in log2 units (qk * sm_scale * log2(e), the exp2 domain)", LOG2E)):
+        held = natural * scale
+        gap = (held - held.to(torch.float16).double()).abs()
+        if bool((gap <= 3e-7 * held.abs()).all()):
+            top = float(held.abs().max())
+            step = spacing_at(top, torch.float16)
+            return (f" Every maximum your split kernel stored for a slice on the high case ({m.numel()} of them),"
+                    f" taken {where}, is an fp16 number: the scores were computed or kept in fp16 before the"
+                    f" maximum (a score in fp32 lands that close to the fp16 grid about once in a thousand). There"
+                    f" (up to {top:.0f}) fp16 keeps steps of {step:g}, so each score is off by up to {step / 2:g},"
+                    f" and its weight by up to a factor exp({step / 2 / scale:.3g}) = {math.exp(step / 2 / scale):.3f}."
+                    " Compute q.k and keep the scores in fp32 (tl.dot accumulates in fp32; a sum of an fp16"
+                    " product does not).")
+    return ""
 
 
 def _unstored_words(tested: Apart, tolerance: float) -> tuple[str, bool]:
