@@ -109,6 +109,9 @@ WANTED = {
     # blind round 24, 07 b27: the group's states stored at the first group's heads: where they went, measured
     "07_states_stored_at_the_first_group": ("nan-in-output", ["with the queries of the NaN pairs alone negated",
                                                               "changes too: what those queries scored reaches"]),
+    # blind round 24, 05 b16: q.k summed in fp16: no one rounding of the true score fits, the stored maxima do
+    "05_dot_summed_in_fp16": ("wrong-output", ["taken before the scale (the raw q.k), is an fp16 number",
+                                               "fp16 keeps steps of 2"]),
     # blind round 24, 05 b25: states in other units than the merge takes: the merge is not the only place to look
     "05_natural_split_exp2_merge": ("wrong-output", ["look at the merge and at the states your split hands it",
                                                      "Your split kernel stores the maximum in natural-log units"]),
@@ -199,6 +202,12 @@ WANTED = {
                                                   ["(MidO), it wrote 95, the first 95 in a row",
                                                    "its store's state offset is not multiplied by"]),
 }
+# words a measurement refutes, never said: (the code said, phrases it must not hold)
+UNSAID = {
+    # blind round 25, 06 b04: off_h // H_KV fits a sequence index off_bh // H_KV on the ragged case (2 heads on
+    # 1), which would fail the default case (4 on 2) that this kernel passes
+    "06_kv_divides_by_kv_heads": ("wrong-kv-head", ["a sequence index of"]),
+}
 # entries whose code the random inputs decide on some runs, checked at a fixed seed: 06_window_masked_after_the_max
 # said wrong-output on one clean-clone CI's inputs (2026-12-07, 3f4eff3; max-before-mask at seeds 1 and 2)
 SEEDED = {"06_window_masked_after_the_max": 1}
@@ -209,7 +218,7 @@ pytestmark = pytest.mark.timeout(1200)
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory) -> dict[str, CheckResult]:
     written = mistakes.materialise(tmp_path_factory.mktemp("rounds"))
-    files = {stem: written[stem] for stem in WANTED if stem not in SEEDED}
+    files = {stem: written[stem] for stem in [*WANTED, *UNSAID] if stem not in SEEDED}
     results = check_files(list(files.values()))
     checked = {stem: results[path] for stem, path in files.items()}
     seeded = check_jobs([job(written[stem], seed=seed) for stem, seed in SEEDED.items()])
@@ -228,3 +237,13 @@ def test_the_words_quote_the_measurement(checked, stem: str):
     assert message is not None, [d.code for d in result.diagnosis]
     for phrase in phrases:
         assert phrase in message, message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", sorted(UNSAID))
+def test_words_a_measurement_refutes_are_not_said(checked, stem: str):
+    code, phrases = UNSAID[stem]
+    said = {d.code: d.message for d in checked[stem].diagnosis}
+    assert code in said, list(said)
+    for phrase in phrases:
+        assert phrase not in said[code], said[code]

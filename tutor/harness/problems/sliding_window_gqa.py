@@ -855,7 +855,8 @@ def wrong_kv_heads(depends: list[set[int]], case: Case) -> dict[int, tuple[set[i
 
 
 def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: str,
-                    depends: list[set[int]] | None = None, dead: frozenset[int] = frozenset()) -> str:
+                    depends: list[set[int]] | None = None, dead: frozenset[int] = frozenset(),
+                    passed: list[Case] | None = None) -> str:
     """The wrong heads in words; ``dead``: the query heads (flattened) whose output is NaN/Inf
     everywhere, which no change of a K/V head moves (blind round 21, 06/w15: V read at q's
     offset, its last heads past V's end while their keys came from a right head)."""
@@ -884,20 +885,34 @@ def _describe_heads(wrong: dict[int, tuple[set[int], int]], case: Case, where: s
     return (f" Measured by changing one K/V head at a time: {'; '.join(parts)}{more}"
             f" ({case.heads} query heads, {case.heads_kv} K/V head{'s' if case.heads_kv > 1 else ''}; {where[2:-1]})."
             f"{head_map(depends, case, min(wrong) // case.heads, dead)}{later_only}"
-            f"{_batch_index_words(wrong, case, dead)}")
+            f"{_batch_index_words(wrong, case, dead, passed or [])}")
 
 
-def _batch_index_words(wrong: dict[int, tuple[set[int], int]], case: Case, dead: frozenset[int]) -> str:
+def _sequence_index_law(q: int, c: Case, divisor: int) -> int:
+    """The K/V head (flattened) query head ``q`` (flattened) reads with the sequence index
+    off_bh // ``divisor`` beside the right head within the sequence."""
+    return (q // divisor) * c.heads_kv + (q % c.heads) // c.group
+
+
+def _batch_index_words(wrong: dict[int, tuple[set[int], int]], case: Case, dead: frozenset[int],
+                       passed: list[Case]) -> str:
     """Where every query head's K/V head, measured, is that of a sequence index off_bh // H_KV (or
     // G) beside the right head h // G: heads read, or past the K/V tensor's end, exactly as that index
-    puts them (blind round 23, 06: off_b = off_bh // H_KV, told as a wrong head formula); "" otherwise."""
+    puts them (blind round 23, 06: off_b = off_bh // H_KV, told as a wrong head formula); "" otherwise,
+    and where that index would have read a wrong head on a case that ``passed`` (blind round 25, 06
+    b04: h // H_KV as the K/V head fits it at 2 heads on 1, and passes 4 on 2, which it does not)."""
     total = case.batch * case.heads_kv
-    for name, divisor in (("H_KV", case.heads_kv), ("H // H_KV", case.group)):
+    for name, attr in (("H_KV", "heads_kv"), ("H // H_KV", "group")):
+        divisor: int = getattr(case, attr)
         if divisor == case.heads:
             continue  # that is the right index
 
         def law(q: int, d: int = divisor) -> int:
-            return (q // d) * case.heads_kv + (q % case.heads) // case.group
+            return _sequence_index_law(q, case, d)
+
+        if any(_sequence_index_law(q, c, getattr(c, attr)) != _sequence_index_law(q, c, c.heads)
+               for c in passed for q in range(c.batch * c.heads)):
+            continue  # refuted: a case it would have failed passed
 
         fits = all((law(q) >= total) if q in dead else (deps == {law(q)}) for q, (deps, _) in wrong.items())
         right = all(law(q) == q // case.heads * case.heads_kv + (q % case.heads) // case.group
@@ -1003,7 +1018,8 @@ def diagnose(
         written = []
     nan_source: Checked | None = None
     if written:
-        measured, nan_source = _measured(drill, module, written, device, generator, block_m, block_n)
+        passed = [one.case for one in checked if one.result.passed]
+        measured, nan_source = _measured(drill, module, written, device, generator, block_m, block_n, passed)
         codes.add(measured)
     if started_before:  # its stores below block 0 land in the map's previous rows: no cell is read for bounds
         codes["loop-before-key-0"] += (" Its visits below block 0 land in the visit map's previous row, so the"
@@ -1203,12 +1219,13 @@ def _loop_outside(checked: list[Checked], module: ModuleType) -> tuple[Findings,
 
 def _measured(
     drill: Drill, module: ModuleType, written: list[Checked], device: str, generator: torch.Generator,
-    block_m: int, block_n: int,
+    block_m: int, block_n: int, passed: list[Case] | None = None,
 ) -> tuple[Findings, Checked | None]:
     """Steps 1-3 on the failing cases whose outputs were written: which K/V head each query
     head reads, the NaN rows, and the window each case's read-out measures.  And the case
-    whose NaN nothing here explains (None: none), for the guard bands to trace."""
-    found, wrong, rest = _head_mapping(drill, module, written, generator)
+    whose NaN nothing here explains (None: none), for the guard bands to trace.  ``passed``: the
+    cases that passed (a head formula that would have failed one is not said)."""
+    found, wrong, rest = _head_mapping(drill, module, written, generator, passed or [])
     readouts = _WindowReadouts(module, device, generator, block_m, block_n)
     unread: list[Checked] = []  # failing cases read out whose weights show nothing wrong
     unexplained_nan: list[tuple[Checked, torch.Tensor]] = []
@@ -1234,8 +1251,8 @@ def _measured(
     return found, nan_source
 
 
-def _head_mapping(drill: Drill, module: ModuleType, written: list[Checked],
-                  generator: torch.Generator) -> tuple[Findings, dict[int, tuple[set[int], int]], list[Checked]]:
+def _head_mapping(drill: Drill, module: ModuleType, written: list[Checked], generator: torch.Generator,
+                  passed: list[Case]) -> tuple[Findings, dict[int, tuple[set[int], int]], list[Checked]]:
     """Step 1: which K/V head does each query head read?  Measured on the first failing case
     (``wrong-kv-head``).  The wrong heads, and the cases left to read on: what the head
     mapping explains needs nothing more; other cases may read the wrong heads too, so with
@@ -1254,7 +1271,7 @@ def _head_mapping(drill: Drill, module: ModuleType, written: list[Checked],
         keys, values = (kv_heads_read(module, one, generator, side) for side in "KV")
         nan_heads = frozenset(dead.nonzero().flatten().tolist())
         b = min(wrong) // case.heads
-        found.say("wrong-kv-head", _describe_heads(wrong, case, _where(one), depends, nan_heads)
+        found.say("wrong-kv-head", _describe_heads(wrong, case, _where(one), depends, nan_heads, passed)
                   + split_heads(keys, values, case, b, nan_heads) + straddled_heads(keys, values, case))
     out = one.launch.out.to(torch.float64).flatten(0, 1)
     error = (out - one.expected.flatten(0, 1)).abs().nan_to_num(nan=float("inf"))
