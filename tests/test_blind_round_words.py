@@ -112,6 +112,10 @@ WANTED = {
     # blind round 24, 05 b16: q.k summed in fp16: no one rounding of the true score fits, the stored maxima do
     "05_dot_summed_in_fp16": ("wrong-output", ["taken before the scale (the raw q.k), is an fp16 number",
                                                "fp16 keeps steps of 2"]),
+    # blind round 25, 08 b13: a bound capped at Nq gives the default case's rows the weights a bound without the
+    # offset gives: both are said, as what the case cannot tell apart, not the one that fit first
+    "08_bound_capped_at_seqlen_q": ("keys-missed", ["which this case's lengths cannot tell apart",
+                                                    "is capped at the sequence's Nq, where its Nk belongs"]),
     # blind round 24, 05 b25: states in other units than the merge takes: the merge is not the only place to look
     "05_natural_split_exp2_merge": ("wrong-output", ["look at the merge and at the states your split hands it",
                                                      "Your split kernel stores the maximum in natural-log units"]),

@@ -628,6 +628,9 @@ def _earlier_blocks_unvisited(read: RowRead, case: Case, visits: torch.Tensor | 
     return True
 
 
+LAST_KEY_IS = "every row's last weighed key is "
+
+
 def _last_key_law(read: RowRead, case: Case, block_m: int, block_n: int) -> str:
     """Where every row's last weighed key, in every sequence, is the one a known wrong bound gives
     - the keys cut at Nq (a key mask or bound against seqlen_q), or the loop's bound without the
@@ -640,13 +643,21 @@ def _last_key_law(read: RowRead, case: Case, block_m: int, block_n: int) -> str:
         hi = torch.clamp((i // block_m + 1) * block_m, max=nk)  # the bound, as if Nk - Nq were 0
         return torch.minimum(i + nk - nq, torch.clamp(-(-hi // block_n) * block_n - 1, max=nk - 1))
 
+    def bound_cut_at_nq(i: torch.Tensor, nq: int, nk: int) -> torch.Tensor:
+        hi = torch.clamp((i // block_m + 1) * block_m + nk - nq, max=nq)  # the bound, capped at Nq for Nk
+        return torch.minimum(i + nk - nq, torch.clamp(-(-hi // block_n) * block_n - 1, max=nk - 1))
+
     laws: dict[str, Callable[[torch.Tensor, int, int], torch.Tensor]] = {
         "every row's last weighed key is min(i + Nk - Nq, Nq - 1): no key at or past Nq is weighed - the key"
         " mask (or the bound) compares the key index with the sequence's Nq, where its Nk belongs": cut_at_nq,
         "every row's last weighed key is min(i + Nk - Nq, the end of the key block holding (query block + 1) *"
         " BLOCK_M - 1): the loop stops after the query block's own rows, without the Nk - Nq offset its bound"
         " needs (the keys up to i + Nk - Nq of a query chunk that ends the sequence)": bound_without_offset,
+        "every row's last weighed key is min(i + Nk - Nq, the end of the key block holding Nq - 1): the loop's"
+        " bound (query block + 1) * BLOCK_M + Nk - Nq is capped at the sequence's Nq, where its Nk belongs":
+            bound_cut_at_nq,
     }
+    fitting: list[str] = []
     for words, law in laws.items():
         fits, differs = bool(read.lasts), set()
         for b, (rows, last) in read.lasts.items():
@@ -658,7 +669,13 @@ def _last_key_law(read: RowRead, case: Case, block_m: int, block_n: int) -> str:
         # told apart from the truth in two sequences at least: one sequence can fit a law by chance (the
         # one-key-past case's bound one key short fits the cut at Nq there)
         if fits and len(differs) >= 2:
-            return f" Measured over every sequence's rows that weigh a key of their own: {words}."
+            fitting.append(words)
+    if len(fitting) == 1:
+        return f" Measured over every sequence's rows that weigh a key of their own: {fitting[0]}."
+    if fitting:  # this case's lengths cannot tell them apart (blind round 25, 08 b13: a bound capped at Nq)
+        return (" Measured over every sequence's rows that weigh a key of their own, the last weighed key fits each"
+                " of these, which this case's lengths cannot tell apart: "
+                + "; or ".join(f"({n}) {w.removeprefix(LAST_KEY_IS)}" for n, w in enumerate(fitting, 1)) + ".")
     return ""
 
 
