@@ -250,6 +250,9 @@ def test_all_checks_every_drill(workspace: Path):
     assert "03 " + get_drill("03").title + ": a paper drill" in report.stdout
     # drill 04's two loops: the dQ loop's map is the headline, the dK/dV loop's counted beside it
     assert re.search(r"^also visited  : \d+/\d+ blocks in total \(ideal \d+\) in the dK/dV loop", report.stdout, re.M)
+    # drill 09's other block masks, whose labels open with their own article (blind round 25: "in the the")
+    assert re.search(r"^also visited  : .* in the window block mask$", report.stdout, re.M), report.stdout
+    assert " the the " not in report.stdout
     as_json = run_cli("check", "--all", "--no-timing", "--json", env=env)
     objects = [json.loads(line) for line in as_json.stdout.splitlines() if line.strip()]
     assert [(o["drill"], o["passed"]) for o in objects] == [("01", True)] + [(d.id, False) for d in LATER_KERNEL_DRILLS]

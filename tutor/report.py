@@ -168,8 +168,10 @@ def verdict_lines(result: CheckResult, title: str = "", links: bool = False, dia
             lines.append(_line("visit map", f"{result.visits.label} (drawn in `flashtutor launch`; in --json as"
                                             " visit_map)"))
         for extra in result.extra_visits:  # a problem's other loops (drill 04's dK/dV loop): counted too
+            # "in the dK/dV loop: ...", "in the window block mask" (a label that opens with its own article)
+            of = extra.label if extra.label.startswith("the ") else f"the {extra.label}"
             lines.append(_line("also visited", f"{extra.visited_blocks}/{extra.total_blocks} blocks in total (ideal"
-                                               f" {extra.ideal_blocks}) in the {extra.label}"))
+                                               f" {extra.ideal_blocks}) in {of}"))
     work = work_line(result)
     if work is not None:
         lines.append(_line("causal work", work))

@@ -93,8 +93,19 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
     # only where its loops visit every listed block: a loop that misses some misreads the probe's
     # own blocks too (a partial loop run FullCount times, blind round 12, read as a transform that
     # matches no softcap).  Unlisted blocks visited and masked (the shipped drill) leave it right.
-    visits = visit_steps(checked, maps) if other is None else Findings()
-    loops_wrong = "listed-blocks-missed" in visits
+    visits = visit_steps(checked, maps, failing=bool(failing)) if other is None else Findings()
+    # a loop that runs on through an index row's padding also revisits the blocks the padding names that the
+    # row lists (the probe's rows all list block 0, the padding's number): its keys counted twice read as a
+    # transform that matches no softcap (blind round 25, 09 b24)
+    padding = other is None and "listed-blocks-missed" not in visits and padding_visited(checked, maps)
+    loops_wrong = "listed-blocks-missed" in visits or padding
+    if padding and written and not explained:
+        one = written[0]
+        found.say("wrong-output", f" The largest error is at row {one.result.worst_row}{where(one)}. Your loops visit"
+                  " their index rows' padding (counted below): a padding entry is 0, and a row that lists block 0"
+                  " then can take block 0's keys a second time, unless the loop masks them. The modifier read-out"
+                  " is not made: its rows all list block 0 and pad with it. Loop over each list's first FullCount"
+                  " / PartCount entries only.")
     explained |= loops_wrong and bool(written)
     unread = ""
     if written and not explained:
@@ -249,11 +260,21 @@ def nan_probe(module: ModuleType, checked: list[Checked]) -> shared.NanProbe | N
     return shared.NanProbe(src.result, again, f"the {src.case.name} case runs")
 
 
-def visit_steps(checked: list[Checked], maps: list[VisitMap]) -> Findings:
+def padding_visited(checked: list[Checked], maps: list[VisitMap]) -> bool:
+    """Did some case's loop visit a key block that a query block's index rows name only past
+    their counts (the padding)?"""
+    return any(n and not need and j in past_count_blocks(one.bm, i)
+               for one, m in zip(checked, maps, strict=True)
+               for i, (row, ideal) in enumerate(zip(m.counts, m.ideal, strict=True))
+               for j, (n, need) in enumerate(zip(row, ideal, strict=True)))
+
+
+def visit_steps(checked: list[Checked], maps: list[VisitMap], failing: bool = False) -> Findings:
     """Visits to unlisted blocks and listed blocks never visited, counted over every case.
     Where every case passed yet listed blocks show unvisited, the output proves their keys
     were read: the map does not count the visits (``visits-uncounted``), and what it shows
-    elsewhere is not said as work."""
+    elsewhere is not said as work.  ``failing``: some case failed (a loop through the padding
+    then is said to revisit the listed blocks it names)."""
     found = Findings()
     if all(m.visited_blocks == 0 for m in maps):
         found.say("no-visits-recorded")
@@ -285,6 +306,9 @@ def visit_steps(checked: list[Checked], maps: list[VisitMap]) -> Findings:
                   + (" Every one of them is to a key block that its query block's index rows name only past their"
                      " counts (the rows are padded with 0 after the listed blocks): a list's blocks are its first"
                      " FullCount / PartCount entries, and a loop that runs on through the row visits the padding."
+                     + (" Where the padding's block is one the row lists (block 0, in a row that lists it), that"
+                        " block is visited a second time, and its keys are added again unless they are masked."
+                        if failing else "")
                      if padded == extra else ""))
     if missed:
         found.say("listed-blocks-missed", f" {missed} listed (head, query block, key block) visits of {listed} were "
@@ -312,6 +336,36 @@ def _positions_words(checked: list[Checked], maps: list[VisitMap]) -> str:
             return (f" In every case each query block visited exactly key blocks 0..{count}-1 and the other list's"
                     f" blocks: the {loop} loop visits the positions j of its list, not the block numbers"
                     f" {index}[start_m, j] stores there (load the entry, then multiply it by BLOCK_N).")
+    return ""
+
+
+def past_end_words(w: torch.Tensor, allowed: torch.Tensor, kinds: torch.Tensor, bm: BlockMask, seq: int) -> str:
+    """Read out with every score 0 (``w``: heads, rows, keys), each row's visible keys weigh
+    1 / (its visible keys + the keys it weighs unseen); where those unseen keys are, in every
+    row, the positions past the end in the last key block for the rows that list it, and
+    none for the others, in words ("" otherwise; blind round 25, 09 b20: the -inf mask on
+    keys past N_CTX dropped, said only as "no measurement explains it")."""
+    extra = -seq % bm.block_n
+    last = (seq - 1) // bm.block_n
+    if extra == 0:
+        return ""
+    visible = allowed.sum(dim=-1).to(torch.float64)  # (rows,)
+    total = w.to(torch.float64).nan_to_num(nan=0.0).sum(dim=-1)  # (heads, rows)
+    seen = visible > 0
+    if not bool(seen.any()) or bool((total[:, seen] <= 0).any()):
+        return ""
+    unseen = visible[seen] / total[:, seen] - visible[seen]  # (heads, rows that see a key)
+    rows = torch.arange(seq, device=kinds.device)
+    last_kind = kinds[rows // bm.block_m, last].to(unseen.device)[seen.to(unseen.device)]
+    for which, words in ((last_kind == 2, "as a full block (a partial one's element mask hides those keys)"),
+                         (last_kind > 0, "in either list")):
+        want = torch.where(which, float(extra), 0.0).to(unseen.dtype)
+        if bool(which.any()) and bool(((unseen - want).abs() < 0.5).all()):
+            return (f" Read out with every score 0 (q = 0), every row whose lists hold the last key block {words}"
+                    f" (block {last}: keys {last * bm.block_n}..{(last + 1) * bm.block_n - 1}, of which {seq}.. lie"
+                    f" past the end) divides by {extra} keys more than it weighs, and every other row by none: the"
+                    f" {extra} positions past the end weigh as keys of score 0, their scores not masked. A key past"
+                    " N_CTX must score -inf whichever list its block is in")
     return ""
 
 
@@ -493,6 +547,10 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
         for code in ("partial-unmasked", "unlisted-weighed"):
             found.pop(code, None)
     if found:
+        return found, ""
+    past = past_end_words(w, allowed, kinds, bm, seq)
+    if past:
+        found.say("past-end-unmasked", past + where(one) + ".")
         return found, ""
     said = block_shares_words(w, torch.zeros_like(w), allowed, bm.block_n,  # q = 0: every score is 0
                               lambda r: f"row {r % seq} of head {r // seq}", "K/V block", why=EQUAL_SCORES_WHY)
