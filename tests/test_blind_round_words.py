@@ -123,6 +123,9 @@ WANTED = {
     # blind round 25, 09 b20: keys past N_CTX unmasked: the q = 0 read-out counts the keys each row weighs unseen
     "09_keys_past_the_end_unmasked": ("past-end-unmasked", ["divides by 26 keys more than it weighs",
                                                             "as a full block"]),
+    # blind round 25, 09 b09: an index row read without its row stride, from the visit map against the flat lists
+    "09_part_index_without_row_stride": ("listed-blocks-missed", ["the partial list's flat index array holds at"
+                                                                  " entries start_m + j", "(the row stride N_N)"]),
     # blind round 24, 05 b25: states in other units than the merge takes: the merge is not the only place to look
     "05_natural_split_exp2_merge": ("wrong-output", ["look at the merge and at the states your split hands it",
                                                      "Your split kernel stores the maximum in natural-log units"]),

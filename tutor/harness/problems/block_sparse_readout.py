@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 
 import torch
@@ -321,22 +321,54 @@ def _positions_words(checked: list[Checked], maps: list[VisitMap]) -> str:
     and blocks 0..count-1 of one list (its positions j, not the block numbers its index row
     stores there), and that differs from the listed blocks somewhere: which loop, in words
     (blind round 23, 09: start_n = j * BLOCK_N in the full loop); "" otherwise."""
+    def listed(bm: BlockMask, loop: str, i: int, n: int) -> set[int]:
+        return set((bm.full_kv_indices if loop == "full" else bm.kv_indices)[i, :n].tolist())
+
+    def positions(bm: BlockMask, loop: str, i: int, n: int) -> set[int]:
+        return set(range(n))
+
     for loop, index, count in (("full", "FullIndex", "FullCount"), ("partial", "PartIndex", "PartCount")):
-        fits, differs = True, False
-        for one, m in zip(checked, maps, strict=True):
-            bm = one.bm
-            for i, row in enumerate(m.counts):
-                full, part = int(bm.full_kv_num_blocks[i]), int(bm.kv_num_blocks[i])
-                full_list = set(bm.full_kv_indices[i, :full].tolist())
-                part_list = set(bm.kv_indices[i, :part].tolist())
-                want = (set(range(full)) | part_list) if loop == "full" else (full_list | set(range(part)))
-                fits = fits and {j for j, n in enumerate(row) if n} == want
-                differs = differs or want != full_list | part_list
-        if fits and differs:
+        readers = {"full": listed, "partial": listed} | {loop: positions}
+        if _visits_fit(checked, maps, readers):
             return (f" In every case each query block visited exactly key blocks 0..{count}-1 and the other list's"
                     f" blocks: the {loop} loop visits the positions j of its list, not the block numbers"
                     f" {index}[start_m, j] stores there (load the entry, then multiply it by BLOCK_N).")
+    # blind round 25, 09 b09: FullIndex + start_m + i, the entries read from the flat index without its row stride
+    for loops in (("full",), ("partial",), ("full", "partial")):
+        readers = {"full": listed, "partial": listed} | {loop: _flat_entries for loop in loops}
+        if _visits_fit(checked, maps, readers):
+            which = " and ".join(f"the {loop} loop reads {'FullIndex' if loop == 'full' else 'PartIndex'}"
+                                 "[start_m + j]" for loop in loops)
+            held = ("both lists' flat index arrays hold at entries start_m + j (j below each count)" if len(loops) == 2
+                    else f"the {loops[0]} list's flat index array holds at entries start_m + j (j below its count),"
+                         f" and the {'partial' if loops[0] == 'full' else 'full'} list's own blocks")
+            return (f" In every case each query block visited exactly the blocks {held}: {which} - another query"
+                    " block's row - where [start_m * N_N + j] belongs (the row stride N_N).")
     return ""
+
+
+def _flat_entries(bm: BlockMask, loop: str, i: int, n: int) -> set[int]:
+    """The blocks a loop reads at entries i + j (j < n) of its list's index taken flat, without the row stride."""
+    flat = (bm.full_kv_indices if loop == "full" else bm.kv_indices).flatten()
+    return set(flat[i: i + n].tolist())
+
+
+def _visits_fit(checked: list[Checked], maps: list[VisitMap],
+                readers: Mapping[str, Callable[[BlockMask, str, int, int], set[int]]]) -> bool:
+    """Does every case's visit map show, for each query block i, exactly the blocks each loop's
+    reader gives (``readers[loop](bm, loop, i, count)``), and does that differ from the listed
+    blocks somewhere?"""
+    fits, differs = True, False
+    for one, m in zip(checked, maps, strict=True):
+        bm = one.bm
+        for i, row in enumerate(m.counts):
+            counts = {"full": int(bm.full_kv_num_blocks[i]), "partial": int(bm.kv_num_blocks[i])}
+            listed = set(bm.full_kv_indices[i, :counts["full"]].tolist()) | set(
+                bm.kv_indices[i, :counts["partial"]].tolist())
+            want = set().union(*(read(bm, loop, i, counts[loop]) for loop, read in readers.items()))
+            fits = fits and {j for j, n in enumerate(row) if n} == want
+            differs = differs or want != listed
+    return fits and differs
 
 
 def past_end_words(w: torch.Tensor, allowed: torch.Tensor, kinds: torch.Tensor, bm: BlockMask, seq: int) -> str:
