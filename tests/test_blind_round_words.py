@@ -126,6 +126,10 @@ WANTED = {
     # blind round 25, 09 b09: an index row read without its row stride, from the visit map against the flat lists
     "09_part_index_without_row_stride": ("listed-blocks-missed", ["the partial list's flat index array holds at"
                                                                   " entries start_m + j", "(the row stride N_N)"]),
+    # blind round 25, 02 b08: alpha in another base than p, fitted from the blocks' shares (not the checklist alone)
+    "02_alpha_in_natural_exp": ("blocks-inconsistent", ["0.443 = log2(e) − 1", "Take alpha in p's base"]),
+    "01_alpha_in_natural_exp": ("blocks-inconsistent", ["0.443 = log2(e) − 1"]),
+    "01_natural_p_alpha_in_exp2": ("blocks-inconsistent", ["−0.307 = ln(2) − 1"]),
     # blind round 24, 05 b25: states in other units than the merge takes: the merge is not the only place to look
     "05_natural_split_exp2_merge": ("wrong-output", ["look at the merge and at the states your split hands it",
                                                      "Your split kernel stores the maximum in natural-log units"]),

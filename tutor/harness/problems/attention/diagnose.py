@@ -299,7 +299,8 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
         codes.append("never-rescaled")
     elif ro.block_pattern == "stale-max":
         codes.append("acc-not-rescaled" if ro.row_sum_max is not None and ro.row_sum_max > 1.01 else "not-rescaled")
-    elif ro.block_pattern in ("other", "rescaled-twice", "block-max-carried"):
+    elif ro.block_pattern in ("other", "rescaled-twice", "block-max-carried", "alpha-natural-exp",
+                              "alpha-exp2-natural"):
         codes.append("blocks-inconsistent")
     codes = [c for c in codes if c in drill.diagnoses]
     if ro.nan_rows and not codes and "nan-in-output" in drill.diagnoses:
@@ -340,6 +341,14 @@ PATTERN_WORDS = {
     "block-max-carried": (" Measured: every block weighs exp(running maximum when it was read − its own largest score)"
                           " times softmax's share: as a p taken against the block's own maximum gives, while alpha"
                           " carries acc and l_i as if it had been taken against the running one (m_new)."),
+    "alpha-natural-exp": (" Measured: every block weighs exp(0.443 (running maximum when it was read − the row's final"
+                          " maximum)) times softmax's share, 0.443 = log2(e) − 1: as an alpha of exp(m_i − m_new) gives"
+                          " where m is in log2 units and p = exp2(qk − m_new) - each step carries the blocks before it"
+                          " by e^d where 2^d belongs. Take alpha in p's base: exp2(m_i − m_new)."),
+    "alpha-exp2-natural": (" Measured: every block weighs exp(−0.307 (running maximum when it was read − the row's"
+                           " final maximum)) times softmax's share, −0.307 = ln(2) − 1: as an alpha of exp2(m_i −"
+                           " m_new) gives where m is in natural units and p = exp(qk − m_new) - each step carries the"
+                           " blocks before it by 2^d where e^d belongs. Take alpha in p's base."),
 }
 
 

@@ -676,7 +676,10 @@ def _blocks(result: ReadOut, w: torch.Tensor, s: torch.Tensor, p: torch.Tensor, 
     # softmax's; p against the block's own maximum while alpha carries the running one: exp(running - own)
     patterns: tuple[tuple[BlockPattern, torch.Tensor], ...] = (
         ("own-block-max", top - bmax), ("stale-max", top - running), ("rescaled-twice", running - top),
-        ("block-max-carried", running - bmax))
+        ("block-max-carried", running - bmax),
+        # (blind round 25, 02 b08) alpha in another base than p: each step carries the blocks before it by
+        # e^(d) where 2^(d) belongs (d in log2 units), or the other way round: exp((c - 1)(running - final))
+        ("alpha-natural-exp", (1 / LN2 - 1) * (running - top)), ("alpha-exp2-natural", (LN2 - 1) * (running - top)))
     for name, pred in patterns:
         if fits_pattern(log_ratio, use, pred, multi):
             result.block_pattern = name
