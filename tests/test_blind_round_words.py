@@ -130,6 +130,9 @@ WANTED = {
     "02_alpha_in_natural_exp": ("blocks-inconsistent", ["0.443 = log2(e) − 1", "Take alpha in p's base"]),
     "01_alpha_in_natural_exp": ("blocks-inconsistent", ["0.443 = log2(e) − 1"]),
     "01_natural_p_alpha_in_exp2": ("blocks-inconsistent", ["−0.307 = ln(2) − 1"]),
+    # blind round 25, 02 b12: acc divided by the running sum each step, the old sum not carried (FA1 done wrong)
+    "02_normalised_each_step_without_the_old_sum": ("blocks-inconsistent", ["divided by the running sum l after its"
+                                                                            " own block and after each later one"]),
     # blind round 24, 05 b25: states in other units than the merge takes: the merge is not the only place to look
     "05_natural_split_exp2_merge": ("wrong-output", ["look at the merge and at the states your split hands it",
                                                      "Your split kernel stores the maximum in natural-log units"]),

@@ -231,7 +231,8 @@ TemperatureName = Literal[
     "scale-twice-exp2-without-log2e", "other",
 ]
 BlockPattern = Literal["", "consistent", "one-factor", "own-block-max", "stale-max", "rescaled-twice",
-                       "block-max-carried", "alpha-natural-exp", "alpha-exp2-natural", "other"]
+                       "block-max-carried", "alpha-natural-exp", "alpha-exp2-natural", "normalised-each-step",
+                       "other"]
 
 
 @dataclass

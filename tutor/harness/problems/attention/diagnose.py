@@ -300,7 +300,7 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
     elif ro.block_pattern == "stale-max":
         codes.append("acc-not-rescaled" if ro.row_sum_max is not None and ro.row_sum_max > 1.01 else "not-rescaled")
     elif ro.block_pattern in ("other", "rescaled-twice", "block-max-carried", "alpha-natural-exp",
-                              "alpha-exp2-natural"):
+                              "alpha-exp2-natural", "normalised-each-step"):
         codes.append("blocks-inconsistent")
     codes = [c for c in codes if c in drill.diagnoses]
     if ro.nan_rows and not codes and "nan-in-output" in drill.diagnoses:
@@ -349,6 +349,11 @@ PATTERN_WORDS = {
                            " final maximum)) times softmax's share, −0.307 = ln(2) − 1: as an alpha of exp2(m_i −"
                            " m_new) gives where m is in natural units and p = exp(qk − m_new) - each step carries the"
                            " blocks before it by 2^d where e^d belongs. Take alpha in p's base."),
+    "normalised-each-step": (" Measured: every block weighs softmax's share divided by the running sum l after its"
+                             " own block and after each later one: as dividing acc by l_new at every step gives,"
+                             " without carrying the old sum over (FlashAttention-1 keeps acc normalised: (l_i * alpha"
+                             " * acc + p @ v) / l_new). Simpler: never divide inside the loop; divide acc by l_i once,"
+                             " after it."),
 }
 
 

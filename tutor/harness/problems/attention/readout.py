@@ -679,11 +679,27 @@ def _blocks(result: ReadOut, w: torch.Tensor, s: torch.Tensor, p: torch.Tensor, 
         ("block-max-carried", running - bmax),
         # (blind round 25, 02 b08) alpha in another base than p: each step carries the blocks before it by
         # e^(d) where 2^(d) belongs (d in log2 units), or the other way round: exp((c - 1)(running - final))
-        ("alpha-natural-exp", (1 / LN2 - 1) * (running - top)), ("alpha-exp2-natural", (LN2 - 1) * (running - top)))
+        ("alpha-natural-exp", (1 / LN2 - 1) * (running - top)), ("alpha-exp2-natural", (LN2 - 1) * (running - top)),
+        # (blind round 25, 02 b12) acc divided by the running sum at every step: each block divided by every later l
+        ("normalised-each-step", _later_sums(masked, running, blocks, block_n)))
     for name, pred in patterns:
         if fits_pattern(log_ratio, use, pred, multi):
             result.block_pattern = name
             return
+
+
+def _later_sums(masked: torch.Tensor, running: torch.Tensor, blocks: int, block_n: int) -> torch.Tensor:
+    """Per block j, -sum over the blocks t >= j that hold a visible key of ln l_t, l_t the running
+    sum after block t (each key's exp(score - the running maximum after t)): the log of what an
+    accumulator divided by l at every step leaves of block j, up to one constant a row."""
+    logs = []
+    for t in range(blocks):
+        upto = masked[..., : (t + 1) * block_n]
+        l_t = torch.exp(upto - running[..., t: t + 1]).nan_to_num(nan=0.0).sum(-1)
+        held = torch.isfinite(masked[..., t * block_n:(t + 1) * block_n]).any(-1) & (l_t > 0)
+        logs.append(torch.where(held, l_t.clamp(min=1e-300).log(), torch.zeros_like(l_t)))
+    log_l = torch.stack(logs, -1)
+    return -log_l.flip(-1).cumsum(-1).flip(-1)
 
 
 def _phantoms(result: ReadOut, w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, clean: torch.Tensor,
