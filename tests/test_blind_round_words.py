@@ -110,8 +110,9 @@ WANTED = {
     "07_states_stored_at_the_first_group": ("nan-in-output", ["with the queries of the NaN pairs alone negated",
                                                               "changes too: what those queries scored reaches"]),
     # blind round 24, 05 b16: q.k summed in fp16: no one rounding of the true score fits, the stored maxima do
-    "05_dot_summed_in_fp16": ("wrong-output", ["taken before the scale (the raw q.k), is an fp16 number",
-                                               "fp16 keeps steps of 2"]),
+    # (on some inputs a single rounding of the true scores fits within the tolerance, and is said first)
+    "05_dot_summed_in_fp16": ("wrong-output", ["is an fp16 number: the scores were computed or kept in fp16"
+                                               " || attention computed from scores rounded to fp16"]),
     # blind round 25, 08 b13: a bound capped at Nq gives the default case's rows the weights a bound without the
     # offset gives: both are said, as what the case cannot tell apart, not the one that fit first
     "08_bound_capped_at_seqlen_q": ("keys-missed", ["which this case's lengths cannot tell apart",
@@ -257,8 +258,8 @@ def test_the_words_quote_the_measurement(checked, stem: str):
     # "a|b": either may be said; the first of them said (in the tutor's preferred order) carries the words
     message = next((said[c] for c in code.split("|") if c in said), None)
     assert message is not None, [d.code for d in result.diagnosis]
-    for phrase in phrases:
-        assert phrase in message, message
+    for phrase in phrases:  # "a || b": either (the inputs decide which measurement speaks first)
+        assert any(alternative in message for alternative in phrase.split(" || ")), message
 
 
 @pytest.mark.slow

@@ -61,7 +61,7 @@ from tutor.harness.problems import split_kv_layout as layout
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
-from tutor.harness.problems.attention.hostile import rounded_scores_words
+from tutor.harness.problems.attention.hostile import rounded_scores_words, same_grid_words
 from tutor.harness.problems.attention.readout import one_hot_values
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
@@ -1203,7 +1203,8 @@ def _fp16_maxima_words(failing: list[Launch], tested: Apart) -> str:
             top = float(held.abs().max())
             step = spacing_at(top, torch.float16)
             return (f" Every maximum your split kernel stored for a slice on the high case ({m.numel()} of them),"
-                    f" taken {where}, is an fp16 number: the scores were computed or kept in fp16 before the"
+                    f" taken {where}{same_grid_words(scale, root)}, is an fp16 number: the scores were computed"
+                    " or kept in fp16 before the"
                     f" maximum (a score in fp32 lands that close to the fp16 grid about once in a thousand). There"
                     f" (up to {top:.0f}) fp16 keeps steps of {step:g}, so each score is off by up to {step / 2:g},"
                     f" and its weight by up to a factor exp({step / 2 / scale:.3g}) = {math.exp(step / 2 / scale):.3f}."

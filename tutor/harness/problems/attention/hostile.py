@@ -225,6 +225,17 @@ def hostile_findings(
 
 
 
+def same_grid_words(scale: float, root: float) -> str:
+    """Where the natural units (``scale`` 1) and the raw q.k (``scale`` sqrt(head_dim) = ``root``)
+    differ by a power of two, fp16's grid is the same in both: words saying the other unit fits
+    too, for the one that fitted; "" otherwise (and for log2 units)."""
+    if scale not in (1.0, root) or root != 2.0 ** round(math.log2(root)):
+        return ""
+    other = "before the scale" if scale == 1.0 else "in natural units"
+    return (f" (or {other}: sm_scale = 1/{root:g} is a power of two, which moves fp16's grid exactly, so the"
+            " two cannot be told apart)")
+
+
 def rounded_scores_words(out: torch.Tensor, expected: torch.Tensor, s: torch.Tensor, v: torch.Tensor,
                          tolerance: float, case: str = "the hostile case") -> str:
     """Where the output (..., rows, head_dim) is, within the tolerance, attention computed from the
@@ -249,7 +260,7 @@ def rounded_scores_words(out: torch.Tensor, expected: torch.Tensor, s: torch.Ten
             fit = int((bad & ~off_model).sum())
             some = "" if fit == wrong else f" (on {fit} of its {wrong} wrong rows)"
             return (f" Your output on {case} is{some}, within the tolerance, attention computed from scores"
-                    f" rounded to fp16 {where}:"
+                    f" rounded to fp16 {where}{same_grid_words(scale, root)}:"
                     f" at its scores (up to {top:.0f} there) fp16 keeps steps of {step:g}, so each"
                     f" score is off by up to {step / 2:g} there, and its weight by up to a factor"
                     f" exp({step / 2 / scale:.3g}) = {math.exp(step / 2 / scale):.3f}. Keep the score tile in fp32.")
