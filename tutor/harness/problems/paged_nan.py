@@ -121,7 +121,7 @@ def _moved_states_words(x: Launch, relaunch: Relaunch | None) -> str:
                 " their programs scored reaches no output.")
     return (" Measured: with the queries of the NaN pairs alone negated, the output of (sequence, head)"
             f" {pairs_words(moved)} changes too: what those queries scored reaches"
-            f" {'those rows' if len(moved) > 1 else 'that row'} instead. Look at"
+            f" {'those rows' if len(moved) > 1 else 'that row'}. Look at"
             " the (sequence, head) index of the split's state stores against the heads it loads Q for.")
 
 

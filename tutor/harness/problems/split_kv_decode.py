@@ -1208,8 +1208,8 @@ def _fp16_maxima_words(failing: list[Launch], tested: Apart) -> str:
                     f" maximum (a score in fp32 lands that close to the fp16 grid about once in a thousand). There"
                     f" (up to {top:.0f}) fp16 keeps steps of {step:g}, so each score is off by up to {step / 2:g},"
                     f" and its weight by up to a factor exp({step / 2 / scale:.3g}) = {math.exp(step / 2 / scale):.3f}."
-                    " Compute q.k and keep the scores in fp32 (tl.dot accumulates in fp32; a sum of an fp16"
-                    " product does not).")
+                    " Compute q.k and keep the scores in fp32 (tl.dot accumulates in fp32; a sum of fp16"
+                    " products does not).")
     return ""
 
 
