@@ -93,11 +93,11 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
     # only where its loops visit every listed block: a loop that misses some misreads the probe's
     # own blocks too (a partial loop run FullCount times, blind round 12, read as a transform that
     # matches no softcap).  Unlisted blocks visited and masked (the shipped drill) leave it right.
-    visits = visit_steps(checked, maps, failing=bool(failing)) if other is None else Findings()
+    visits, padding_only = visit_steps(checked, maps, failing=bool(failing)) if other is None else (Findings(), False)
     # a loop that runs on through an index row's padding also revisits the blocks the padding names that the
     # row lists (the probe's rows all list block 0, the padding's number): its keys counted twice read as a
     # transform that matches no softcap (blind round 25, 09 b24)
-    padding = other is None and "listed-blocks-missed" not in visits and padding_visited(checked, maps)
+    padding = padding_only and "listed-blocks-missed" not in visits
     loops_wrong = "listed-blocks-missed" in visits or padding
     if padding and written and not explained:
         one = written[0]
@@ -260,27 +260,18 @@ def nan_probe(module: ModuleType, checked: list[Checked]) -> shared.NanProbe | N
     return shared.NanProbe(src.result, again, f"the {src.case.name} case runs")
 
 
-def padding_visited(checked: list[Checked], maps: list[VisitMap]) -> bool:
-    """Were the loops' visits to unlisted blocks, in every case, all (and some) to key blocks a
-    query block's index rows name only past their counts (the padding)?  A loop over every
-    block (the shipped drill) visits others too."""
-    unlisted = [(j in past_count_blocks(one.bm, i))
-                for one, m in zip(checked, maps, strict=True)
-                for i, (row, ideal) in enumerate(zip(m.counts, m.ideal, strict=True))
-                for j, (n, need) in enumerate(zip(row, ideal, strict=True)) if n and not need]
-    return bool(unlisted) and all(unlisted)
-
-
-def visit_steps(checked: list[Checked], maps: list[VisitMap], failing: bool = False) -> Findings:
-    """Visits to unlisted blocks and listed blocks never visited, counted over every case.
-    Where every case passed yet listed blocks show unvisited, the output proves their keys
-    were read: the map does not count the visits (``visits-uncounted``), and what it shows
-    elsewhere is not said as work.  ``failing``: some case failed (a loop through the padding
-    then is said to revisit the listed blocks it names)."""
+def visit_steps(checked: list[Checked], maps: list[VisitMap], failing: bool = False) -> tuple[Findings, bool]:
+    """Visits to unlisted blocks and listed blocks never visited, counted over every case, and
+    whether every unlisted visit (there are some) is to a key block that its query block's index
+    rows name only past their counts: the padding (a loop over every block, the shipped drill,
+    visits others too).  Where every case passed yet listed blocks show unvisited, the output
+    proves their keys were read: the map does not count the visits (``visits-uncounted``), and
+    what it shows elsewhere is not said as work.  ``failing``: some case failed (a loop through
+    the padding then is said to revisit the listed blocks it names)."""
     found = Findings()
     if all(m.visited_blocks == 0 for m in maps):
         found.say("no-visits-recorded")
-        return found
+        return found, False
     extra = missed = padded = 0
     extra_at = missed_at = ""
     for one, m in zip(checked, maps, strict=True):
@@ -297,11 +288,12 @@ def visit_steps(checked: list[Checked], maps: list[VisitMap], failing: bool = Fa
         if one.launch.stray_visits:
             found.say("visits-outside-map", f" A visit was recorded outside the visit map's bounds{where(one)}.")
     listed = sum(m.ideal_blocks * m.heads for m in maps)
+    padding_only = extra > 0 and padded == extra
     if missed and all(c.result.passed for c in checked):
         found.say("visits-uncounted", f" Every case passed, yet {missed} listed (head, query block, key block) visits "
                   f"of {listed} are not in the map (the first at {missed_at}) and {extra} are marked at blocks in "
                   "neither list.")
-        return found
+        return found, padding_only
     if extra:
         found.say("unlisted-blocks", f" {extra} (head, query block, key block) visits were to blocks in neither list, "
                   f"against {listed} listed ones over all cases; the first at {extra_at}."
@@ -311,11 +303,11 @@ def visit_steps(checked: list[Checked], maps: list[VisitMap], failing: bool = Fa
                      + (" Where the padding's block is one the row lists (block 0, in a row that lists it), that"
                         " block is visited a second time, and its keys are added again unless they are masked."
                         if failing else "")
-                     if padded == extra else ""))
+                     if padding_only else ""))
     if missed:
         found.say("listed-blocks-missed", f" {missed} listed (head, query block, key block) visits of {listed} were "
                   f"never made; the first at {missed_at}." + _positions_words(checked, maps))
-    return found
+    return found, padding_only
 
 
 def _positions_words(checked: list[Checked], maps: list[VisitMap]) -> str:
@@ -365,11 +357,11 @@ def _visits_fit(checked: list[Checked], maps: list[VisitMap],
         bm = one.bm
         for i, row in enumerate(m.counts):
             counts = {"full": int(bm.full_kv_num_blocks[i]), "partial": int(bm.kv_num_blocks[i])}
-            listed = set(bm.full_kv_indices[i, :counts["full"]].tolist()) | set(
+            in_lists = set(bm.full_kv_indices[i, :counts["full"]].tolist()) | set(
                 bm.kv_indices[i, :counts["partial"]].tolist())
             want = set().union(*(read(bm, loop, i, counts[loop]) for loop, read in readers.items()))
             fits = fits and {j for j, n in enumerate(row) if n} == want
-            differs = differs or want != listed
+            differs = differs or want != in_lists
     return fits and differs
 
 

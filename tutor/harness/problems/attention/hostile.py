@@ -225,6 +225,21 @@ def hostile_findings(
 
 
 
+def score_units(root: float) -> tuple[tuple[str, float], ...]:
+    """The units a kernel may hold its scores in, as (words, factor from natural units): the exp2
+    domain, natural units, and the raw q.k before the scale (``root`` = sqrt(head_dim))."""
+    return (("in log2 units (qk * sm_scale * log2(e), the exp2 domain)", LOG2E),
+            ("in natural units (qk * sm_scale)", 1.0), ("before the scale (the raw q.k)", root))
+
+
+def fp16_step_words(top: float, scale: float) -> str:
+    """What fp16's spacing at a score of ``top`` (in units ``scale`` times natural) does to the
+    scores and their weights, in words (one sentence, starting with a space)."""
+    step = spacing_at(top, torch.float16)
+    return (f" fp16 keeps steps of {step:g}, so each score is off by up to {step / 2:g}, and its weight by"
+            f" up to a factor exp({step / 2 / scale:.3g}) = {math.exp(step / 2 / scale):.3f}.")
+
+
 def same_grid_words(scale: float, root: float) -> str:
     """Where the natural units (``scale`` 1) and the raw q.k (``scale`` sqrt(head_dim) = ``root``)
     differ by a power of two, fp16's grid is the same in both: words saying the other unit fits
@@ -247,8 +262,7 @@ def rounded_scores_words(out: torch.Tensor, expected: torch.Tensor, s: torch.Ten
     v64 = v.to(torch.float64)
     bad = row_errors(out, expected, per_head=True) > tolerance  # the rows the reference finds wrong
     wrong = int(bad.sum())
-    for where, scale in (("in log2 units (qk * sm_scale * log2(e), the exp2 domain)", LOG2E),
-                         ("in natural units (qk * sm_scale)", 1.0), ("before the scale (the raw q.k)", root)):
+    for where, scale in score_units(root):
         rounded = (s * scale).to(torch.float16).to(torch.float64) / scale
         model = torch.softmax(rounded, dim=-1) @ v64
         off_model = row_errors(out, model, per_head=True) > tolerance
@@ -256,14 +270,11 @@ def rounded_scores_words(out: torch.Tensor, expected: torch.Tensor, s: torch.Ten
         # wrong, off the model (CPU: 1 of 34; H100, run 32: 5-9 of ~2200): at most a tenth of the wrong rows
         if int(off_model.sum()) <= wrong // 10:
             top = float(s.masked_fill(~torch.isfinite(s), 0.0).abs().max() * scale)
-            step = spacing_at(top, torch.float16)
             fit = int((bad & ~off_model).sum())
             some = "" if fit == wrong else f" (on {fit} of its {wrong} wrong rows)"
             return (f" Your output on {case} is{some}, within the tolerance, attention computed from scores"
                     f" rounded to fp16 {where}{same_grid_words(scale, root)}:"
-                    f" at its scores (up to {top:.0f} there) fp16 keeps steps of {step:g}, so each"
-                    f" score is off by up to {step / 2:g} there, and its weight by up to a factor"
-                    f" exp({step / 2 / scale:.3g}) = {math.exp(step / 2 / scale):.3f}. Keep the score tile in fp32.")
+                    f" at its scores (up to {top:.0f} there){fp16_step_words(top, scale)} Keep the score tile in fp32.")
     return ""
 
 
