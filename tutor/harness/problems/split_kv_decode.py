@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -61,7 +60,7 @@ from tutor.harness.problems import split_kv_layout as layout
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
-from tutor.harness.problems.attention.hostile import rounded_scores_words, same_grid_words
+from tutor.harness.problems.attention.hostile import fp16_step_words, rounded_scores_words, same_grid_words, score_units
 from tutor.harness.problems.attention.readout import one_hot_values
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
@@ -475,9 +474,11 @@ def blocks_against_lengths(run_: Launch, block_n: int) -> str:
     return text
 
 
-def describe_wrong(run_: Launch, sl: Slicing, tolerance: float, block_n: int, visits_trusted: bool = True) -> str:
-    """Which sequences are wrong, whether that follows the number of slices they span,
-    and where the blocks they read differ from their lengths."""
+def describe_wrong(run_: Launch, sl: Slicing, tolerance: float, block_n: int, visits_trusted: bool = True,
+                   merge_pointer: str = ".") -> str:
+    """Which sequences are wrong, whether that follows the number of slices they span (ended
+    by ``merge_pointer``, :func:`merge_pointer`), and where the blocks they read differ from
+    their lengths."""
     out = run_.out.double().cpu()
     err = (out - run_.expected).abs().nan_to_num(nan=float("inf")).amax(dim=(1, 2))
     lengths = run_.lengths.cpu().tolist()
@@ -487,7 +488,7 @@ def describe_wrong(run_: Launch, sl: Slicing, tolerance: float, block_n: int, vi
     text += f"; right on {_seqs(good, lengths, sl)}." if good else "; no sequence is right."
     multi = {i for i in range(len(lengths)) if sl.used[i] > 1}
     if good and set(bad) == multi:
-        text += " Exactly the sequences whose cache spans more than one slice are wrong: look at the merge."
+        text += " Exactly the sequences whose cache spans more than one slice are wrong" + merge_pointer
     elif good and set(bad) == {i for i in range(len(lengths)) if lengths[i] < max(lengths)}:
         text += " Exactly the sequences shorter than the cache are wrong: look at the lengths."
     # is each (sequence, head) the reference times one factor? (least squares, then the residual)
@@ -818,7 +819,7 @@ def diagnose(
     if tested.unwritten[0]:  # the cause, measured: said before the output's symptoms
         codes.say(*tested.unwritten)
     per_case, measured = _case_codes(failing, module, tested, tolerance)
-    codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested.visits_trusted))
+    codes.add(_case_findings(failing, per_case, measured, tolerance, block_n, tested))
     _wrong_before_nan(codes)
     if "wrong-output" in codes:
         codes["wrong-output"] += (_narrow_state_words(failing) or _rounded_score_words(failing, tolerance)
@@ -991,11 +992,27 @@ def _case_codes(failing: list[Launch], module: ModuleType, tested: Apart,
     return per_case, measured
 
 
+def merge_pointer(failing: list[Launch], tested: Apart) -> str:
+    """How "exactly the sequences whose cache spans more than one slice are wrong" ends: pointing
+    at the merge only where the merge measured alone is wrong (not exact, not read in a layout
+    the split did not write, every output written), and at the states the split hands it too where
+    the split stores them in other units than the drill's: the two kernels disagree, and either
+    may be the one to change (blind round 24, 05 b25: m in natural-log units for an exp2 merge)."""
+    probe, conv = tested.merge, tested.convention
+    if (probe is None or probe.exact or tested.layouts_disagree
+            or any(not _result(x).fully_written for x in failing)):
+        return "."
+    if conv is not None and (conv.vector != "o" or any(k not in ("m2", "l") for k in conv.scalars.values())):
+        return ": look at the merge and at the states your split hands it."
+    return ": look at the merge."
+
+
 def _case_findings(failing: list[Launch], per_case: list[list[str]], measured: list[Slicing], tolerance: float,
-                   block_n: int, visits_trusted: bool = True) -> Findings:
+                   block_n: int, tested: Apart) -> Findings:
     """Each failing case in words: what was not written, the code it fits (the one the
     most cases fit) with the sequences it measurably affects, else its NaN or its error."""
     found = Findings()
+    visits_trusted, pointer = tested.visits_trusted, merge_pointer(failing, tested)
     support: dict[str, int] = {}
     for codes in per_case:
         for code in codes:
@@ -1017,7 +1034,8 @@ def _case_findings(failing: list[Launch], per_case: list[list[str]], measured: l
                 found.say(code, f" NaN in every head of sequence{'s' if len(nan_seqs) > 1 else ''} "
                                 f"{_seqs(nan_seqs, lengths, sl)}, of {sl.slices} slices each{where}.")
             else:  # a fingerprint: add which sequences it measurably affects
-                found.say(code, describe_wrong(launch, sl, tolerance, block_n, visits_trusted) + where[:-1] + ").")
+                said = describe_wrong(launch, sl, tolerance, block_n, visits_trusted, pointer)
+                found.say(code, said + where[:-1] + ").")
         elif case.nonfinite:
             bad = (~torch.isfinite(launch.out.double().cpu())).any(dim=-1).any(dim=-1).nonzero().flatten().tolist()
             found.say("nan-in-output", f" {case.nonfinite} elements, in sequence{'s' if len(bad) > 1 else ''} "
@@ -1025,7 +1043,7 @@ def _case_findings(failing: list[Launch], per_case: list[list[str]], measured: l
         elif not case.fully_written:
             pass  # said above; the rest of the output is not worth guessing at
         else:
-            said = describe_wrong(launch, sl, tolerance, block_n, visits_trusted)
+            said = describe_wrong(launch, sl, tolerance, block_n, visits_trusted, pointer)
             found.say("wrong-output", said + where[:-1] + ").")
     return found
 
@@ -1088,7 +1106,8 @@ def _padding_words(failing: list[Launch], module: ModuleType, tolerance: float) 
 def _padding_slot_words(failing: list[Launch], module: ModuleType, tested: Apart, measured: list[Slicing]) -> str:
     """Where a case with NaN in a sequence that left no slice empty ran with a split count of its
     own that is not a power of two, and on its inputs with every sequence at the full cache length
-    (every slice used, measured from the visits) the output still has NaN: words saying so, and
+    (every slice used, measured from the visits) the output still has NaN, and at the power of two
+    below (every slot a slice, each used) it is finite: words saying so, and
     that a merge over ``tl.arange(0, pow2)`` has slots past the last slice, which the merge alone
     measurably turns into NaN where they load as empty slices (blind round 24, 05 b08: a merge
     that divides each o_s by its l_s gave NaN in every sequence at 3 splits); "" otherwise."""
@@ -1107,15 +1126,31 @@ def _padding_slot_words(failing: list[Launch], module: ModuleType, tested: Apart
             return ""
         if any(used != splits for used in slicing(again, module).used) or bool(torch.isfinite(again.out).all()):
             return ""
-        pow2 = 1 << (splits - 1).bit_length()
+        # and at the power of two below (at least 2), where the merge's slots are all real slices and each is
+        # used, the same inputs come out finite: real slices alone are merged right (blind round 26, 05 b15: a
+        # maximum never updated, stored -inf beside l > 0, gives NaN at every split count)
+        pow2, even = 1 << (splits - 1).bit_length(), 1 << (splits.bit_length() - 1)
+        if even < 2:
+            return ""
+        try:
+            again_even = launch_on(module, x.case, x.q, x.k, x.v, full, splits=even)
+        except cost.LaunchAborted:
+            raise
+        except Exception:  # noqa: BLE001 - nothing measured
+            return ""
+        if (any(used != even for used in slicing(again_even, module).used)
+                or not bool(torch.isfinite(again_even.out).all())):
+            return ""
         merge = tested.merge
         empty_nan = merge is not None and any(row.startswith("empty slices") for row in merge.nan_rows)
         why = (" Your merge alone makes NaN of empty slices (the read-out that follows), and a padding slot whose"
                " masked load gives the empty state (m = -inf, l = 0) counts as one." if empty_nan else "")
         return (f" The {x.case.name} case ran with num_splits={splits}; on its inputs with every sequence at the"
                 f" full cache length ({x.case.shape[2]}: each used all {splits} slices, measured) the output still has"
-                f" NaN, so something besides the real slices is merged: at {splits}, a merge over tl.arange(0, {pow2})"
-                f" has {pow2 - splits} slot{'s' if pow2 - splits > 1 else ''} past the last slice.{why}")
+                f" NaN, while at num_splits={even}, where every slot of the merge is a real slice, the same inputs"
+                f" come out finite: something besides the real slices is merged. At {splits}, a merge over"
+                f" tl.arange(0, {pow2}) has {pow2 - splits} slot{'s' if pow2 - splits > 1 else ''} past the last"
+                f" slice.{why}")
     return ""
 
 
@@ -1177,9 +1212,10 @@ def _fp16_maxima_words(failing: list[Launch], tested: Apart) -> str:
     """Where the high case fails and every maximum the split stored for a non-empty slice (at
     least FP16_GRID_SLOTS of them), taken back to raw q.k, natural or exp2 units, is an fp16
     number (to the fp32 arithmetic that scaled it): the score was computed or kept in fp16
-    before the maximum, in words; "" otherwise.  A score in fp32 lands that close to the fp16
-    grid about once in a thousand (blind round 24, 05 b16: a q.k summed in fp16, whose output
-    no rounded-score model fits: the sum's own roundings differ)."""
+    before the maximum, or the maximum rounded to fp16 where it is stored (blind round 26, 05
+    b13: the two are not told apart here), in words; "" otherwise.  A score in fp32 lands that
+    close to the fp16 grid about once in a thousand (blind round 24, 05 b16: a q.k summed in
+    fp16, whose output no rounded-score model fits: the sum's own roundings differ)."""
     conv = tested.convention
     high = next(((x, roles) for x, roles in tested.laid_out if x.case.name == "high"), None)
     if conv is None or high is None:
@@ -1195,21 +1231,18 @@ def _fp16_maxima_words(failing: list[Launch], tested: Apart) -> str:
         return ""
     natural = m * (LN2 if conv.scalars[key] == "m2" else 1.0)
     root = x.case.shape[-1] ** 0.5
-    for where, scale in (("before the scale (the raw q.k)", root), ("in natural units (qk * sm_scale)", 1.0),
-                         ("in log2 units (qk * sm_scale * log2(e), the exp2 domain)", LOG2E)):
+    for where, scale in reversed(score_units(root)):
         held = natural * scale
         gap = (held - held.to(torch.float16).double()).abs()
         if bool((gap <= 3e-7 * held.abs()).all()):
             top = float(held.abs().max())
-            step = spacing_at(top, torch.float16)
             return (f" Every maximum your split kernel stored for a slice on the high case ({m.numel()} of them),"
                     f" taken {where}{same_grid_words(scale, root)}, is an fp16 number: the scores were computed"
-                    " or kept in fp16 before the"
-                    f" maximum (a score in fp32 lands that close to the fp16 grid about once in a thousand). There"
-                    f" (up to {top:.0f}) fp16 keeps steps of {step:g}, so each score is off by up to {step / 2:g},"
-                    f" and its weight by up to a factor exp({step / 2 / scale:.3g}) = {math.exp(step / 2 / scale):.3f}."
-                    " Compute q.k and keep the scores in fp32 (tl.dot accumulates in fp32; a sum of fp16"
-                    " products does not).")
+                    " or kept in fp16 before the maximum, or the maximum itself was rounded to fp16 before it was"
+                    " stored (a score in fp32 lands that close to the fp16 grid about once in a thousand). There"
+                    f" (up to {top:.0f}){fp16_step_words(top, scale)}"
+                    " Compute q.k and keep the scores and the stored maximum in fp32 (tl.dot accumulates in fp32;"
+                    " a sum of fp16 products does not).")
     return ""
 
 
@@ -1285,12 +1318,6 @@ def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apa
     elif probe is not None and not probe.exact:
         conv = tested.convention
         if conv is not None and (conv.vector != "o" or any(k not in ("m2", "l") for k in conv.scalars.values())):
-            # states in other units than the drill's: the two kernels disagree, and either may be the one to change
-            # (blind round 24, 05 b25: the split stored m in natural-log units for an exp2 merge)
-            for code in codes:
-                codes[code] = codes[code].replace(
-                    " more than one slice are wrong: look at the merge.",
-                    " more than one slice are wrong: look at the merge and at the states your split hands it.")
             apart_words += (" (Your split kernel stores " + ", ".join(apart.SCALAR_KINDS[k] for k in
                             conv.scalars.values() if k) + f" and {apart.VECTOR_KINDS[conv.vector]}: the tutor's"
                             " states were written that way.)")
@@ -1304,10 +1331,6 @@ def _say_apart(drill: Drill, codes: Findings, failing: list[Launch], tested: Apa
             break
     if failing:
         apart_words += tested.words
-    if probe is None or probe.exact or tested.layouts_disagree:  # the merge is not named as where to look
-        for code in codes:
-            codes[code] = codes[code].replace(" more than one slice are wrong: look at the merge.",
-                                              " more than one slice are wrong.")
     if apart_words:
         preferred = [*MERGE_CODES, "wrong-output", "nan-in-output", "reads-past-length", "empty-slice-nan"]
         target = next((c for c in preferred if c in codes), None) or next(
