@@ -127,6 +127,12 @@ WANTED = {
     # blind round 25, 09 b09: an index row read without its row stride, from the visit map against the flat lists
     "09_part_index_without_row_stride": ("listed-blocks-missed", ["the partial list's flat index array holds at"
                                                                   " entries start_m + j", "(the row stride N_N)"]),
+    # blind round 25, 02 b14: the tail mask after the row maximum (a maximum of at least 0), and a maximum that starts at
+    # 0: the hostile case's 'negative' rows (every score near -120) sum to 0 (drills 01/02 passed both before)
+    "02_tail_masked_after_the_max": ("hostile-wrong", ["wrong rows are 'negative' rows and NaN",
+                                                       "taken before the mask over keys past the end"]),
+    "01_m_i_starts_at_zero": ("hostile-wrong", ["a running maximum that does not start at -inf",
+                                                "the final division is then 0/0"]),
     # blind round 25, 02 b08: alpha in another base than p, fitted from the blocks' shares (not the checklist alone)
     "02_alpha_in_natural_exp": ("blocks-inconsistent", ["0.443 = log2(e) − 1", "Take alpha in p's base"]),
     "01_alpha_in_natural_exp": ("blocks-inconsistent", ["0.443 = log2(e) − 1"]),

@@ -40,8 +40,9 @@ def far_below_words(subject: str, then: str | None = "") -> str:
     if then is None:
         return where + "."
     return (where + ": there exp or exp2 of a score minus a maximum far above it (0, for one: a running maximum"
-            f" that does not start at -inf, or that is set to 0 after a block where the row saw no key) underflows"
-            f" to 0 for every key{then}.")
+            " that does not start at -inf, that is set to 0 after a block where the row saw no key, or that is"
+            f" taken before the mask over keys past the end, which load as 0 and score 0) underflows to 0 for every"
+            f" key{then}.")
 
 
 def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
