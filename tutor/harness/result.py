@@ -270,6 +270,11 @@ class ReadOut:
     # the keys missed are exactly those further into their K/V block than the row is into its
     # query block (key % BLOCK_N > row % BLOCK_M): a causal mask compared within the tiles
     missing_in_tile: bool = False
+    # in every row that misses weight, are the weights on its other keys softmax over those keys alone (the
+    # missing keys in neither acc nor l_i)?  None: no row misses weight
+    missing_rest_softmax: bool | None = None
+    # in every such row, does the weight missing at key c sit on key c % block_n (key block 0) on top of its own?
+    missing_on_block0: bool = False
     row_sum_min: float | None = None
     row_sum_max: float | None = None
     # do the rows sum to softmax's denominators, sum_j exp(s_ij - max_j s_ij) (an undivided

@@ -384,27 +384,40 @@ def counted_twice_words(ro: ReadOut) -> str:
             f" times.")
 
 
+def skipped_visit_counts(ro: ReadOut, visits: VisitMap) -> list[int]:
+    """How many programs the visit map shows visiting each block the read-out found weightless,
+    where it maps the read-out's case (the same length and blocks); [] where it does not."""
+    if not ro.shape or ro.shape[2] != visits.seq or (ro.block_m, ro.block_n) != (visits.block_m, visits.block_n):
+        return []
+    counts = [visits.counts[i][j] for i, j in ro.skipped_blocks
+              if i < len(visits.counts) and j < len(visits.counts[i])]
+    return counts if len(counts) == len(ro.skipped_blocks) else []
+
+
 def skipped_visit_words(ro: ReadOut, visits: VisitMap) -> str:
     """What the visit map says of the blocks the read-out found weightless, where it maps the
     read-out's case (the same length and blocks): none of them visited (the loop never got
     there), or every one visited by every program (reached, and what it added went elsewhere)."""
-    if not ro.shape or ro.shape[2] != visits.seq or (ro.block_m, ro.block_n) != (visits.block_m, visits.block_n):
-        return ""
-    counts = [visits.counts[i][j] for i, j in ro.skipped_blocks
-              if i < len(visits.counts) and j < len(visits.counts[i])]
-    if len(counts) != len(ro.skipped_blocks) or not counts:
+    counts = skipped_visit_counts(ro, visits)
+    if not counts:
         return ""
     if all(c == 0 for c in counts):
         return (" The visit map shows none of these blocks visited: the loop never reaches them (where it starts, its"
                 " step, its bound).")
     if all(c == visits.heads for c in counts):
-        if ro.sums_to_one and ro.block_pattern in ("consistent", "one-factor"):
-            # the rest of each row is a softmax over the keys left: these never entered l_i either
+        if ro.missing_rest_softmax:
+            # the rest of each such row is a softmax over the keys left: these never entered l_i either
             return (" The visit map shows every one of these blocks visited, and each row's weights on the other keys"
                     " still add up to 1 in softmax's proportions: the loop reaches them, and their keys are in"
                     " neither acc nor l_i at the end - masked away (the column mask, its bound, its fill), their"
                     " scores dropped before m_i and l_i, or acc and l_i both wiped by a later block (reset, or"
                     " rescaled by an alpha of 0: exp2(m_i - m_new) is 0 while m_i stays -inf, never updated).")
+        if ro.missing_on_block0:
+            return (" The visit map shows every one of these blocks visited, and in every row that misses weight,"
+                    " the weight softmax gives key c of those blocks is found on key c % BLOCK_N of key block 0, on"
+                    " top of that key's own: those blocks' weights are right (their scores saw the right keys), and"
+                    " they multiply the values of block 0's rows. Load each block's V rows at its own keys (start_n +"
+                    " offs_n, not offs_n alone; or a V pointer advanced with K's).")
         return (" The visit map shows every one of these blocks visited: the loop reaches them, and what they added"
                 " was lost or landed on other keys' values.")
     return ""
@@ -529,6 +542,14 @@ def diagnose(
     if "blocks-inconsistent" in codes:
         codes["blocks-inconsistent"] += next((w for w in map(pattern_words, readouts.values()) if w), "") \
             or next((w for w in map(counted_twice_words, readouts.values()) if w), "")
+    if "loop-stops-before-diagonal" in codes and visits is not None and ro_skipped is not None:
+        counts = skipped_visit_counts(ro_skipped, visits)
+        if counts and all(c == visits.heads for c in counts):
+            # the loop reaches every block the read-out found weightless: not its bound (blind round 26, 01 b27:
+            # a two-loop kernel whose diagonal loop loads V at block 0's rows)
+            detail = codes.pop("loop-stops-before-diagonal")
+            values = codes.quoted.pop("loop-stops-before-diagonal", None) if codes.quoted is not None else None
+            codes.say("blocks-skipped", detail, values)
     if "blocks-skipped" in codes and visits is not None and ro_skipped is not None:
         codes["blocks-skipped"] += skipped_visit_words(ro_skipped, visits)
     if visits is not None:

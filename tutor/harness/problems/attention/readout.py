@@ -559,6 +559,23 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
         deeper = ((cols % block_n) > (rows % block_m)).expand_as(needed)
         left = ((cols // block_n + 1) * block_n <= rows - rows % block_m).expand_as(needed)
         result.missing_in_tile = bool((missing == (needed & deeper)).all()) and bool((missing & left).any())
+        # those rows' weights on the keys left, against softmax over those keys alone: measured on the rows
+        # themselves (blind round 26, 01 b30: V loaded at a block's own offsets folds the missing keys' weight
+        # onto block 0's keys; the clean rows' proportions said nothing of it)
+        rest = softmax_on(s, allowed & ~missing)
+        gap = (wz - rest).abs().amax(dim=-1)[m_rows & rows_ok]
+        result.missing_rest_softmax = bool((gap < 0.01).all())
+        # or is what those rows miss at key c found on key c % BLOCK_N, of key block 0, on top of its own weight:
+        # V rows loaded at a block's offsets within the block (offs_n), not at its keys (blind round 26, 01 b27)
+        moved = torch.where(missing, p, torch.zeros_like(p))
+        folded = torch.zeros_like(p[..., :block_n])
+        for start in range(0, seq, block_n):
+            part = moved[..., start:start + block_n]
+            folded[..., :part.shape[-1]] += part
+        first = min(block_n, seq)
+        excess = wz[..., :first] - torch.where(allowed, p, torch.zeros_like(p))[..., :first]
+        off = (excess - folded[..., :first]).abs().amax(dim=-1)[m_rows & rows_ok]
+        result.missing_on_block0 = bool(off.numel()) and bool((off < 0.01).all())
 
     # -- row sums, temperature, block consistency ----------------------------------------------------
     sums = wz.sum(-1)[rows_ok]
