@@ -127,8 +127,16 @@ WANTED = {
     # blind round 25, 09 b09: an index row read without its row stride, from the visit map against the flat lists
     "09_part_index_without_row_stride": ("listed-blocks-missed", ["the partial list's flat index array holds at"
                                                                   " entries start_m + j", "(the row stride N_N)"]),
-    # blind round 25, 02 b14: the tail mask after the row maximum (a maximum of at least 0), and a maximum that starts at
-    # 0: the hostile case's 'negative' rows (every score near -120) sum to 0 (drills 01/02 passed both before)
+    # blind round 26, 05 b32: the q offset off_bh, measured against every wrong output (the row stride left out)
+    "05_query_offset_without_head_dim": ("wrong-output", ["your q load's offset is b * 2 + h elements (off_bh itself"]),
+    # blind round 26, 07 b26: the pool row's K/V head term the program's index off_bkv, from the counted loads
+    "07_pool_row_with_the_program_index": ("positions-unread", ["the K/V head b * KV_HEADS + h (the program's index"]),
+    # blind round 26, 01 b30/b27: V loaded at offs_n: the blocks are visited and their weight sits on block 0's keys
+    # (said as a loop that stops before the diagonal where only the diagonal block's V was, b27)
+    "01_v_loaded_at_block_offsets": ("blocks-skipped", ["is found on key c % BLOCK_N of key block 0"]),
+    "01_diagonal_block_v_at_block_offsets": ("blocks-skipped", ["is found on key c % BLOCK_N of key block 0"]),
+    # blind round 25, 02 b14: the tail mask after the row maximum (a maximum of at least 0), and a maximum that
+    # starts at 0: the hostile case's 'negative' rows (every score near -120) sum to 0 (drills 01/02 passed both)
     "02_tail_masked_after_the_max": ("hostile-wrong", ["wrong rows are 'negative' rows and NaN",
                                                        "taken before the mask over keys past the end"]),
     "01_m_i_starts_at_zero": ("hostile-wrong", ["a running maximum that does not start at -inf",
@@ -236,6 +244,10 @@ UNSAID = {
     # 1), which would fail the default case (4 on 2) that this kernel passes
     "06_kv_divides_by_kv_heads": ("wrong-kv-head", ["a sequence index of"]),
     "09_partial_loop_through_the_padding": ("wrong-output", ["score transform"]),
+    # blind round 26, 01 b27: a loop whose bound is right is not said to stop before the diagonal
+    "01_diagonal_block_v_at_block_offsets": ("blocks-skipped", ["The loop stops before the diagonal block"]),
+    # blind round 26, 01 b30: the folded weight: the rows' other keys are not softmax over them alone
+    "01_v_loaded_at_block_offsets": ("blocks-skipped", ["in softmax's proportions"]),
 }
 # entries whose code the random inputs decide on some runs, checked at a fixed seed: 06_window_masked_after_the_max
 # said wrong-output on one clean-clone CI's inputs (2026-12-07, 3f4eff3; max-before-mask at seeds 1 and 2)

@@ -61,6 +61,8 @@ def _candidates(x: Launch, block_n: int) -> tuple[Rows, dict[str, Rows]]:
         " + pos // PAGE_SIZE belongs": lambda b, h, pos: row(at((pos // ps) * max_pages + b), h, pos % ps),
         "the block table read column-major, entry (pos // PAGE_SIZE) * BATCH + b where b * MAX_PAGES +"
         " pos // PAGE_SIZE belongs": lambda b, h, pos: row(at((pos // ps) * batch + b), h, pos % ps),
+        "the K/V head b * KV_HEADS + h (the program's index over (sequence, K/V head)) where h belongs":
+            lambda b, h, pos: row(entry(b, pos // ps), b * kvh + h, pos % ps),
         "the K/V head h * GROUP (the index of its group's first query head) where h belongs":
             lambda b, h, pos: row(entry(b, pos // ps), h * c.group, pos % ps),
         "the page pos // PAGE_SIZE itself, the block table not read":

@@ -62,6 +62,7 @@ from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
 from tutor.harness.problems.attention.hostile import fp16_step_words, rounded_scores_words, same_grid_words, score_units
 from tutor.harness.problems.attention.readout import one_hot_values
+from tutor.harness.problems.query_offsets import query_offset_words
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
 
 GARBAGE_K_SCALE = 3.0  # stale keys past a length: larger than real ones, so they would win the softmax
@@ -823,7 +824,7 @@ def diagnose(
     _wrong_before_nan(codes)
     if "wrong-output" in codes:
         codes["wrong-output"] += (_narrow_state_words(failing) or _rounded_score_words(failing, tolerance)
-                                  or _fp16_maxima_words(failing, tested))
+                                  or _fp16_maxima_words(failing, tested) or _query_offset_words(failing, tolerance))
     unstored, explains = _unstored_words(tested, tolerance)
     large = _large_scores(codes, failing, measured if map_trusted and tested.visits_trusted else None,
                           lambda: _padding_words(failing, module, tolerance), unstored if explains else "")
@@ -1187,6 +1188,17 @@ def _other_cases_words(failing: list[Launch], cause: str) -> str:
     listed = " and ".join([", ".join(others[:-1]), others[-1]] if len(others) > 1 else others)
     return (f" The {listed} case{'s' if len(others) > 1 else ''} failed too, which {cause} need not explain:"
             " look there for a second mistake.")
+
+
+def _query_offset_words(failing: list[Launch], tolerance: float) -> str:
+    """On the first failing case whose output is written and finite, the query offset that
+    explains every wrong (sequence, head) (:func:`query_offsets.query_offset_words`), in words."""
+    x = next((x for x in failing if _result(x).written_and_finite), None)
+    if x is None:
+        return ""
+    err = (x.out.double().cpu() - x.expected.double().cpu()).abs().amax(dim=-1)  # (batch, heads)
+    wrong = [(int(b), int(h)) for b, h in (err > tolerance).nonzero().tolist()]
+    return query_offset_words(x.q, x.k, x.v, x.lengths.cpu(), x.out, wrong, tolerance)
 
 
 def _rounded_score_words(failing: list[Launch], tolerance: float) -> str:
