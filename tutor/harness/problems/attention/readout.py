@@ -562,12 +562,14 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
         # those rows' weights on the keys left, against softmax over those keys alone: measured on the rows
         # themselves (blind round 26, 01 b30: V loaded at a block's own offsets folds the missing keys' weight
         # onto block 0's keys; the clean rows' proportions said nothing of it)
-        rest = softmax_on(s, allowed & ~missing)
+        # (every key read as exactly 0, not only those of at least MISSING_P: at 1000 keys most weigh less)
+        unread = allowed & (wz == 0)
+        rest = softmax_on(s, allowed & ~unread)
         gap = (wz - rest).abs().amax(dim=-1)[m_rows & rows_ok]
         result.missing_rest_softmax = bool((gap < 0.01).all())
         # or is what those rows miss at key c found on key c % BLOCK_N, of key block 0, on top of its own weight:
         # V rows loaded at a block's offsets within the block (offs_n), not at its keys (blind round 26, 01 b27)
-        moved = torch.where(missing, p, torch.zeros_like(p))
+        moved = torch.where(unread, p, torch.zeros_like(p))
         folded = torch.zeros_like(p[..., :block_n])
         for start in range(0, seq, block_n):
             part = moved[..., start:start + block_n]
