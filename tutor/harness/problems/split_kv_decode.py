@@ -1104,6 +1104,22 @@ def _padding_words(failing: list[Launch], module: ModuleType, tolerance: float) 
     return ""
 
 
+def _full_length_finite(module: ModuleType, x: Launch, splits: int) -> bool | None:
+    """The case's inputs with every sequence at the full cache length, launched at ``splits``: is
+    the output finite, where each sequence used all ``splits`` slices (measured from the visits)?
+    None where the launch raised or some sequence used fewer."""
+    full = torch.full_like(x.lengths, x.case.shape[2])
+    try:
+        again = launch_on(module, x.case, x.q, x.k, x.v, full, splits=splits)
+    except cost.LaunchAborted:
+        raise
+    except Exception:  # noqa: BLE001 - nothing measured
+        return None
+    if any(used != splits for used in slicing(again, module).used):
+        return None
+    return bool(torch.isfinite(again.out).all())
+
+
 def _padding_slot_words(failing: list[Launch], module: ModuleType, tested: Apart, measured: list[Slicing]) -> str:
     """Where a case with NaN in a sequence that left no slice empty ran with a split count of its
     own that is not a power of two, and on its inputs with every sequence at the full cache length
@@ -1118,29 +1134,12 @@ def _padding_slot_words(failing: list[Launch], module: ModuleType, tested: Apart
         if splits is None or splits & (splits - 1) == 0 or not any(
                 bool(b) and not sl.has_empty(i) for i, b in enumerate(bad.tolist())):
             continue
-        full = torch.full_like(x.lengths, x.case.shape[2])
-        try:
-            again = launch_on(module, x.case, x.q, x.k, x.v, full, splits=splits)
-        except cost.LaunchAborted:
-            raise
-        except Exception:  # noqa: BLE001 - nothing measured
-            return ""
-        if any(used != splits for used in slicing(again, module).used) or bool(torch.isfinite(again.out).all()):
-            return ""
-        # and at the power of two below (at least 2), where the merge's slots are all real slices and each is
-        # used, the same inputs come out finite: real slices alone are merged right (blind round 26, 05 b15: a
+        # NaN with every slice used, and at the power of two below (at least 2), where the merge's slots are all
+        # real slices and each is used, finite: real slices alone are merged right (blind round 26, 05 b15: a
         # maximum never updated, stored -inf beside l > 0, gives NaN at every split count)
         pow2, even = 1 << (splits - 1).bit_length(), 1 << (splits.bit_length() - 1)
-        if even < 2:
-            return ""
-        try:
-            again_even = launch_on(module, x.case, x.q, x.k, x.v, full, splits=even)
-        except cost.LaunchAborted:
-            raise
-        except Exception:  # noqa: BLE001 - nothing measured
-            return ""
-        if (any(used != even for used in slicing(again_even, module).used)
-                or not bool(torch.isfinite(again_even.out).all())):
+        if even < 2 or _full_length_finite(module, x, splits) is not False \
+                or _full_length_finite(module, x, even) is not True:
             return ""
         merge = tested.merge
         empty_nan = merge is not None and any(row.startswith("empty slices") for row in merge.nan_rows)

@@ -229,8 +229,6 @@ def hostile_findings(
     return [("hostile-wrong", detail + rounded)]
 
 
-
-
 def far_below_nan_words(out: torch.Tensor, s: torch.Tensor, bad: torch.Tensor, negative: torch.Tensor) -> str:
     """Where every wrong row (``bad``: batch*heads, seq) is a NaN row of the "negative" group
     (``negative``: its row indices), whose every score (``s``: natural units) lies far below 0:
