@@ -131,6 +131,8 @@ WANTED = {
     "05_query_offset_without_head_dim": ("wrong-output", ["your q load's offset is b * 2 + h elements (off_bh itself"]),
     # blind round 26, 07 b26: the pool row's K/V head term the program's index off_bkv, from the counted loads
     "07_pool_row_with_the_program_index": ("positions-unread", ["the K/V head b * KV_HEADS + h (the program's index"]),
+    # blind round 26, 04 c14: dQ's rows from the program id itself: the unwritten rows' pattern, per gradient
+    "04_dq_rows_start_at_the_program_id": ("unwritten-output", ["dq: The unwritten rows are exactly rows"]),
     # blind round 26, 01 b30/b27: V loaded at offs_n: the blocks are visited and their weight sits on block 0's keys
     # (said as a loop that stops before the diagonal where only the diagonal block's V was, b27)
     "01_v_loaded_at_block_offsets": ("blocks-skipped", ["is found on key c % BLOCK_N of key block 0"]),

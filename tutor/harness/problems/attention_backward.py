@@ -1366,7 +1366,10 @@ def _output_findings(launch: BackwardLaunch, where: str, nan_words: NanWords | N
     found = []
     if case.unwritten:
         which = ", ".join(f"{g}: {n}" for g, n in launch.unwritten.items() if n)
-        found.append(("unwritten-output", f" ({which} elements never written){where}."))
+        # where the unwritten rows make a pattern (whole heads, or every row from one on), it is said per gradient
+        pattern = "".join(f" {g}:{said}" for g, n in launch.unwritten.items()
+                          if n and (said := shared.unwritten_words(launch.grads[g])))
+        found.append(("unwritten-output", f" ({which} elements never written){where}.{pattern}"))
     if case.wrote_out_of_bounds:
         which = ", ".join(g for g, o in launch.out_of_bounds.items() if o)
         found.append(("store-out-of-bounds", f" ({which}){where}."))
