@@ -137,12 +137,6 @@ WANTED = {
     # (said as a loop that stops before the diagonal where only the diagonal block's V was, b27)
     "01_v_loaded_at_block_offsets": ("blocks-skipped", ["is found on key c % BLOCK_N of key block 0"]),
     "01_diagonal_block_v_at_block_offsets": ("blocks-skipped", ["is found on key c % BLOCK_N of key block 0"]),
-    # blind round 25, 02 b14: the tail mask after the row maximum (a maximum of at least 0), and a maximum that
-    # starts at 0: the hostile case's 'negative' rows (every score near -120) sum to 0 (drills 01/02 passed both)
-    "02_tail_masked_after_the_max": ("hostile-wrong", ["wrong rows are 'negative' rows and NaN",
-                                                       "taken before the mask over keys past the end"]),
-    "01_m_i_starts_at_zero": ("hostile-wrong", ["a running maximum that does not start at -inf",
-                                                "the final division is then 0/0"]),
     # blind round 25, 02 b08: alpha in another base than p, fitted from the blocks' shares (not the checklist alone)
     "02_alpha_in_natural_exp": ("blocks-inconsistent", ["0.443 = log2(e) − 1", "Take alpha in p's base"]),
     "01_alpha_in_natural_exp": ("blocks-inconsistent", ["0.443 = log2(e) − 1"]),

@@ -57,17 +57,16 @@ from tutor.harness.findings import worded
 from tutor.harness.long_sum import causal_keys, long_sum_values, long_sum_words
 from tutor.harness.numerics import LOG2E, spacing_at
 from tutor.harness.problems.attention.cases import evaluate, launch_modes, mode_words
-from tutor.harness.problems.attention.reference import FAR_BELOW, attention_reference, far_below_words
+from tutor.harness.problems.attention.reference import attention_reference
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding
 
 GROUPS = ("normal", "large", "late-max", "negative", "early-max", "mid-max", "drop")
 LARGE_SHIFT = 120.0  # added to every score of a "large" row
 LARGE_SPREAD = 4.0  # the standard deviation of a "large" row's scores around it
 RAMP_SCORE = 150.0  # a "late-max" row's extra score at the last key (0 at key 0)
-# subtracted from every score of a "negative" row: exp or exp2 of a score minus a running maximum that
-# started at 0, not -inf, underflows fp32 there (a shift of 8 let such a maximum pass drills 01/02,
-# while drills 05-09 failed it: blind round 25, 02 b14)
-NEGATIVE_SHIFT = FAR_BELOW
+# subtracted from every score of a "negative" row: not so far that a running maximum that starts at 0
+# underflows (issue 9 names m_i from 0 a correct kernel of drills 01/02; drills 05-09 have far-below cases)
+NEGATIVE_SHIFT = 8.0
 _RAMP_K = 8.0  # k[..., 0] runs 0.._RAMP_K over the keys; q[late rows, 0] sets the height
 _SHIFT_K = 8.0  # k[..., 1] is this for every key; q[negative rows, 1] sets the shift
 DROP_SCORE = 150.0  # a "drop" row's extra score on the first eighth of the keys
@@ -218,32 +217,12 @@ def hostile_findings(
             " that (tl.max(qk, 0) takes each key's maximum over the block's rows, not each row's over its keys: a"
             " row is then exponentiated against another row's far larger score, and its sum underflows to 0, then"
             " 0/0), as does anything else that mixes rows (a reduction or a load along the wrong axis)."))]
-    far_below = far_below_nan_words(out, s, bad, groups["negative"])
-    if far_below:
-        return [("hostile-wrong", detail + far_below)]
     if (overflow & early).any():
         return [("no-running-max", detail)]
     if overflow.any() and (bad & ~(overflow & late)).sum() == 0 and (early & ~bad).any():
         return [("stale-max", detail)]
     rounded = rounded_scores_words(out, expected, scores(q, k, causal), v, tolerance) if v is not None else ""
     return [("hostile-wrong", detail + rounded)]
-
-
-def far_below_nan_words(out: torch.Tensor, s: torch.Tensor, bad: torch.Tensor, negative: torch.Tensor) -> str:
-    """Where every wrong row (``bad``: batch*heads, seq) is a NaN row of the "negative" group
-    (``negative``: its row indices), whose every score (``s``: natural units) lies far below 0:
-    what underflows there, in words ("" otherwise)."""
-    seq = out.shape[-2]
-    nan = torch.isnan(out.to(torch.float32)).any(dim=-1).reshape(-1, seq)
-    held = torch.zeros_like(bad)
-    held[:, negative] = True
-    if not bool(bad.any()) or bool((bad & ~(held & nan)).any()):
-        return ""
-    top = torch.where(torch.isfinite(s), s, torch.full_like(s, float("-inf"))).amax(dim=-1)
-    if not bool((top[bad] < -FAR_BELOW / 2).all()):
-        return ""
-    return far_below_words(f"All {int(bad.sum())} wrong rows are 'negative' rows and NaN",
-                           ", and the final division is then 0/0")
 
 
 def score_units(root: float) -> tuple[tuple[str, float], ...]:
