@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers_harness import check_files
+from helpers_harness import check_files, check_jobs, job
 
 from tutor.authoring import student_kernels as mistakes
 from tutor.catalog import get_drill
@@ -16,12 +16,16 @@ def entries(drill: str) -> dict[str, mistakes.Mistake]:
     return {m.stem: m for m in mistakes.all_mistakes() if m.drill == drill}
 
 
-def check_entries(dest: Path, drill: str, extra: dict[str, Path] | None = None) -> dict[str, CheckResult]:
-    """Check every entry of ``drill``'s mistakes file (and the ``extra`` files) in workers."""
+def check_entries(dest: Path, drill: str, extra: dict[str, Path] | None = None,
+                  seeded: dict[str, int] | None = None) -> dict[str, CheckResult]:
+    """Check every entry of ``drill``'s mistakes file (and the ``extra`` files) in workers;
+    the entries ``seeded`` names at their seed (a code the random inputs decide on some runs)."""
+    seeded = seeded or {}
     written = {stem: path for stem, path in mistakes.materialise(dest).items() if stem in entries(drill)}
-    files = {**written, **(extra or {})}
+    files = {stem: path for stem, path in {**written, **(extra or {})}.items() if stem not in seeded}
     results = check_files(list(files.values()))
-    return {stem: results[path] for stem, path in files.items()}
+    at_seed = check_jobs([job(written[stem], seed=seed) for stem, seed in seeded.items()]) if seeded else []
+    return {stem: results[path] for stem, path in files.items()} | dict(zip(seeded, at_seed, strict=True))
 
 
 def assert_covers(found: dict[str, mistakes.Mistake], correct_variants: set[str]) -> None:

@@ -9,12 +9,16 @@ from helpers_mistakes import assert_covers, assert_gets_its_verdict, check_entri
 from tutor.harness.result import CheckResult
 
 ENTRIES = entries("02")
+# an entry whose code the random inputs decide on some runs, checked at a fixed seed: FA1's sum without the old
+# sum weighs the earliest blocks ~1/prod(l_t), and on some inputs keys underflow to exactly 0, said as
+# wrong-output (one clean-clone CI, 2026-12-07, 5f644ae; blocks-inconsistent at seeds 0-2, as its entry says)
+SEEDED = {"02_normalised_each_step_without_the_old_sum": 0}
 pytestmark = pytest.mark.timeout(1800)  # one module fixture checks every entry
 
 
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory) -> dict[str, CheckResult]:
-    return check_entries(tmp_path_factory.mktemp("mistakes"), "02")
+    return check_entries(tmp_path_factory.mktemp("mistakes"), "02", seeded=SEEDED)
 
 
 def test_the_mistakes_file_covers_every_correct_variant_the_issue_names():
