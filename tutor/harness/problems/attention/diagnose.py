@@ -273,8 +273,10 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
             codes.append("full-broken")
         elif ro.missing_where == "ragged-tail":
             codes.append("ragged-tail-skipped")
-        elif ro.missing_where == "whole-blocks" and causal and ro.skipped_blocks and all(
-                _holds_diagonal(i, j, ro) for i, j in ro.skipped_blocks):
+        elif ro.missing_where == "whole-blocks" and causal and ro.skipped_blocks and not ro.skipped_blocks_reached \
+                and all(_holds_diagonal(i, j, ro) for i, j in ro.skipped_blocks):
+            # (a loop that reaches those blocks is not stopped by its bound: blind round 26, 01 b27, a two-loop
+            # kernel whose diagonal loop loads V at block 0's rows)
             codes.append("loop-stops-before-diagonal")
         elif ro.missing_where == "whole-blocks":
             codes.append("blocks-skipped")
@@ -460,7 +462,8 @@ SUPPORTS: dict[str, Callable[[ReadOut], bool]] = {
     "diagonal-unmasked": lambda ro: ro.forbidden_rows > 0 and ro.forbidden_where == "diagonal-block",
     "mask-reversed": lambda ro: ro.forbidden_rows > 0 and ro.missing_rows > 0 and ro.forbidden_score == "true",
     "mask-off-by-one": lambda ro: ro.missing_where == "own-key" and not ro.forbidden_rows,
-    "loop-stops-before-diagonal": lambda ro: bool(ro.skipped_blocks) and not ro.forbidden_rows,
+    "loop-stops-before-diagonal": lambda ro: bool(ro.skipped_blocks) and not ro.forbidden_rows
+    and not ro.skipped_blocks_reached,
     "ragged-unmasked": lambda ro: ro.phantom_keys is not None and ro.phantom_keys >= 0.5 and not ro.missing_rows,
     "full-broken": lambda ro: ro.missing_rows > 0 and not ro.forbidden_rows,
     "sum-not-rescaled": lambda ro: ro.row_sum_max is not None and ro.row_sum_min is not None
@@ -495,6 +498,11 @@ def diagnose(
     failing = [x for x in launches if not x.case.passed]
     chosen = _consensus([fingerprints(drill, x, block_m, block_n) for x in failing])
     passed_causal = {x.case.name for x in launches if x.case.causal and x.case.passed}
+    # the map is of the default shape's causal launch (or its only one): a read-out of another mode says nothing of it
+    ro_skipped = next((r for m, r in readouts.items() if r.skipped_blocks and (not both_modes or m == "causal")), None)
+    if ro_skipped is not None and visits is not None:
+        counts = skipped_visit_counts(ro_skipped, visits)
+        ro_skipped.skipped_blocks_reached = all(c == visits.heads for c in counts) if counts else None
     measured = {mode: readout_codes(drill, ro, both_modes) for mode, ro in readouts.items()}
     for launch, code in zip(failing, chosen, strict=True):
         case = launch.case
@@ -537,19 +545,9 @@ def diagnose(
             worst = "" if case.worst_row is None else f" The largest error is at row {case.worst_row} (query block {case.worst_row // block_m})"
             say("wrong-output", f"{worst}{where}." + (facts(ro) if ro is not None else ""), ro)
 
-    # the map is of the default shape's causal launch (or its only one): a read-out of another mode says nothing of it
-    ro_skipped = next((r for m, r in readouts.items() if r.skipped_blocks and (not both_modes or m == "causal")), None)
     if "blocks-inconsistent" in codes:
         codes["blocks-inconsistent"] += next((w for w in map(pattern_words, readouts.values()) if w), "") \
             or next((w for w in map(counted_twice_words, readouts.values()) if w), "")
-    if "loop-stops-before-diagonal" in codes and visits is not None and ro_skipped is not None:
-        counts = skipped_visit_counts(ro_skipped, visits)
-        if counts and all(c == visits.heads for c in counts):
-            # the loop reaches every block the read-out found weightless: not its bound (blind round 26, 01 b27:
-            # a two-loop kernel whose diagonal loop loads V at block 0's rows)
-            detail = codes.pop("loop-stops-before-diagonal")
-            values = codes.quoted.pop("loop-stops-before-diagonal", None) if codes.quoted is not None else None
-            codes.say("blocks-skipped", detail, values)
     if "blocks-skipped" in codes and visits is not None and ro_skipped is not None:
         codes["blocks-skipped"] += skipped_visit_words(ro_skipped, visits)
     if visits is not None:
