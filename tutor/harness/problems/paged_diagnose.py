@@ -33,6 +33,7 @@ from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.problems.paged_decode import Launch, attend_every_head, gathered, pages_needed
 from tutor.harness.problems.paged_nan import nan_origin_words
 from tutor.harness.problems.paged_weights import pairs_words
+from tutor.harness.problems.query_offsets import attention_gaps
 from tutor.harness.result import CaseResult, Diagnosis
 
 
@@ -238,13 +239,11 @@ def _other_query_words(out: torch.Tensor, x: Launch, wrong: list[list[int]], tol
     sequence, in words: the query was read from the wrong place; "" otherwise."""
     c = x.case
     kg, vg = gathered(x.inputs, c)  # (batch, kv_heads, n, D)
-    queries = x.inputs.q.double().reshape(c.batch * c.heads, -1)
+    queries = x.inputs.q.reshape(c.batch * c.heads, -1)
     found: list[str] = []
     for b, h in wrong:
         n, own = int(x.inputs.lengths[b]), h // c.group
-        k, v = kg[b, own, :n].double(), vg[b, own, :n].double()
-        o = (torch.softmax(queries @ k.T * c.head_dim**-0.5, dim=-1) @ v).cpu()  # every q against (b, own)
-        gap = (o - out[b, h]).abs().amax(dim=-1)
+        gap = attention_gaps(queries, kg[b, own, :n], vg[b, own, :n], out[b, h])  # every q against (b, own)
         gap[b * c.heads + h] = float("inf")
         other = int(gap.argmin())
         if float(gap[other]) > tolerance:

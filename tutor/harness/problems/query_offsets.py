@@ -6,7 +6,8 @@ pair's own keys and values, of the ``head_dim`` elements of the flat Q tensor th
 ``b * A + h * B`` points at, for a few (A, B) a student may write in place of the right
 ``(heads * head_dim, head_dim)``: a row stride left out or doubled, a head or batch term missing.
 Where one (A, B) explains every wrong output within the tolerance, and the right one explains
-none, the offset is said.
+none, the offset is said.  :func:`attention_gaps`, the comparison itself, also serves drill 07's
+test of every other query row (:mod:`paged_diagnose`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,15 @@ def _strides(heads: int, head_dim: int) -> list[tuple[int, int]]:
     return [(a, b) for a in seq_terms for b in head_terms if (a, b) != right]
 
 
+def attention_gaps(rows: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, out_row: torch.Tensor) -> torch.Tensor:
+    """For each candidate query row of ``rows`` (n, head_dim), the largest difference between
+    ``out_row`` and that row's attention (float64, at 1/sqrt(head_dim)) over ``keys`` and
+    ``values`` (length, head_dim): a kernel whose q load reads elsewhere computes one of them."""
+    rows, keys, values = rows.double().cpu(), keys.double().cpu(), values.double().cpu()
+    attended = torch.softmax(rows @ keys.T * rows.shape[-1] ** -0.5, dim=-1) @ values
+    return (attended - out_row.double().cpu()).abs().amax(dim=-1)
+
+
 def query_offset_words(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
                        out: torch.Tensor, wrong: list[tuple[int, int]], tolerance: float) -> str:
     """``q`` (batch, heads, head_dim), contiguous as launched; ``k``, ``v`` (batch, heads,
@@ -32,25 +42,16 @@ def query_offset_words(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, length
         return ""
     batch, heads, head_dim = q.shape
     flat = q.double().cpu().reshape(-1)
-    out64 = out.double().cpu()
-    scale = head_dim**-0.5
-
-    def attention(b: int, h: int, rows: torch.Tensor) -> torch.Tensor:
+    strides = _strides(heads, head_dim)
+    fits = torch.ones(len(strides), dtype=torch.bool)
+    for b, h in wrong:
+        starts = [b * a + h * b_term for a, b_term in strides]
+        inside = torch.tensor([start + head_dim <= flat.numel() for start in starts])
+        rows = torch.stack([flat[start:start + head_dim] if ok else flat.new_zeros(head_dim)
+                            for start, ok in zip(starts, inside.tolist(), strict=True)])
         n = int(lengths[b])
-        keys, values = k[b, h, :n].double().cpu(), v[b, h, :n].double().cpu()
-        return torch.softmax(rows @ keys.T * scale, dim=-1) @ values
-
-    def fits(a: int, b_term: int) -> bool:
-        for b, h in wrong:
-            start = b * a + h * b_term
-            if start + head_dim > flat.numel():
-                return False
-            got = attention(b, h, flat[start:start + head_dim][None, :])[0]
-            if float((got - out64[b, h]).abs().max()) > tolerance:
-                return False
-        return True
-
-    fitted = [(a, b_term) for a, b_term in _strides(heads, head_dim) if fits(a, b_term)]
+        fits &= inside & (attention_gaps(rows, k[b, h, :n], v[b, h, :n], out[b, h]) <= tolerance)
+    fitted = [stride for stride, ok in zip(strides, fits.tolist(), strict=True) if ok]
     if len(fitted) != 1:  # none, or offsets these pairs cannot tell apart (one sequence, say): nothing said
         return ""
     a, b_term = fitted[0]
