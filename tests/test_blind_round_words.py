@@ -244,6 +244,9 @@ UNSAID = {
     "01_diagonal_block_v_at_block_offsets": ("blocks-skipped", ["The loop stops before the diagonal block"]),
     # blind round 26, 01 b30: the folded weight: the rows' other keys are not softmax over them alone
     "01_v_loaded_at_block_offsets": ("blocks-skipped", ["in softmax's proportions"]),
+    # blind round 26, 05 b21: overlapping slices (each loop from 0) leave a block's last reader in the visit map,
+    # whose slice count per sequence (1 for a sequence of 4) is not said
+    "05_slice_loop_from_zero": ("wrong-output", [" 1 slice)", " 2 slices)", " 3 slices)"]),
 }
 # entries whose code the random inputs decide on some runs, checked at a fixed seed: 06_window_masked_after_the_max
 # said wrong-output on one clean-clone CI's inputs (2026-12-07, 3f4eff3; max-before-mask at seeds 1 and 2)
