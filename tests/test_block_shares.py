@@ -54,6 +54,35 @@ def test_a_total_off_with_every_block_in_proportion_blames_the_divisor():
     assert "Below 1:" not in above
 
 
+def _with_zero_scores_past_the_keys(lengths: list[int], tile: int) -> tuple[torch.Tensor, ...]:
+    """Rows that see keys 0..length-1, their last tile of ``tile`` keys read whole with the scores past
+    the length filled with 0 (not -inf): each row's sum holds one exp(0 - max) per such position."""
+    g = torch.Generator().manual_seed(1)
+    s = torch.randn((1, len(lengths), KEYS), generator=g, dtype=torch.float64)
+    allowed = torch.arange(KEYS)[None, None, :] < torch.tensor(lengths)[None, :, None]
+    extra = torch.tensor([-n % tile for n in lengths], dtype=torch.float64)
+    e = torch.where(allowed, s.exp(), 0.0)
+    return s, allowed, e / (e.sum(-1) + extra)[..., None]
+
+
+def test_scores_of_0_past_each_rows_keys_are_measured_in_its_last_block():
+    """Blind round 26 (07 b19, 05 b22): masked scores filled with 0, not -inf.  The total is S / (S + E), E the
+    positions past the row's last key in its last block; the read-out's blocks (pages) may be smaller than the
+    kernel's tile, which ``tile`` names.  Totals off by a plain factor are not said to be that."""
+    lengths = [96, 90, 70, 41, 17, 5]
+    s, allowed, w = _with_zero_scores_past_the_keys(lengths, BLOCK)
+    said = block_shares_words(w, s, allowed, BLOCK)
+    assert "for every position after its last key in the block of 16 that holds it" in said, said
+    assert "Below 1:" not in said
+    s, allowed, w = _with_zero_scores_past_the_keys(lengths, 2 * BLOCK)
+    said = block_shares_words(w, s, allowed, BLOCK, unit="page", tile=2 * BLOCK)
+    assert "in the tile of 32 that holds it" in said, said
+    assert "exp(0 - its maximum)" not in block_shares_words(w, s, allowed, BLOCK, unit="page")  # pages of 16 miss
+    s, allowed, p = _scores()
+    plain = block_shares_words(p * 0.8, s, allowed, BLOCK)
+    assert "Below 1:" in plain and "exp(0 - its maximum)" not in plain
+
+
 def test_a_row_sum_never_rescaled_is_measured_as_such():
     """The online softmax run block by block with acc rescaled by alpha and l not (l_i = l_i +
     sum(p)): each row's total is 1 / sum_b share_b exp(m_final - m_b), said as that (blind round 23)."""

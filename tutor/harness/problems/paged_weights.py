@@ -326,7 +326,7 @@ def softmax_reading(x: Launch, relaunch: Relaunch, block_n: int | None = None) -
     def shares() -> str:
         # within each slice of the kernel's tiles where that fits, else page by page
         within = _slices_words(w, scores, seen, block_n, name) if block_n is not None else ""
-        return within or block_shares_words(w, scores, seen, c.page_size, name, "page", "positions")
+        return within or block_shares_words(w, scores, seen, c.page_size, name, "page", "positions", tile=block_n)
 
     return reading.softmax_reading(w, scores, seen, d, c.page_size, span,
                                    "each head's weights on its sequence's held positions", shares, name)

@@ -133,11 +133,38 @@ def _sum_unrescaled(factors: torch.Tensor, s: torch.Tensor, allowed: torch.Tenso
     return bool(((factors / predicted) - 1).abs().max() < OWN_SUM_SLACK)
 
 
+def _zero_terms_fit(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, spans: list[slice], size: int) -> bool:
+    """Whether each row's total weight on the keys it may see is S / (S + E), S = sum exp(score)
+    over them and E the positions after the row's last one in the span that holds it (``size``
+    positions from its start, past the read-out's last key too), within 2 %, some
+    row well below 1: its running sum holds E terms exp(0 - max) more than its accumulator, the
+    scores of the positions its last block reads past the row's keys set to 0, not -inf (blind
+    round 26, 07 b19, said only as "below 1" until then)."""
+    rows = w.flatten(0, -2).to(torch.float64)
+    scores = s.flatten(0, -2).to(torch.float64)
+    ok = allowed.flatten(0, -2)
+    total = torch.where(ok, rows.nan_to_num(0.0), 0.0).sum(-1)
+    keys = torch.arange(ok.shape[-1])
+    last = torch.where(ok, keys, -1).amax(-1)
+    ends = torch.tensor([next((sl.start + size for sl in spans if sl.start <= int(j) < sl.stop), 0)
+                         for j in last.tolist()])
+    extra = (ends - last - 1).clamp(min=0).to(torch.float64)
+    top = torch.where(ok, scores, float("-inf")).amax(-1)
+    # S / (S + E) = 1 / (1 + E exp(-top) / sum exp(score - top)): no overflow at any score
+    mass = torch.where(ok, (scores - top[:, None]).exp(), 0.0).sum(-1)
+    predicted = 1 / (1 + extra * (-top).exp() / mass)
+    rows_read = (last >= 0) & torch.isfinite(total)
+    if not bool(rows_read.any()) or float(predicted[rows_read].min()) > 1 - SUM_SLACK:
+        return False
+    return bool(((total[rows_read] / predicted[rows_read]) - 1).abs().max() < SUM_SLACK)
+
+
 def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, block_n: int,
                        row_name: Callable[[int], str] = lambda r: f"row {r}", unit: str = "block",
                        of: str = "keys", spans: list[slice] | None = None,
                        segments: torch.Tensor | None = None, segment: str = "slice", why: str | None = None,
-                       patterns_only: bool = False, span_index: list[int] | None = None) -> str:
+                       patterns_only: bool = False, span_index: list[int] | None = None,
+                       tile: int | None = None) -> str:
     """What the kernel's weight on each block of ``block_n`` keys is against softmax's, in
     words ("" when every row's blocks weigh what softmax gives them).  ``w`` (rows, queries,
     keys) read-out weights (NaN where unwritten), ``s`` the float64 scores in the exponent's
@@ -153,7 +180,9 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
     ``patterns_only``: say only a pattern that fits (for weights whose temperature was not
     measured: a fitting pattern measures it, a list of ratios would not).  ``span_index``: the
     number each span is said by (its block within its own sequence, where spans of several
-    sequences share one packed axis), default its place in ``spans``."""
+    sequences share one packed axis), default its place in ``spans``.  ``tile``: the kernel's
+    BLOCK_N where ``block_n`` is not its tile (pages): the span whose positions past a row's keys
+    its last tile reads, for totals below 1 (:func:`_zero_terms_fit`)."""
     s = s.expand_as(w).to(torch.float64)
     allowed = allowed.expand_as(w)
     spans = spans if spans is not None else even_spans(w.shape[-1], block_n)
@@ -188,6 +217,16 @@ def block_shares_words(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, 
             said += (" Above 1: the output is divided by less than the sum of the weights it accumulated (a running"
                      " sum that misses terms the accumulator gets, or shrinks by a rescale it does not get, or a"
                      " merge that weighs the partial sums less than the partial outputs).")
+        cuts = [(spans, unit, block_n)] + ([(even_spans(w.shape[-1], tile), "tile", tile)] if tile else [])
+        fit = next(((name, size) for cut, name, size in cuts if lo < 1 - SUM_SLACK
+                    and _zero_terms_fit(w, s, allowed, cut, size)), None)
+        if fit is not None:
+            return said + (f" Each row's total is what a sum holding one term exp(0 - its maximum) for every"
+                           f" position after its last key in the {fit[0]} of {fit[1]} that holds it gives (S / (S + E),"
+                           f" S = sum exp(score) over its keys, E those positions, within {100 * SUM_SLACK:.0f} %):"
+                           f" the positions past each row's keys that its last {fit[0]} reads enter the running sum"
+                           " with a score of 0, not -inf (a mask that fills 0, or K loaded as 0 there and no mask on"
+                           " the scores).")
         if lo < 1 - SUM_SLACK:
             said += (" Below 1: the sum the output is divided by holds more than the weights on the keys each row"
                      " may see: weight on keys the read-out cannot see (positions past a length or past the end"
