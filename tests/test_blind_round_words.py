@@ -60,6 +60,8 @@ WANTED = {
     # blind round 26 (05 b22, 07 b19): scores past the length filled with 0: S / (S + E) per row, E counted in the tile
     "05_masked_scores_filled_with_zero": ("wrong-output", ["after its last key in the K/V block of 32 that holds it"]),
     "07_masked_scores_filled_with_zero": ("wrong-output", ["after its last key in the tile of 32 that holds it"]),
+    # blind round 27, 09 b39: the rescale inverted moves the modifier read-out's weights with the keys' order
+    "09_alpha_inverted": ("wrong-output", ["when the two keys trade scores", "not the modifier"]),
     "04_dk_takes_do_for_q": ("dk-wrong", ["dK is exactly sm_scale · dSᵀ dO"]),
     "08_q_rows_without_the_sequence_start": ("wrong-output", ["counted from packed row 0", "cu_seqlens_q[b]"]),
     "07_v_load_unmasked": ("v-read-unmasked", ["the nan-tail case", "every other case"]),

@@ -107,16 +107,17 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
                   " is not made: its rows all list block 0 and pad with it. Loop over each list's first FullCount"
                   " / PartCount entries only.")
     explained |= loops_wrong and bool(written)
-    unread = ""
+    unread = ordered = ""
     if written and not explained:
         said = modifier_readout(module, checked[0], device)
         unread = said.pop(UNREAD, "")
+        ordered = said.pop(ORDERED, "")
         explained |= bool(said)
         found.add(said)
     if written and not explained and "empty-row-nan" not in found and "nan-in-output" not in found:
         one = written[0]
         modifier = ("the modifier read-outs (on partial blocks and on full blocks) match softcap·tanh(s/softcap)"
-                    if not unread else
+                    if not unread else "the modifier read-outs could not be read: " + ordered if ordered else
                     f"the modifier read-out on {unread} blocks could not be read (its rows are no clean softmax"
                     " of the chosen scores)" + ("" if "full" in unread and "partial" in unread else
                                                ", on the others it matches softcap·tanh(s/softcap)"))
@@ -627,6 +628,7 @@ def index_as_position_words(w: torch.Tensor, bm: BlockMask, right: torch.Tensor)
 
 
 UNREAD = "unread"  # modifier_readout's key for the kinds of block its probes could not read
+ORDERED = "ordered"  # its key for the words of weights that move with the order keys are read in
 SAME_SHARE = 0.03  # visible keys weighed within 3 % of each other: the same share (every score 0)
 
 
@@ -718,7 +720,7 @@ def probe_columns(seq: int, head_dim: int) -> torch.Tensor:
 
 
 def modifier_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: str, caps: float = 3.0,
-                   reach: float | None = PROBE_SOFTCAP, descending: bool = False
+                   reach: float | None = PROBE_SOFTCAP, descending: bool = False, swap: bool = False
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, BlockMask, torch.Tensor, torch.Tensor]:
     """Tutor-chosen scores: row r >= 1 sees key 0 (score p_r, value e_0) and key r (score
     s_r, value e_(probe column of r)); s_r spans -``caps``..``caps`` softcaps.  The pivot
@@ -728,7 +730,9 @@ def modifier_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: 
     transform (no cap: e^reach; a cap far above softcap: less) while the read reaches
     scores far past the cap; ``reach=None``: every pivot 0.  ``descending``: the scores fall
     with the row instead of rising (what a row's position does is then told from what its
-    score does).  q, k, v, the block mask, s and p (float64, from the fp16 q the kernel gets)."""
+    score does).  ``swap``: key 0 takes the score s_r and key r the pivot p_r (each keeps its
+    value column), so the key the loop reads first holds the other score.  q, k, v, the block
+    mask, s and p (float64, from the fp16 q the kernel gets)."""
     rows = torch.arange(seq)
     target = torch.linspace(-caps * PROBE_SOFTCAP, caps * PROBE_SOFTCAP, max(seq - 1, 1), dtype=torch.float64)
     if descending:
@@ -742,8 +746,8 @@ def modifier_probe(seq: int, head_dim: int, block_m: int, block_n: int, device: 
     q[0, 0, 1:, 1] = (pivot[: seq - 1] * head_dim**0.5).float()
     q = q.to(torch.float16)
     k = torch.zeros(1, 1, seq, head_dim, dtype=torch.float16)
-    k[0, 0, 1:, 0] = 1.0
-    k[0, 0, 0, 1] = 1.0
+    k[0, 0, 1:, 1 if swap else 0] = 1.0  # key r's score: component 0 of q (s_r), or 1 (p_r) swapped
+    k[0, 0, 0, 0 if swap else 1] = 1.0
     v = torch.zeros(1, 1, seq, head_dim, dtype=torch.float16)
     v[0, 0, 0, 0] = 1.0
     v[0, 0, rows[1:], probe_columns(seq, head_dim)] = 1.0
@@ -785,14 +789,7 @@ def partial_effective_scores(module: ModuleType, seq: int, dim: int, device: str
     gets no weight in nearly every row that pivots on 0, even beside the lowest scores
     (the transform at 0 is measurably below all of them); None where the rows are no
     clean two-key softmax (the mask read-outs speak for that kernel)."""
-    q, k, v, bm, s, pivot = modifier_probe(seq, dim, int(module.BLOCK_M), int(module.BLOCK_N), device)
-    out = run(module, q, k, v, bm, PROBE_SOFTCAP).out[0, 0, 1:].to(torch.float64).cpu()
-    s, pivot = s[1:], pivot[1:]
-    cols = probe_columns(seq, dim)
-    picked = torch.nn.functional.one_hot(cols, dim).bool()
-    w0, w1 = out[:, 0], out[picked]
-    rest = out.masked_fill(picked, 0.0)[:, 1:].abs().amax(dim=-1)
-    clean = torch.isfinite(out).all(dim=-1) & ((w0 + w1 - 1).abs() < 0.01) & (rest < 1e-3)
+    s, pivot, w1, w0, clean = _two_key_weights(module, seq, dim, device)
     at_zero = pivot == 0
     dead = clean & (w0 < 1e-4) & at_zero
     if int(dead.sum()) >= 0.8 * int(at_zero.sum()) and float(s[dead].min()) <= -0.9 * PROBE_SOFTCAP:
@@ -806,6 +803,38 @@ def partial_effective_scores(module: ModuleType, seq: int, dim: int, device: str
     if int(clean.sum()) < len(s) // 2 or int(usable.sum()) < 4:
         return None
     return s[usable], pivot[usable], torch.log(w1[usable] / w0[usable])
+
+
+def _two_key_weights(module: ModuleType, seq: int, dim: int, device: str, swap: bool = False
+                     ) -> tuple[torch.Tensor, ...]:
+    """:func:`modifier_probe`'s two-key rows run: s, p, the weight on the key scored s, the weight on
+    the key scored p, and which rows are a clean two-key softmax (finite, the two summing to 1, no
+    weight elsewhere)."""
+    q, k, v, bm, s, pivot = modifier_probe(seq, dim, int(module.BLOCK_M), int(module.BLOCK_N), device, swap=swap)
+    out = run(module, q, k, v, bm, PROBE_SOFTCAP).out[0, 0, 1:].to(torch.float64).cpu()
+    cols = probe_columns(seq, dim)
+    picked = torch.nn.functional.one_hot(cols, dim).bool()
+    w0, w1 = out[:, 0], out[picked]  # key 0's weight, key r's
+    rest = out.masked_fill(picked, 0.0)[:, 1:].abs().amax(dim=-1)
+    clean = torch.isfinite(out).all(dim=-1) & ((w0 + w1 - 1).abs() < 0.01) & (rest < 1e-3)
+    return (s[1:], pivot[1:], *((w0, w1) if swap else (w1, w0)), clean)
+
+
+def order_gap(module: ModuleType, seq: int, dim: int, device: str) -> float | None:
+    """How far the two-key rows' effective scores move when the two keys trade scores (key 0,
+    read first, scored s instead of p): the largest change of ln(w_s / w_p) over the rows
+    measurable both ways, None where fewer than four are.  A score transform is the same either
+    way; a rescale between the blocks that is wrong (alpha, or the maximum p is taken against)
+    weighs a key by when the loop read it (blind round 27, 09 b34 and b39: said to be a wrong
+    transform until then)."""
+    ways = [_two_key_weights(module, seq, dim, device, swap) for swap in (False, True)]
+    usable = ways[0][4] & ways[1][4]
+    for _, _, ws, wp, _ in ways:
+        usable &= (ws > 2e-3) & (wp > 2e-3)
+    if int(usable.sum()) < 4:
+        return None
+    f = [torch.log(ws[usable] / wp[usable]) for _, _, ws, wp, _ in ways]
+    return float((f[0] - f[1]).abs().max())
 
 
 def full_effective_scores(module: ModuleType, seq: int, dim: int, device: str) -> Effective | None:
@@ -859,6 +888,16 @@ def modifier_readout(module: ModuleType, one: Checked, device: str) -> Findings:
             found[UNREAD] = " and ".join(unread)
         return found
     wrong = [kind for kind, (code, _) in judged.items() if code != ""]
+    gap = order_gap(module, seq, dim, device)
+    if gap is not None and gap > FIT:  # the weights follow the order keys are read in: no transform is read
+        found[UNREAD] = " and ".join(measured)
+        found[ORDERED] = (f"on the two-key rows of partial blocks, the effective score of the key scored s against"
+                          f" the key scored p moves by up to {gap:.2f} when the two keys trade scores (the key the"
+                          " loop reads first scored s instead of p): a score transform weighs a key by its score"
+                          " alone, so the weights depend on the order the loop reads the keys in - the rescale"
+                          " between blocks (alpha = exp2(old max - new max), and the maximum each p is taken"
+                          " against), not the modifier")
+        return found
     right = [kind for kind, (code, _) in judged.items() if code == ""]
     codes = {judged[kind][0] for kind in wrong}
     together = len(wrong) == 2 and len(codes) == 1
