@@ -249,6 +249,8 @@ UNSAID = {
     "01_diagonal_block_v_at_block_offsets": ("blocks-skipped", ["The loop stops before the diagonal block"]),
     # blind round 26, 01 b30: the folded weight: the rows' other keys are not softmax over them alone
     "01_v_loaded_at_block_offsets": ("blocks-skipped", ["in softmax's proportions"]),
+    # blind round 27, 02 b36: a mask that drops the last key is no loop bound
+    "02_score_mask_drops_the_last_key": ("wrong-output", ["the loop stops at the last full block"]),
     # blind round 26, 05 b21: overlapping slices (each loop from 0) leave a block's last reader in the visit map,
     # whose slice count per sequence (1 for a sequence of 4) is not said
     "05_slice_loop_from_zero": ("wrong-output", [" 1 slice)", " 2 slices)", " 3 slices)"]),
