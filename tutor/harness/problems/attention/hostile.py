@@ -221,8 +221,36 @@ def hostile_findings(
         return [("no-running-max", detail)]
     if overflow.any() and (bad & ~(overflow & late)).sum() == 0 and (early & ~bad).any():
         return [("stale-max", detail)]
-    rounded = rounded_scores_words(out, expected, scores(q, k, causal), v, tolerance) if v is not None else ""
-    return [("hostile-wrong", detail + rounded)]
+    extra = zero_score_keys_words(out, expected, scores(q, k, causal), bad, tolerance, block_n)
+    rounded = "" if extra or v is None else rounded_scores_words(out, expected, scores(q, k, causal), v, tolerance)
+    return [("hostile-wrong", detail + extra + rounded)]
+
+
+def zero_score_keys_words(out: torch.Tensor, expected: torch.Tensor, s: torch.Tensor, bad: torch.Tensor,
+                          tolerance: float, block_n: int) -> str:
+    """Words where every row of the launch, wrong or right, is its reference times S / (S + E) for
+    one whole E from 1 to ``block_n`` (S = sum exp(score) over the keys it may see, ``s`` natural
+    units): E keys of score 0 and value 0 in every row's sum, weighing nothing where a row has large
+    scores and everything where all its scores are far below 0 (blind round 27, 02 b14: a score mask
+    cols <= N_CTX, told only that standard-normal scores hide unsafe numerics); "" otherwise."""
+    top = s.amax(dim=-1, keepdim=True)
+    mass = torch.exp(s - top).sum(dim=-1)  # S exp(-top)
+    ref = expected.to(torch.float64).reshape(*mass.shape, -1)
+    got = out.to(torch.float64).reshape(*mass.shape, -1)
+    if not bool(torch.isfinite(got).all()):
+        return ""
+    for extra in range(1, block_n + 1):
+        factor = 1 / (1 + extra * torch.exp(-top[..., 0]) / mass)
+        model = ref * factor[..., None]
+        if float((model - got).abs().max()) <= tolerance / 2 and bool(bad.any()):
+            keys = "one key" if extra == 1 else f"{extra} keys"
+            return (f" Every row of the case, the right ones too, is what {keys} of score 0 and value 0 in its"
+                    f" softmax's sum would give: its reference times S / (S + {extra}), S = sum exp(score) over"
+                    f" the keys it may see, within {tolerance / 2:g}. Such keys weigh nothing beside large scores and"
+                    " everything where a row's scores are all far below 0: positions past the end that the"
+                    " scores' mask lets in (cols <= N_CTX lets one) or a loop that reads them unmasked, with K"
+                    " and V loaded as 0 there.")
+    return ""
 
 
 def score_units(root: float) -> tuple[tuple[str, float], ...]:
