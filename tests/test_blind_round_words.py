@@ -64,6 +64,9 @@ WANTED = {
     "09_alpha_inverted": ("wrong-output", ["when the two keys trade scores", "not the modifier"]),
     # blind round 27, 02 b14: one key of score 0 past the end, measured on every row of the hostile case
     "02_score_mask_lets_one_key_past_the_end": ("hostile-wrong", ["is what one key of score 0 and value 0"]),
+    # blind round 27, 06 b37: one side's row index inside its block, named for that side alone
+    "06_far_side_uses_the_row_index_in_its_block": ("mask-index-in-block", [
+        "on the far side (c > r - WINDOW), the row's index inside its query block"]),
     "04_dk_takes_do_for_q": ("dk-wrong", ["dK is exactly sm_scale · dSᵀ dO"]),
     "08_q_rows_without_the_sequence_start": ("wrong-output", ["counted from packed row 0", "cu_seqlens_q[b]"]),
     "07_v_load_unmasked": ("v-read-unmasked", ["the nan-tail case", "every other case"]),

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -419,26 +420,19 @@ def block_relative_mask(seen: torch.Tensor, finite: torch.Tensor, visits: torch.
     if bool((right == seen)[finite].all()) and not bool(right[~finite].any()):
         return None  # the right mask over the blocks it visits: whatever is wrong is not the mask
     fits: list[tuple[int, str, torch.Tensor]] = []
-    for row_in_block in (False, True):
-        row_index = rows % block_m if row_in_block else rows
-        for causal_in_block in (False, True):
-            for far_in_block in (False, True):
-                if not (row_in_block or causal_in_block or far_in_block):
-                    continue  # the right mask, tried above
-                c_causal = cols % block_n if causal_in_block else cols
-                c_far = cols % block_n if far_in_block else cols
-                predicted = in_blocks & (c_causal <= row_index) & (c_far > row_index - window)
-                agrees = (predicted == seen)[finite].all() and not predicted[~finite].any()
-                if bool(agrees):
-                    sides = [side for side, on in (("the causal side (c <= r)", causal_in_block),
-                                                    ("the far side (c > r - WINDOW)", far_in_block)) if on]
-                    what = " and ".join(sides) if sides else "both sides"
-                    index = ("the key's index inside its K/V block (0..BLOCK_N-1, offs_n) on " + what
-                             if sides else "")
-                    if row_in_block:
-                        index = ("the row's index inside its query block (0..BLOCK_M-1) on both sides"
-                                 + (f", and {index}" if index else ""))
-                    fits.append((row_in_block + causal_in_block + far_in_block, index, predicted))
+    # each side of the window may compare the row's index inside its query block, the key's inside its K/V
+    # block, or both, where positions belong (blind round 27, 06 b37: the far side alone on the row's)
+    for row_causal, key_causal, row_far, key_far in itertools.product((False, True), repeat=4):
+        if not (row_causal or key_causal or row_far or key_far):
+            continue  # the right mask, tried above
+        causal = (cols % block_n if key_causal else cols) <= (rows % block_m if row_causal else rows)
+        far = (cols % block_n if key_far else cols) > (rows % block_m if row_far else rows) - window
+        predicted = in_blocks & causal & far
+        if bool((predicted == seen)[finite].all()) and not bool(predicted[~finite].any()):
+            sides = [_in_block_side(side, row_in, key_in) for side, row_in, key_in in
+                     (("the causal side (c <= r)", row_causal, key_causal),
+                      ("the far side (c > r - WINDOW)", row_far, key_far))]
+            fits.append((row_causal + key_causal + row_far + key_far, "; ".join(w for w in sides if w), predicted))
     if not fits:
         return None
     fewest = min(n for n, _, _ in fits)
@@ -455,8 +449,16 @@ def block_relative_mask(seen: torch.Tensor, finite: torch.Tensor, visits: torch.
     nan = (f"; {_span(empty, 'row')} {'sees' if len(empty) == 1 else 'see'} no key and "
            f"{'comes' if len(empty) == 1 else 'come'} out NaN" if empty else "")
     return WindowFinding("mask-index-in-block", f" Measured: the keys every row weighs are exactly those of a mask "
-                         f"that compares {index}; row {r} weighs "
+                         f"that compares, where positions in the sequence belong, {index}; row {r} weighs "
                          f"{_span(got) if got else 'no key'}, not keys {max(r - window + 1, 0)}..{r}{nan}.")
+
+
+def _in_block_side(side: str, row_in_block: bool, key_in_block: bool) -> str:
+    """One side of a window mask that compares indices inside their blocks, in words ("" for neither)."""
+    compared = [words for words, on in (("the row's index inside its query block (0..BLOCK_M-1)", row_in_block),
+                                        ("the key's index inside its K/V block (0..BLOCK_N-1, offs_n)", key_in_block))
+                if on]
+    return f"on {side}, {' and '.join(compared)}" if compared else ""
 
 
 def visited_keys(visits: torch.Tensor, block_m: int, block_n: int, seq: int) -> torch.Tensor:
