@@ -975,10 +975,15 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
             poisoned = by_head.any(dim=-1)
             rows = poisoned.nonzero().flatten().tolist()
             seqs = sorted({_seq_of(one.case, r) for r in rows})
-            found.say("output-unwritten", f" {len(rows)} packed rows never written, in sequence"
-                      f"{'s' * (len(seqs) > 1)} {index_runs(seqs)} (packed rows {index_runs(rows)}, the "
-                      f"{one.case.name} case).{_unwritten_heads_words(by_head[poisoned])}"
-                      f"{_written_rows_words(one, by_head, drill.tolerance)}")
+            whole = by_head.all(dim=-1).nonzero().flatten().tolist()
+            # (blind round 27, 08 b17: a row with one head written was counted as a row never written)
+            heads = ("every head of each" if len(whole) == len(rows) else
+                     f"every head of {len(whole)} of them (packed row{'s' * (len(whole) > 1)} {index_runs(whole)})"
+                     if whole else "no row in every head")
+            found.say("output-unwritten", f" {int(by_head.sum())} (row, head) outputs never written, in {len(rows)}"
+                      f" packed rows of sequence{'s' * (len(seqs) > 1)} {index_runs(seqs)} (packed rows"
+                      f" {index_runs(rows)}, the {one.case.name} case; {heads})."
+                      + _unwritten_heads_words(by_head[poisoned]) + _written_rows_words(one, by_head, drill.tolerance))
         if one.result.wrote_out_of_bounds:
             found.say("store-out-of-bounds", f" (the {one.case.name} case)")
     read_any = False
