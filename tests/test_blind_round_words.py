@@ -67,6 +67,9 @@ WANTED = {
     # blind round 27, 06 b37: one side's row index inside its block, named for that side alone
     "06_far_side_uses_the_row_index_in_its_block": ("mask-index-in-block", [
         "on the far side (c > r - WINDOW), the row's index inside its query block"]),
+    # blind round 27, 08 b36: a rescale that is wrong, read out at the case's own scores
+    "08_rescale_inverted_from_the_second_block": ("wrong-output", ["at the default case's own scores",
+                                                                   "do not keep softmax's proportions"]),
     "04_dk_takes_do_for_q": ("dk-wrong", ["dK is exactly sm_scale · dSᵀ dO"]),
     "08_q_rows_without_the_sequence_start": ("wrong-output", ["counted from packed row 0", "cu_seqlens_q[b]"]),
     "07_v_load_unmasked": ("v-read-unmasked", ["the nan-tail case", "every other case"]),

@@ -438,6 +438,26 @@ def shares(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case, block_
                               patterns_only=patterns_only, span_index=index)
 
 
+def own_scores_shares(module: ModuleType, one: Checked, device: str) -> str:
+    """How the K/V blocks share each row's weight at the case's own scores (its q and k as checked:
+    :func:`weights` scales q down, where a rescale that is wrong changes little: blind round 27, 08
+    b31 and b36, told only that no key was seen or missed), in words (:func:`shares`); "" where no
+    block is off, or where the output is no weighted sum of V (the read-out then says nothing)."""
+    case, x = one.case, one.launch
+    total_q, total_k = case.cu_q[-1], case.cu_k[-1]
+
+    def read(group: int) -> torch.Tensor:
+        v = one_hot_values((1, case.heads, total_k, case.head_dim), group, device)[0].transpose(0, 1).contiguous()
+        return run(module, case, x.q, x.k, v).out.transpose(0, 1)  # (H, total_q, d)
+
+    w, _ = reading.weights_read_out(read, total_k, case.head_dim, (case.heads, total_q), device)
+    if reading.read_out_gap(x.out.transpose(0, 1), w, x.v.transpose(0, 1)) > reading.LINEAR_SLACK:
+        return ""
+    said = shares(w, x.q, x.k, case, int(module.BLOCK_N))
+    return f" Read out through one-hot values at the {case.name} case's own scores (q and k as checked):{said}" \
+        if said else ""
+
+
 @dataclass
 class RowRead:
     """What one case's read-out says, per sequence."""
@@ -991,6 +1011,7 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
     hot = False  # ... and whether that slope is a known wrong temperature
     untrusted = False  # ... or that the output is no weighted sum of V's rows, so the read-out says nothing
     finite_read = False  # some read-out row's weights were all numbers (else no key was measured as seen or missed)
+    block_words = ""  # ... and how its K/V blocks share the weight, where they are off
     diagonal = Findings()
     nan_rows: dict[str, set[int]] = {}  # case -> packed rows the read-out found NaN on every key
     for one in failing:
@@ -1014,7 +1035,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
             first_read = slope + reading.row_sums(w)
             if not hot:  # how its K/V blocks share the weight (only a fitting pattern where no slope was read:
                 # the slope is fitted with one intercept a row, which a block-wise mistake bends)
-                first_read += shares(w, wq, wk, one.case, int(module.BLOCK_N), patterns_only=not slope)
+                block_words = shares(w, wq, wk, one.case, int(module.BLOCK_N), patterns_only=not slope)
+                first_read += block_words
         read_any = True
         across = other_sequence_findings(read, one.case)
         found.add(across)
@@ -1086,6 +1108,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
         x = one.launch
         heads = heads or other_query_rows_words(one.case, x.q, x.k, x.v, x.out, one.expected, drill.tolerance) \
             or operand_strides_words(one.case, x.q, x.k, x.v, x.out, drill.tolerance)
+        if not heads and not untrusted and not block_words:  # at the case's own scores, then
+            first_read += own_scores_shares(module, one, device)
         found.say("wrong-temperature" if hot and not heads else "wrong-output",
                   f"{seen} The "
                   f"largest error is at row {row - one.case.cu_q[b]} of {_seq_words(one.case, b)} "
