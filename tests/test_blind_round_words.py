@@ -70,6 +70,9 @@ WANTED = {
     # blind round 27, 08 b36: a rescale that is wrong, read out at the case's own scores
     "08_rescale_inverted_from_the_second_block": ("wrong-output", ["at the default case's own scores",
                                                                    "do not keep softmax's proportions"]),
+    # blind rounds 27 (02 b32) and 26 (05 b31): K or V read head_dim-major, the outputs fitted so
+    "02_k_read_head_dim_major": ("wrong-output", ["attention with its own K read head_dim-major"]),
+    "05_v_read_head_dim_major": ("wrong-output", ["attention with its own V read head_dim-major"]),
     "04_dk_takes_do_for_q": ("dk-wrong", ["dK is exactly sm_scale · dSᵀ dO"]),
     "08_q_rows_without_the_sequence_start": ("wrong-output", ["counted from packed row 0", "cu_seqlens_q[b]"]),
     "07_v_load_unmasked": ("v-read-unmasked", ["the nan-tail case", "every other case"]),

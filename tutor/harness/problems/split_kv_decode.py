@@ -880,6 +880,13 @@ def other_head_words(launch: Launch, tolerance: float) -> str:
     def fits(alt: torch.Tensor, bi: int, hi: int) -> bool:
         return float((out[bi, hi] - alt[bi, hi]).abs().max()) <= tolerance
 
+    for name, (kk, vv) in (("K", (reading.head_dim_major(k), v)), ("V", (k, reading.head_dim_major(v)))):
+        # its own K or V read head_dim-major (blind round 26, 05 b31: V at cols + offs_d * MAX_LEN)
+        alt = attend(q, kk, vv, launch.lengths)
+        if all(fits(alt, bi, hi) for bi, hi in wrong):
+            return f" Each of the {len(wrong)} wrong (sequence, head) outputs equals" + reading.head_dim_major_words(
+                name, n, d)
+
     rows = q.reshape(b * h, *q.shape[2:])
     queries: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for j in range(b * h):

@@ -57,6 +57,17 @@ class Match:
     vacuous: bool  # the variant is NaN everywhere: it matched on nothing but "all NaN"
 
 
+def operand_words(launch: CheckedLaunch, drill: Drill) -> str:
+    """Where every wrong head's output is attention with another head's tensors, K and V exchanged,
+    or its own K or V read head_dim-major, that in words (:func:`readout.other_head_words`); ""."""
+    causal = launch.case.causal
+    right = launch.expected if launch.expected is not None else \
+        reference.attention_reference(launch.q, launch.k, launch.v, causal=causal)
+    return reading.other_head_words(launch.out, right, launch.q, launch.k, launch.v,
+                                    lambda q, k, v: reference.attention_reference(q, k, v, causal=causal),
+                                    drill.tolerance)
+
+
 def fingerprints(drill: Drill, launch: CheckedLaunch, block_m: int, block_n: int) -> list[Match]:
     """Every known mistake whose output the launch reproduces, most specific first.
 
@@ -543,7 +554,8 @@ def diagnose(
             say("full-broken", where + ".", ro)
         else:
             worst = "" if case.worst_row is None else f" The largest error is at row {case.worst_row} (query block {case.worst_row // block_m})"
-            say("wrong-output", f"{worst}{where}." + (facts(ro) if ro is not None else ""), ro)
+            say("wrong-output", f"{worst}{where}." + (facts(ro) if ro is not None else "") + operand_words(launch, drill),
+                ro)
 
     if "blocks-inconsistent" in codes:
         codes["blocks-inconsistent"] += next((w for w in map(pattern_words, readouts.values()) if w), "") \

@@ -135,6 +135,20 @@ def not_weighted_sum_words(gap: float, where: str, look: str = V_LOAD) -> str:
             f" nothing of which keys each row weighs. {look}")
 
 
+def head_dim_major(x: torch.Tensor) -> torch.Tensor:
+    """``x`` (..., positions, head_dim) as a load that exchanges its strides reads it: position c,
+    component d taken from element c + d * positions of each (positions, head_dim) block."""
+    return x.contiguous().reshape(*x.shape[:-2], x.shape[-1], x.shape[-2]).transpose(-1, -2)
+
+
+def head_dim_major_words(name: str, positions: int, head_dim: int) -> str:
+    """The end of a sentence whose subject is the wrong outputs: attention with ``name`` read
+    head_dim-major (:func:`head_dim_major`)."""
+    return (f", within the tolerance, attention with its own {name} read head_dim-major: position c, component d at"
+            f" element c + d * {positions} of the head's {positions} x {head_dim} block, where c * {head_dim} + d"
+            f" belongs (the {name} load's strides exchanged).")
+
+
 def other_head_words(out: torch.Tensor, expected: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
                      tolerance: float) -> str:
@@ -157,6 +171,12 @@ def other_head_words(out: torch.Tensor, expected: torch.Tensor, q: torch.Tensor,
         exchanged = attend(q, v, k)
         if all(gap(h, exchanged.select(1, h)) <= tolerance for h in wrong):
             return " The whole output of each wrong head equals, within the tolerance, attention with its own" + KV_EXCHANGED
+    for name, moved in (("K", (False, True, False)), ("V", (False, False, True))):
+        # its own K or V read head_dim-major (blind round 27, 02 b32: K's offsets cols + offs_d * N_CTX, told
+        # only that the weights are no softmax of q.k)
+        transposed = attend(*[head_dim_major(x) if m else x for x, m in zip((q, k, v), moved, strict=True)])
+        if all(gap(h, transposed.select(1, h)) <= tolerance for h in wrong):
+            return " The whole output of each wrong head equals" + head_dim_major_words(name, *k.shape[-2:])
     swaps = {  # what is another head's -> (what stays its own, the pointer to check, which of q, k, v move)
         "query": ("K/V", "q pointer", (True, False, False)),
         "K/V": ("query", "K and V pointers", (False, True, True)),
