@@ -287,13 +287,30 @@ def test_a_mask_on_in_block_indices_is_named_only_where_it_fits_key_for_key(side
     weights = _weights_of(in_blocks & (causal_cols <= rows) & (far_cols > rows - window))
     case = swa.Case("default", 1, 1, 1, seq, 64, window)
     finite = torch.isfinite(weights).all(dim=-1)
-    found = swa.block_relative_mask((weights > 0) & finite[..., None], finite, visits, case, bm, bn)
+    found, vacuous = swa.block_relative_mask((weights > 0) & finite[..., None], finite, visits, case, bm, bn)
+    assert not vacuous
     if sides == "none":
         assert found is None
         return
     assert found is not None and found.code == "mask-index-in-block"
     assert ("causal side" in found.detail) == (sides == "causal and far")
     assert "far side" in found.detail and "see no key and come out NaN" in found.detail
+
+
+def test_an_in_block_side_that_cuts_no_key_is_not_said():
+    """A window of BLOCK_M or more: c % BLOCK_N > r % BLOCK_M - WINDOW holds for every key, so a far side
+    compared in-block is no far side at all on that case (the shipped drill's, on the GPU's cases: blind round
+    27).  Not said; the case's other findings fit it too.  The same weights on a window that cuts are said."""
+    seq, bm, bn = 140, 32, 32
+    for window, said in ((48, False), (8, True)):
+        visits = torch.tensor(blocks_needed(seq, window, bm, bn), dtype=torch.int32)[None]
+        rows, cols = torch.arange(seq)[:, None], torch.arange(seq)[None, :]
+        in_blocks = visits[0][rows // bm, cols // bn] != 0
+        weights = _weights_of(in_blocks & (cols <= rows) & (cols % bn > rows % bm - window))
+        case = swa.Case("default", 1, 1, 1, seq, 64, window)
+        finite = torch.isfinite(weights).all(dim=-1)
+        found, vacuous = swa.block_relative_mask((weights > 0) & finite[..., None], finite, visits, case, bm, bn)
+        assert (found is not None) == said and vacuous != said, (window, found)
 
 
 @pytest.mark.parametrize("rule", ["tile's first row", "rounded down"])

@@ -400,7 +400,7 @@ def first_visited_key(visits: torch.Tensor, block_m: int, block_n: int, seq: int
 
 
 def block_relative_mask(seen: torch.Tensor, finite: torch.Tensor, visits: torch.Tensor, case: Case,
-                        block_m: int, block_n: int) -> WindowFinding | None:
+                        block_m: int, block_n: int) -> tuple[WindowFinding | None, bool]:
     """``mask-index-in-block``, where the keys every row weighs are exactly those of a mask
     that compares a position inside its block (a key's offs_n, 0..BLOCK_N-1, or a row's
     0..BLOCK_M-1) where the position in the sequence belongs, on one side of the window or
@@ -408,18 +408,21 @@ def block_relative_mask(seen: torch.Tensor, finite: torch.Tensor, visits: torch.
     must be rows that mask leaves no key, and some row the read-out speaks for must weigh
     other keys than its window.  Of the masks that fit, those with the fewest
     in-block sides are named (more than one: this case cannot tell them apart).  None where
-    none fits (blind round 9, w12: the far side compared offs_n)."""
+    none fits (blind round 9, w12: the far side compared offs_n).  A fit whose in-block side cuts no key
+    over the blocks visited is that side left out, on this case: it is not said, and the second value says
+    that one exists (the case's other findings then also fit ``mask-index-in-block``)."""
     seq, window = case.seq, case.window
     rows = torch.arange(seq, device=seen.device)[:, None]
     cols = torch.arange(seq, device=seen.device)[None, :]
     in_blocks = visited_keys(visits, block_m, block_n, seq)
     if in_blocks.shape != seen.shape or not bool(finite.any()):
-        return None
+        return None, False
     allowed = window_mask(seq, window, seen.device)
     right = in_blocks & allowed[None]
     if bool((right == seen)[finite].all()) and not bool(right[~finite].any()):
-        return None  # the right mask over the blocks it visits: whatever is wrong is not the mask
+        return None, False  # the right mask over the blocks it visits: whatever is wrong is not the mask
     fits: list[tuple[int, str, torch.Tensor]] = []
+    vacuous = False
     # each side of the window may compare the row's index inside its query block, the key's inside its K/V
     # block, or both, where positions belong (blind round 27, 06 b37: the far side alone on the row's)
     for row_causal, key_causal, row_far, key_far in itertools.product((False, True), repeat=4):
@@ -429,12 +432,19 @@ def block_relative_mask(seen: torch.Tensor, finite: torch.Tensor, visits: torch.
         far = (cols % block_n if key_far else cols) > (rows % block_m if row_far else rows) - window
         predicted = in_blocks & causal & far
         if bool((predicted == seen)[finite].all()) and not bool(predicted[~finite].any()):
+            # a side compared in-block that cuts no key over the blocks visited is, here, that side left out (a
+            # window of BLOCK_M or more makes c % BLOCK_N > r % BLOCK_M - WINDOW always true: the shipped drill's
+            # missing far side on the GPU's cases, blind round 27)
+            if (row_far or key_far) and bool((far | ~(in_blocks & causal)).all()) or \
+                    (row_causal or key_causal) and bool((causal | ~(in_blocks & far)).all()):
+                vacuous = True
+                continue
             sides = [_in_block_side(side, row_in, key_in) for side, row_in, key_in in
                      (("the causal side (c <= r)", row_causal, key_causal),
                       ("the far side (c > r - WINDOW)", row_far, key_far))]
             fits.append((row_causal + key_causal + row_far + key_far, "; ".join(w for w in sides if w), predicted))
     if not fits:
-        return None
+        return None, vacuous
     fewest = min(n for n, _, _ in fits)
     best = [f for f in fits if f[0] == fewest]  # several: this case cannot tell which index it is
     index, predicted = " or ".join(i for _, i, _ in best), best[0][2]
@@ -442,7 +452,7 @@ def block_relative_mask(seen: torch.Tensor, finite: torch.Tensor, visits: torch.
     # (a V load past the end makes the same rows NaN: v_load_unmasked)
     shown = ((predicted != allowed[None]).any(dim=-1) & finite)
     if not bool(shown.any()):
-        return None
+        return None, vacuous
     h, r = map(int, shown.nonzero()[0])
     got = predicted[h, r].nonzero().flatten().tolist()
     empty = (~finite).any(dim=0).nonzero().flatten().tolist()
@@ -450,7 +460,7 @@ def block_relative_mask(seen: torch.Tensor, finite: torch.Tensor, visits: torch.
            f"{'comes' if len(empty) == 1 else 'come'} out NaN" if empty else "")
     return WindowFinding("mask-index-in-block", f" Measured: the keys every row weighs are exactly those of a mask "
                          f"that compares, where positions in the sequence belong, {index}; row {r} weighs "
-                         f"{_span(got) if got else 'no key'}, not keys {max(r - window + 1, 0)}..{r}{nan}.")
+                         f"{_span(got) if got else 'no key'}, not keys {max(r - window + 1, 0)}..{r}{nan}."), vacuous
 
 
 def _in_block_side(side: str, row_in_block: bool, key_in_block: bool) -> str:
@@ -514,9 +524,17 @@ def read_window(
                               f"output is not a weighted average of the rows of V: check what the V load reads "
                               f"(its pointer, head offset and strides).")]
 
-    relative = block_relative_mask(seen, finite, visits, case, block_m, block_n)
+    relative, in_block_too = block_relative_mask(seen, finite, visits, case, block_m, block_n)
     if relative is not None:
         return [relative]
+
+    def done(findings: list[WindowFinding]) -> list[WindowFinding]:
+        """The findings, each also fitting ``mask-index-in-block`` where an in-block side fits this case too."""
+        if in_block_too:
+            for f in findings:
+                if f.code != "mask-index-in-block":
+                    f.fits = tuple(sorted({*f.fits, "mask-index-in-block"}))
+        return findings
 
     future = seen & (cols > rows)
     if future.any():
@@ -577,7 +595,7 @@ def read_window(
                                               f"side stops {k} key{'s' if k > 1 else ''} before the row (its own key "
                                               f"is not seen) and the far side starts {k} key{'s' if k > 1 else ''} too "
                                               f"early; the width is WINDOW{also}.", fits))
-                return findings
+                return done(findings)
     holes = (~seen & allowed & (cols >= first_seen[..., None])).any(dim=-1) & finite
 
     def predicted(width: int) -> torch.Tensor:
@@ -671,7 +689,7 @@ def read_window(
     if findings and nan_rows:
         findings[0].detail = (findings[0].detail[:-1] + f"; {_span(nan_rows, 'row')} "
                               f"{'comes' if len(nan_rows) == 1 else 'come'} out NaN.")
-    return findings
+    return done(findings)
 
 
 def _where_too_old(too_old: torch.Tensor, floor: torch.Tensor, block_n: int, window: int) -> str:

@@ -566,8 +566,9 @@ class Apart:
     unwritten: tuple[str, str] = ("", "")
     # the failing cases with their recorded launches, whose state layouts were measured
     laid_out: list[tuple[Launch, apart.Roles]] = dataclasses.field(default_factory=list)
-    # the split, run alone, measurably left part of the vector state the merge reads unwritten: what the merge
-    # reads there is whatever memory held, NaN or not from run to run, so a NaN pattern tells nothing of slices
+    # the split, run alone, measurably left part of the vector state the merge reads unwritten, beyond the empty
+    # slices' (states it never stored, or a slice that holds positions): what the merge reads there is whatever
+    # memory held, NaN or not from run to run, so a NaN pattern tells nothing of empty slices
     merge_reads_unwritten: bool = False
     # the split alone measured its slices holding other positions than the visit map's blocks say (blind round 26,
     # 05 b21: every slice's loop from 0): the map's slice count per sequence is not said
@@ -662,6 +663,9 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
                        f" values{causes or '.'}{coverage} The two kernels were not tested apart.")
         return found
     found.words = measured.words
+    # a slice that holds positions and whose vector state no store reached (an empty slice's is the
+    # empty-slice words' own case: one that returns early without storing)
+    found.merge_reads_unwritten = bool((measured.unwritten & measured.nonempty).any())
     # the visits say which slot read each block; they are trusted where they agree with the
     # positions the probe counted (a slice that is not a whole number of blocks shares blocks)
     v0 = _visits_owner(x0, block_n, roles0.slots)

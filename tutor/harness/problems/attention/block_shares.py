@@ -140,9 +140,9 @@ def _zero_terms_fit(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, spa
     row well below 1: its running sum holds E terms exp(0 - max) more than its accumulator, the
     scores of the positions its last block reads past the row's keys set to 0, not -inf (blind
     round 26, 07 b19, said only as "below 1" until then)."""
-    rows = w.flatten(0, -2).to(torch.float64)
-    scores = s.flatten(0, -2).to(torch.float64)
-    ok = allowed.flatten(0, -2)
+    rows = w.flatten(0, -2).to(torch.float64).cpu()  # (on the CPU: a GPU read-out's weights, the tutor's spans)
+    scores = s.flatten(0, -2).to(torch.float64).cpu()
+    ok = allowed.flatten(0, -2).cpu()
     total = torch.where(ok, rows.nan_to_num(0.0), 0.0).sum(-1)
     keys = torch.arange(ok.shape[-1])
     last = torch.where(ok, keys, -1).amax(-1)
