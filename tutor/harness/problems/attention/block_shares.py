@@ -133,6 +133,16 @@ def _sum_unrescaled(factors: torch.Tensor, s: torch.Tensor, allowed: torch.Tenso
     return bool(((factors / predicted) - 1).abs().max() < OWN_SUM_SLACK)
 
 
+def zero_score_factor(s: torch.Tensor, extra: torch.Tensor | float) -> torch.Tensor:
+    """S / (S + E) for each row of ``s`` (natural-unit scores, -inf where a row may not look; S = sum
+    exp(score)): the total that softmax's weights on a row's keys come to where its running sum also
+    holds E terms exp(0 - max) its accumulator does not get (keys of score 0 and value 0).  Computed
+    against each row's largest score, so no score overflows."""
+    top = s.amax(dim=-1)
+    mass = torch.exp(s - top[..., None]).sum(dim=-1)
+    return 1 / (1 + extra * torch.exp(-top) / mass)
+
+
 def _zero_terms_fit(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, spans: list[slice], size: int) -> bool:
     """Whether each row's total weight on the keys it may see is S / (S + E), S = sum exp(score)
     over them and E the positions after the row's last one in the span that holds it (``size``
@@ -149,10 +159,7 @@ def _zero_terms_fit(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, spa
     ends = torch.tensor([next((sl.start + size for sl in spans if sl.start <= int(j) < sl.stop), 0)
                          for j in last.tolist()])
     extra = (ends - last - 1).clamp(min=0).to(torch.float64)
-    top = torch.where(ok, scores, float("-inf")).amax(-1)
-    # S / (S + E) = 1 / (1 + E exp(-top) / sum exp(score - top)): no overflow at any score
-    mass = torch.where(ok, (scores - top[:, None]).exp(), 0.0).sum(-1)
-    predicted = 1 / (1 + extra * (-top).exp() / mass)
+    predicted = zero_score_factor(torch.where(ok, scores, float("-inf")), extra)
     rows_read = (last >= 0) & torch.isfinite(total)
     if not bool(rows_read.any()) or float(predicted[rows_read].min()) > 1 - SUM_SLACK:
         return False

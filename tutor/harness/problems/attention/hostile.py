@@ -56,6 +56,7 @@ from tutor.harness import launch as launching
 from tutor.harness.findings import worded
 from tutor.harness.long_sum import causal_keys, long_sum_values, long_sum_words
 from tutor.harness.numerics import LOG2E, spacing_at
+from tutor.harness.problems.attention.block_shares import zero_score_factor
 from tutor.harness.problems.attention.cases import evaluate, launch_modes, mode_words
 from tutor.harness.problems.attention.reference import attention_reference
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding
@@ -233,16 +234,13 @@ def zero_score_keys_words(out: torch.Tensor, expected: torch.Tensor, s: torch.Te
     units): E keys of score 0 and value 0 in every row's sum, weighing nothing where a row has large
     scores and everything where all its scores are far below 0 (blind round 27, 02 b14: a score mask
     cols <= N_CTX, told only that standard-normal scores hide unsafe numerics); "" otherwise."""
-    top = s.amax(dim=-1, keepdim=True)
-    mass = torch.exp(s - top).sum(dim=-1)  # S exp(-top)
-    ref = expected.to(torch.float64).reshape(*mass.shape, -1)
-    got = out.to(torch.float64).reshape(*mass.shape, -1)
-    if not bool(torch.isfinite(got).all()):
+    ref = expected.to(torch.float64).reshape(*s.shape[:-1], -1)
+    got = out.to(torch.float64).reshape(*s.shape[:-1], -1)
+    if not bool(torch.isfinite(got).all()) or not bool(bad.any()):
         return ""
     for extra in range(1, block_n + 1):
-        factor = 1 / (1 + extra * torch.exp(-top[..., 0]) / mass)
-        model = ref * factor[..., None]
-        if float((model - got).abs().max()) <= tolerance / 2 and bool(bad.any()):
+        model = ref * zero_score_factor(s, extra)[..., None]
+        if float((model - got).abs().max()) <= tolerance / 2:
             keys = "one key" if extra == 1 else f"{extra} keys"
             return (f" Every row of the case, the right ones too, is what {keys} of score 0 and value 0 in its"
                     f" softmax's sum would give: its reference times S / (S + {extra}), S = sum exp(score) over"
