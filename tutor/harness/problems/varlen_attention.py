@@ -388,6 +388,14 @@ def weights(module: ModuleType, case: Case, device: str,
     read-out describes nothing (V read from the wrong tensor, say)."""
     q, k, v_random = random_inputs(dataclasses.replace(case, q_scale=1.0), device, generator)
     q = (q.float() * 0.1).half()  # small scores: every key let in gets a weight far above fp16's underflow
+    w = _read_out(module, case, q, k, device)
+    out = run(module, case, q, k, v_random).out.transpose(0, 1)  # (H, total_q, d)
+    return w, q, k, reading.read_out_gap(out, w, v_random.transpose(0, 1))
+
+
+def _read_out(module: ModuleType, case: Case, q: torch.Tensor, k: torch.Tensor, device: str) -> torch.Tensor:
+    """The kernel's weights on ``q`` and ``k`` over the whole packed key axis, (H, total_q, total_k)
+    float64 (unwritten as NaN), read through one-hot values."""
     total_q, total_k = case.cu_q[-1], case.cu_k[-1]
 
     def read(group: int) -> torch.Tensor:
@@ -396,8 +404,7 @@ def weights(module: ModuleType, case: Case, device: str,
         return run(module, case, q, k, v).out.transpose(0, 1)  # (H, total_q, d)
 
     w, _ = reading.weights_read_out(read, total_k, case.head_dim, (case.heads, total_q), device)
-    out = run(module, case, q, k, v_random).out.transpose(0, 1)  # (H, total_q, d)
-    return w, q, k, reading.read_out_gap(out, w, v_random.transpose(0, 1))
+    return w
 
 
 def scored(w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, case: Case) -> tuple[torch.Tensor, torch.Tensor]:
@@ -444,13 +451,7 @@ def own_scores_shares(module: ModuleType, one: Checked, device: str) -> str:
     b31 and b36, told only that no key was seen or missed), in words (:func:`shares`); "" where no
     block is off, or where the output is no weighted sum of V (the read-out then says nothing)."""
     case, x = one.case, one.launch
-    total_q, total_k = case.cu_q[-1], case.cu_k[-1]
-
-    def read(group: int) -> torch.Tensor:
-        v = one_hot_values((1, case.heads, total_k, case.head_dim), group, device)[0].transpose(0, 1).contiguous()
-        return run(module, case, x.q, x.k, v).out.transpose(0, 1)  # (H, total_q, d)
-
-    w, _ = reading.weights_read_out(read, total_k, case.head_dim, (case.heads, total_q), device)
+    w = _read_out(module, case, x.q, x.k, device)
     if reading.read_out_gap(x.out.transpose(0, 1), w, x.v.transpose(0, 1)) > reading.LINEAR_SLACK:
         return ""
     said = shares(w, x.q, x.k, case, int(module.BLOCK_N))
