@@ -675,8 +675,13 @@ def test_apart(launches: list[Launch], module: ModuleType) -> Apart:
         return found
     found.words = measured.words
     # a slice that holds positions and whose vector state no store reached (an empty slice's is the
-    # empty-slice words' own case: one that returns early without storing)
-    found.merge_reads_unwritten = bool((measured.unwritten & measured.nonempty).any())
+    # empty-slice words' own case: one that returns early without storing); which slices hold positions, from
+    # the visit map (the probe's own nonempty is read from the vector state, which such a slot never got: GPU
+    # run 36)
+    used = torch.tensor(slicing(x0, module).used).repeat_interleave(x0.case.heads)[:, None]
+    holding = torch.arange(measured.unwritten.shape[-1])[None, :] < used
+    found.merge_reads_unwritten = measured.unwritten.shape[0] == used.shape[0] and bool(
+        (measured.unwritten.cpu() & (holding | measured.nonempty.cpu())).any())
     # the visits say which slot read each block; they are trusted where they agree with the
     # positions the probe counted (a slice that is not a whole number of blocks shares blocks)
     v0 = _visits_owner(x0, block_n, roles0.slots)
