@@ -268,8 +268,10 @@ UNSAID = {
 }
 # entries whose code the random inputs decide on some runs, checked at a fixed seed: 06_window_masked_after_the_max
 # said wrong-output on one clean-clone CI's inputs (2026-12-07, 3f4eff3; max-before-mask at seeds 1 and 2)
-# and 02_normalised_each_step_without_the_old_sum said wrong-output on another's (5f644ae: keys underflowing to 0)
-SEEDED = {"06_window_masked_after_the_max": 1, "02_normalised_each_step_without_the_old_sum": 0}
+# and 02_normalised_each_step_without_the_old_sum said wrong-output on another's (5f644ae: keys underflowing to 0),
+# 02_score_mask_lets_one_key_past_the_end rows-not-normalised on a third's (13f66b7: its short case failed too)
+SEEDED = {"06_window_masked_after_the_max": 1, "02_normalised_each_step_without_the_old_sum": 0,
+          "02_score_mask_lets_one_key_past_the_end": 0}
 FINDINGS = {"read-past-end-unused", "extra-blocks", "write-past-end", "lower-bound-open"}  # of a right output
 pytestmark = pytest.mark.timeout(1200)
 
