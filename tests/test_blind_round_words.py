@@ -62,6 +62,8 @@ WANTED = {
     "07_masked_scores_filled_with_zero": ("wrong-output", ["after its last key in the tile of 32 that holds it"]),
     # blind round 27, 09 b39: the rescale inverted moves the modifier read-out's weights with the keys' order
     "09_alpha_inverted": ("wrong-output", ["when the two keys trade scores", "not the modifier"]),
+    "09_alpha_inverted_and_empty_rows_nan": ("empty-row-nan", ["rows that see no key under the block mask",
+                                                               "when the two keys trade scores"]),
     # blind round 27, 02 b14: one key of score 0 past the end, measured on every row of the hostile case
     "02_score_mask_lets_one_key_past_the_end": ("hostile-wrong", ["is what one key of score 0 and value 0"]),
     # blind round 27, 06 b37: one side's row index inside its block, named for that side alone

@@ -267,9 +267,6 @@ class ReadOut:
     missing_where: MissingWhere = ""
     missing_keys: list[int] = field(default_factory=list)  # every key missing in missing_row (said as runs)
     skipped_blocks: list[list[int]] = field(default_factory=list)  # (query block, key block) wholly unread
-    # does the visit map show every program visiting each of those blocks (the loop reaches them, and what they
-    # add goes elsewhere)?  None: no map of this read-out's case (its length and blocks), or none skipped
-    skipped_blocks_reached: bool | None = None
     # the keys missed are exactly those further into their K/V block than the row is into its
     # query block (key % BLOCK_N > row % BLOCK_M): a causal mask compared within the tiles
     missing_in_tile: bool = False

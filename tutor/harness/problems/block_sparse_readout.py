@@ -114,7 +114,10 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
         ordered = said.pop(ORDERED, "")
         explained |= bool(said)
         found.add(said)
-    if written and not explained and "empty-row-nan" not in found and "nan-in-output" not in found:
+    nan_code = next((code for code in ("nan-in-output", "empty-row-nan") if code in found), None)
+    if ordered and nan_code is not None:  # measured on the probe's finite two-key rows: it holds beside the NaN
+        found[nan_code] += f" On finite probe rows the modifier read-outs could not be read: {ordered}."
+    if written and not explained and nan_code is None:
         one = written[0]
         modifier = ("the modifier read-outs (on partial blocks and on full blocks) match softcap·tanh(s/softcap)"
                     if not unread else "the modifier read-outs could not be read: " + ordered if ordered else

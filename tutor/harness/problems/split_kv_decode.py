@@ -60,7 +60,13 @@ from tutor.harness.problems import split_kv_layout as layout
 from tutor.harness.problems import split_kv_readout as apart
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention.block_shares import block_shares_words
-from tutor.harness.problems.attention.hostile import fp16_step_words, rounded_scores_words, same_grid_words, score_units
+from tutor.harness.problems.attention.hostile import (
+    fp16_step_words,
+    rounded_scores_words,
+    row_errors,
+    same_grid_words,
+    score_units,
+)
 from tutor.harness.problems.attention.readout import one_hot_values
 from tutor.harness.problems.query_offsets import query_offset_words
 from tutor.harness.result import CaseResult, Diagnosis, GuardFinding, VisitMap
@@ -417,7 +423,7 @@ def visit_map(run_: Launch, block_n: int) -> VisitMap:
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Slicing:
     """How the kernel measurably cut each sequence's cache (from the visits)."""
 
@@ -431,15 +437,16 @@ class Slicing:
         return self.used[b] < self.slices
 
 
-def slicing(run_: Launch, module: ModuleType) -> Slicing:
-    """A slice that read nothing, or only blocks wholly past the length, is empty."""
+def slicing(run_: Launch, module: ModuleType, countable: bool = True) -> Slicing:
+    """A slice that read nothing, or only blocks wholly past the length, is empty.  ``countable``:
+    :attr:`Slicing.countable` (False where the split run alone measured otherwise: :attr:`Apart.map_counts_wrong`)."""
     b, h, _, _ = run_.case.shape
     visits = run_.visits.cpu().reshape(b, h, -1)
     needed = blocks_needed(run_.lengths.cpu(), int(module.BLOCK_N))
     used = [max(len(set(visits[i, j, : needed[i]].tolist()) - {0}) for j in range(h)) for i in range(b)]
     declared = split_count_for(module, run_.case) or getattr(module, "NUM_SPLITS", 0)
     declared = declared if isinstance(declared, int) else 0
-    return Slicing(used=used, slices=max(declared, int(visits.max()) if visits.numel() else 0))
+    return Slicing(used=used, slices=max(declared, int(visits.max()) if visits.numel() else 0), countable=countable)
 
 
 def _seqs(indices: list[int], lengths: list[int], sl: Slicing) -> str:
@@ -540,9 +547,7 @@ def fingerprint(run_: Launch, block_n: int, tolerance: float) -> list[str]:
 
 def _largest_gap(out: torch.Tensor, reference: torch.Tensor) -> float:
     """The largest |out - reference| where the reference is defined (an undefined output there: inf)."""
-    defined = torch.isfinite(reference.cpu())
-    gap = (out.double() - reference.double().cpu()).abs().nan_to_num(nan=float("inf"))
-    return float(gap[defined].max()) if bool(defined.any()) else 0.0
+    return float(row_errors(out.cpu(), reference.cpu()).max())
 
 
 def nan_structure(run_: Launch, sl: Slicing) -> str | None:
@@ -1008,8 +1013,7 @@ def _case_codes(failing: list[Launch], module: ModuleType, tested: Apart,
     per_case: list[list[str]] = []
     measured: list[Slicing] = []
     for launch in failing:
-        sl = slicing(launch, module)
-        sl.countable = not tested.map_counts_wrong
+        sl = slicing(launch, module, countable=not tested.map_counts_wrong)
         measured.append(sl)
         case = _result(launch)
         if not case.fully_written:

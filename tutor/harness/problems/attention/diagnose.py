@@ -57,13 +57,18 @@ class Match:
     vacuous: bool  # the variant is NaN everywhere: it matched on nothing but "all NaN"
 
 
+def right_answer(launch: CheckedLaunch) -> torch.Tensor:
+    """The launch's right output: the one it was checked against, or (where none was kept) the reference's."""
+    if launch.expected is not None:
+        return launch.expected
+    return reference.attention_reference(launch.q, launch.k, launch.v, causal=launch.case.causal)
+
+
 def operand_words(launch: CheckedLaunch, drill: Drill) -> str:
     """Where every wrong head's output is attention with another head's tensors, K and V exchanged,
     or its own K or V read head_dim-major, that in words (:func:`readout.other_head_words`); ""."""
     causal = launch.case.causal
-    right = launch.expected if launch.expected is not None else \
-        reference.attention_reference(launch.q, launch.k, launch.v, causal=causal)
-    return reading.other_head_words(launch.out, right, launch.q, launch.k, launch.v,
+    return reading.other_head_words(launch.out, right_answer(launch), launch.q, launch.k, launch.v,
                                     lambda q, k, v: reference.attention_reference(q, k, v, causal=causal),
                                     drill.tolerance)
 
@@ -78,9 +83,7 @@ def fingerprints(drill: Drill, launch: CheckedLaunch, block_m: int, block_n: int
     if drill.slug not in FINGERPRINTS:  # a new drill of this problem: no mistakes to recognise yet
         return []
     variants = FINGERPRINTS[drill.slug](launch.q, launch.k, launch.v, block_m, block_n, launch.case.causal)
-    right = launch.expected
-    if right is None:
-        right = reference.attention_reference(launch.q, launch.k, launch.v, causal=launch.case.causal)
+    right = right_answer(launch)
     found: list[Match] = []
     for name, expected in variants.items():
         code = name.split("/")[0]
@@ -240,9 +243,12 @@ def facts(ro: ReadOut) -> str:
     return f" Measured on your kernel's weights ({ro.mode}, seq={ro.shape[2] if ro.shape else '?'}): " + "; ".join(said) + "."
 
 
-def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
+def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool, blocks_reached: bool | None = None) -> list[str]:
     """The diagnosis codes the read-out of one failing mode supports, most telling first.
-    Only codes the drill has words for are returned; [] when nothing specific was measured."""
+    Only codes the drill has words for are returned; [] when nothing specific was measured.
+    ``blocks_reached``: does the visit map show every program visiting each of the read-out's
+    wholly unread blocks (the loop reaches them, and what they add goes elsewhere)?  None: no
+    map of the read-out's case, or none skipped."""
     codes: list[str] = []
     causal = ro.mode == "causal"
     ignored = {name for name, moved in ro.moves_with.items() if not moved}
@@ -284,7 +290,7 @@ def readout_codes(drill: Drill, ro: ReadOut, both_modes: bool) -> list[str]:
             codes.append("full-broken")
         elif ro.missing_where == "ragged-tail":
             codes.append("ragged-tail-skipped")
-        elif ro.missing_where == "whole-blocks" and causal and ro.skipped_blocks and not ro.skipped_blocks_reached \
+        elif ro.missing_where == "whole-blocks" and causal and ro.skipped_blocks and not blocks_reached \
                 and all(_holds_diagonal(i, j, ro) for i, j in ro.skipped_blocks):
             # (a loop that reaches those blocks is not stopped by its bound: blind round 26, 01 b27, a two-loop
             # kernel whose diagonal loop loads V at block 0's rows)
@@ -467,14 +473,14 @@ def _holds_diagonal(i: int, j: int, ro: ReadOut) -> bool:
 
 
 # Which measured facts make a fingerprint's code true: the fingerprint is said only
-# when the read-out of its mode supports it.
+# when the read-out of its mode supports it (and, for those of UNREACHED, the visit
+# map does not show the loop reaching the unread blocks).
 SUPPORTS: dict[str, Callable[[ReadOut], bool]] = {
     "todo2-open": lambda ro: ro.forbidden_rows > 0 and ro.forbidden_score == "true" and _most_rows_see_future(ro),
     "diagonal-unmasked": lambda ro: ro.forbidden_rows > 0 and ro.forbidden_where == "diagonal-block",
     "mask-reversed": lambda ro: ro.forbidden_rows > 0 and ro.missing_rows > 0 and ro.forbidden_score == "true",
     "mask-off-by-one": lambda ro: ro.missing_where == "own-key" and not ro.forbidden_rows,
-    "loop-stops-before-diagonal": lambda ro: bool(ro.skipped_blocks) and not ro.forbidden_rows
-    and not ro.skipped_blocks_reached,
+    "loop-stops-before-diagonal": lambda ro: bool(ro.skipped_blocks) and not ro.forbidden_rows,
     "ragged-unmasked": lambda ro: ro.phantom_keys is not None and ro.phantom_keys >= 0.5 and not ro.missing_rows,
     "full-broken": lambda ro: ro.missing_rows > 0 and not ro.forbidden_rows,
     "sum-not-rescaled": lambda ro: ro.row_sum_max is not None and ro.row_sum_min is not None
@@ -487,6 +493,13 @@ SUPPORTS: dict[str, Callable[[ReadOut], bool]] = {
     "never-rescaled": lambda ro: ro.block_pattern == "own-block-max" and not ro.missing_rows,
     "nan-first-block": lambda ro: bool(ro.nan_rows) and len(ro.nan_rows) == ro.shape[2],
 }
+# the codes whose words say the loop stops before blocks it never reads
+UNREACHED = {"loop-stops-before-diagonal"}
+
+
+def supported(code: str, ro: ReadOut, blocks_reached: bool | None) -> bool:
+    """Does the read-out (and the visit map's ``blocks_reached``, see :func:`readout_codes`) support ``code``?"""
+    return code in SUPPORTS and SUPPORTS[code](ro) and not (code in UNREACHED and blocks_reached)
 
 
 def diagnose(
@@ -511,10 +524,11 @@ def diagnose(
     passed_causal = {x.case.name for x in launches if x.case.causal and x.case.passed}
     # the map is of the default shape's causal launch (or its only one): a read-out of another mode says nothing of it
     ro_skipped = next((r for m, r in readouts.items() if r.skipped_blocks and (not both_modes or m == "causal")), None)
+    reached: dict[str, bool | None] = {}  # mode -> readout_codes' blocks_reached
     if ro_skipped is not None and visits is not None:
         counts = skipped_visit_counts(ro_skipped, visits)
-        ro_skipped.skipped_blocks_reached = all(c == visits.heads for c in counts) if counts else None
-    measured = {mode: readout_codes(drill, ro, both_modes) for mode, ro in readouts.items()}
+        reached[ro_skipped.mode] = all(c == visits.heads for c in counts) if counts else None
+    measured = {mode: readout_codes(drill, ro, both_modes, reached.get(ro.mode)) for mode, ro in readouts.items()}
     for launch, code in zip(failing, chosen, strict=True):
         case = launch.case
         mode = (", causal" if case.causal else ", full") if both_modes else ""
@@ -526,7 +540,7 @@ def diagnose(
                 + shared.unwritten_words(launch.out) + written_rows_words(launch, drill.tolerance))
         if case.wrote_out_of_bounds:
             say("store-out-of-bounds", where + ".")
-        if ro is not None and code is not None and code not in said and not (code in SUPPORTS and SUPPORTS[code](ro)):
+        if ro is not None and code is not None and code not in said and not supported(code, ro, reached.get(ro.mode)):
             code = None  # the fingerprint names a cause the kernel's weights do not show
         if ro is not None and not reading.trusted(ro):
             code = None  # the weights describe nothing, so none supports a fingerprint
@@ -552,7 +566,7 @@ def diagnose(
         elif both_modes and not case.causal and case.name in passed_causal:
             # right when causal, wrong when not: the change reached the full path
             say("full-broken", where + ".", ro)
-        else:
+        elif "wrong-output" not in codes:  # (its operand read-out costs launches of the reference: once)
             worst = "" if case.worst_row is None else f" The largest error is at row {case.worst_row} (query block {case.worst_row // block_m})"
             say("wrong-output", f"{worst}{where}." + (facts(ro) if ro is not None else "") + operand_words(launch, drill),
                 ro)
