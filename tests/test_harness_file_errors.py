@@ -125,3 +125,25 @@ def test_a_readout_that_fails_in_the_tutors_own_code_says_so_and_where(tmp_path:
     fault = CheckError(kind="runtime", message="RuntimeError: two devices", file=str(student), line=None)
     reason = errors.readout_failure_reason(fault, "tutor/harness/x.py:3 in f")
     assert "the tutor's own read-out code failed, not your kernel" in reason and "tutor/harness/x.py:3" in reason
+
+
+def test_a_tutor_file_that_does_not_parse_is_the_tutors_fault_not_the_kernels(tmp_path: Path) -> None:
+    """Blind round 27: a check that imported one of the tutor's modules while it was being
+    edited came back as the student's SyntaxError.  A SyntaxError raised in the tutor's own
+    source is an internal error, at the tutor's file and line; one in the student's file
+    stays theirs."""
+    from tutor.harness import errors
+
+    student = tmp_path / "01_k.py"
+    student.write_text("x = (\n", encoding="utf-8")
+    tutor_file = Path(errors.__file__).resolve().parent / "problems" / "attention" / "diagnose.py"
+    raised = []
+    for source, name in (("def f(:\n", str(tutor_file)), ("x = (\n", str(student))):
+        with pytest.raises(SyntaxError) as caught:
+            compile(source, name, "exec")
+        raised.append(caught.value)
+    theirs, ours = (errors.from_exception(raised[0], str(student), None, "import"),
+                    errors.from_exception(raised[1], str(student), None, "import"))
+    assert theirs.kind == "internal" and theirs.file == str(tutor_file) and theirs.line == 1
+    assert "not your kernel" in theirs.message and "flashtutor bug" in theirs.message
+    assert ours.kind == "syntax" and ours.file == str(student)

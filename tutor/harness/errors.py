@@ -49,6 +49,27 @@ def syntax_error(exc: SyntaxError, file: str) -> CheckError:
     )
 
 
+def _in_tutor(filename: str) -> bool:
+    """Is ``filename`` one of the tutor's own source files?"""
+    return Path(filename).resolve().is_relative_to(Path(__file__).resolve().parents[1])
+
+
+def tutor_syntax_error(exc: SyntaxError) -> CheckError:
+    """One of the tutor's own modules does not parse (imported while the check ran): not the
+    student's kernel (blind round 27: a tutor file being edited was reported as the kernel's
+    syntax error)."""
+    assert exc.filename is not None
+    return CheckError(
+        kind="internal",
+        message=f"the tutor's own source does not parse (SyntaxError: {exc.msg}), not your kernel: a flashtutor bug,"
+                " or its source being edited while this check ran. Save again to re-run the check; report it if it"
+                " stays.",
+        file=exc.filename,
+        line=exc.lineno,
+        source_line=(exc.text or "").rstrip() or _source_line(exc.filename, exc.lineno),
+    )
+
+
 def not_utf8(exc: UnicodeDecodeError, data: bytes, file: str) -> CheckError:
     """The file's bytes are not UTF-8 text: say where, by line, not by byte offset."""
     line = data.count(b"\n", 0, exc.start) + 1
@@ -179,6 +200,8 @@ def from_exception(exc: BaseException, file: str, module: ModuleType | None,
     """
     if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).resolve() == Path(file).resolve():
         return syntax_error(exc, file)
+    if isinstance(exc, SyntaxError) and exc.filename and _in_tutor(exc.filename):
+        return tutor_syntax_error(exc)
     if isinstance(exc, LauncherMismatch):
         return launcher_mismatch(exc, file)
     if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"):
