@@ -62,6 +62,9 @@ WANTED = {
     "07_masked_scores_filled_with_zero": ("wrong-output", ["after its last key in the tile of 32 that holds it"]),
     # blind round 27, 09 b39: the rescale inverted moves the modifier read-out's weights with the keys' order
     "09_alpha_inverted": ("wrong-output", ["when the two keys trade scores", "not the modifier"]),
+    # blind round 27 (02 b16): a maximum of unscaled scores: each block's p cut off under a score (fp16 underflow)
+    "02_max_on_unscaled_scores": ("wrong-output", ["exactly the block's lowest-scoring ones",
+                                                   "look at what the running maximum is taken over"]),
     "09_alpha_inverted_and_empty_rows_nan": ("empty-row-nan", ["rows that see no key under the block mask",
                                                                "when the two keys trade scores"]),
     # blind round 27, 02 b14: one key of score 0 past the end, measured on every row of the hostile case

@@ -275,6 +275,10 @@ class ReadOut:
     missing_rest_softmax: bool | None = None
     # in every such row, does the weight missing at key c sit on key c % block_n (key block 0) on top of its own?
     missing_on_block0: bool = False
+    # where every (row, K/V block) that weighs some of the block's keys and not others gives none to exactly its
+    # lowest-scoring ones (a cut on the score, as a p that underflows): [such pairs, the cut's least and greatest
+    # distance under the row's top score, natural units]; [] where not so (or no row misses weight)
+    missing_cut: list[float] = field(default_factory=list)
     row_sum_min: float | None = None
     row_sum_max: float | None = None
     # do the rows sum to softmax's denominators, sum_j exp(s_ij - max_j s_ij) (an undivided

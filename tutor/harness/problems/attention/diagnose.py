@@ -25,6 +25,7 @@ import torch
 from tutor.catalog import Drill
 from tutor.harness import guarded as shared
 from tutor.harness.findings import Findings, index_runs, matches, passes_as_right, visit_findings
+from tutor.harness.numerics import LN2
 from tutor.harness.problems.attention import readout as reading
 from tutor.harness.problems.attention import reference
 from tutor.harness.result import CaseResult, Diagnosis, ReadOut, VisitMap
@@ -206,6 +207,28 @@ VALUES_OR_STORE = ("Check how V is read (its pointer, offsets and strides) and w
                    " offsets and strides).")
 
 
+# an fp16 p = exp(s - m) rounds to 0 below 2**-25: this many natural units under m
+FP16_ZERO_UNDER = 25 * LN2
+
+
+def _cut_words(ro: ReadOut) -> str:
+    """The score cut of :attr:`ReadOut.missing_cut` in words ("" where none was measured), and where
+    the maximum p is taken against would sit if an fp16 p's underflow is the cut."""
+    if not ro.missing_cut:
+        return ""
+    pairs, low, high = ro.missing_cut
+    said = (f"; in each of the {int(pairs)} (row, K/V block) pairs that weigh some of the block's keys and not"
+            " others, the keys given none are exactly the block's lowest-scoring ones, cut off"
+            f" {low:.2g} to {high:.2g} natural units under the row's top score: each block's p is zero under a"
+            " score, as p = exp(s - m) is where it underflows")
+    if high >= FP16_ZERO_UNDER:
+        return said
+    return said + (f" (an fp16 p is 0 about {FP16_ZERO_UNDER:.3g} units under m), which puts the m each block's p"
+                   f" is taken against {FP16_ZERO_UNDER - high:.2g} to {FP16_ZERO_UNDER - low:.2g} above the row's"
+                   " top score: look at what the running maximum is taken over (the scores p is computed from,"
+                   " scaled the same?)")
+
+
 def facts(ro: ReadOut) -> str:
     """What the read-out measured, in one sentence, for a mistake with no name of its own."""
     if not reading.trusted(ro):
@@ -220,7 +243,7 @@ def facts(ro: ReadOut) -> str:
         said.append(f"row {ro.forbidden_row} puts {_mass_words(ro.forbidden_mass)} on keys it must not see")
     if ro.missing_row is not None:
         said.append(f"row {ro.missing_row} gives no weight to keys {index_runs(ro.missing_keys)} "
-                    f"({ro.missing_mass:.2f} of its reference weight)")
+                    f"({ro.missing_mass:.2f} of its reference weight)" + _cut_words(ro))
     if ro.row_sum_min is not None and not ro.sums_to_one:
         said.append(f"rows sum to {ro.row_sum_min:.3g}..{ro.row_sum_max:.3g} instead of 1")
     if ro.fit_rms is not None and ro.fit_rms > 0.1:

@@ -598,6 +598,7 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
         excess = wz[..., :first] - torch.where(allowed, p, torch.zeros_like(p))[..., :first]
         off = (excess - folded[..., :first]).abs().amax(dim=-1)[m_rows & rows_ok]
         result.missing_on_block0 = bool(off.numel()) and bool((off < 0.01).all())
+        result.missing_cut = _score_cut(wz, s, allowed, m_rows & rows_ok, block_n)
 
     # -- row sums, temperature, block consistency ----------------------------------------------------
     sums = wz.sum(-1)[rows_ok]
@@ -618,6 +619,34 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
     _phantoms(result, wz, s, allowed, clean, fitted, block_m, block_n)
     _maps(result, wz, p, allowed, rows_ok, f_mass, missing)
     return result
+
+
+def _score_cut(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, rows: torch.Tensor,
+               block_n: int) -> list[float]:
+    """:attr:`ReadOut.missing_cut` over ``rows`` (heads, seq): in every K/V block of those rows, are
+    the keys weighed 0 all below the keys weighed more (the block's p cut off under a score, as one
+    that underflows is: each block's p is taken against the running maximum of its time)?  A block
+    weighed not at all counts as neither; at least four cut blocks are needed (chance does not
+    order a few zeros below the rest that often)."""
+    seq = w.shape[-1]
+    pad = -seq % block_n
+
+    def blocked(x: torch.Tensor, fill: float | bool) -> torch.Tensor:
+        x = x[rows]  # (rows, seq)
+        return torch.nn.functional.pad(x, (0, pad), value=fill).reshape(x.shape[0], -1, block_n)
+
+    ok = blocked(allowed, False)
+    zero, kept = ok & (blocked(w, 0.0) == 0), ok & (blocked(w, 0.0) > 0)
+    score = blocked(s, 0.0)
+    inf = torch.full_like(score, float("inf"))
+    highest_zero = torch.where(zero, score, -inf).amax(dim=-1)
+    lowest_kept = torch.where(kept, score, inf).amin(dim=-1)
+    cut = zero.any(dim=-1) & kept.any(dim=-1)  # (rows, blocks)
+    if int(cut.sum()) < 4 or not bool((highest_zero[cut] < lowest_kept[cut]).all()):
+        return []
+    top = torch.where(allowed[rows], s[rows], float("-inf")).amax(dim=-1)
+    under = (top[:, None] - (highest_zero + lowest_kept) / 2)[cut]
+    return [float(cut.sum()), float(under.min()), float(under.max())]
 
 
 def _forbidden_score(w: torch.Tensor, s: torch.Tensor, allowed: torch.Tensor, sel: torch.Tensor,
