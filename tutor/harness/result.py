@@ -266,10 +266,16 @@ class ReadOut:
     missing_rows: int = 0
     missing_where: MissingWhere = ""
     missing_keys: list[int] = field(default_factory=list)  # every key missing in missing_row (said as runs)
+    # are those all the keys missing_row may see and weighs 0 (False: others the reference weighs under
+    # MISSING_P, 1e-3, get 0 too, as an underflowing p may: the words say which keys are listed)
+    missing_keys_complete: bool = True
     skipped_blocks: list[list[int]] = field(default_factory=list)  # (query block, key block) wholly unread
     # the keys missed are exactly those further into their K/V block than the row is into its
     # query block (key % BLOCK_N > row % BLOCK_M): a causal mask compared within the tiles
     missing_in_tile: bool = False
+    # the keys missed are exactly those after the row's place in its query block (key > row % BLOCK_M): a causal
+    # mask comparing the row's offset within its tile with the keys' positions in the sequence
+    missing_row_in_tile: bool = False
     # in every row that misses weight, are the weights on its other keys softmax over those keys alone (the
     # missing keys in neither acc nor l_i)?  None: no row misses weight
     missing_rest_softmax: bool | None = None

@@ -56,7 +56,8 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
                     one_slice: Callable[[Launch], torch.Tensor | None] | None = None,
                     rerun_of: Callable[[Launch], apart.Rerun] | None = None,
                     padless: Callable[[Launch], torch.Tensor | None] | None = None,
-                    tolerance: float = 0.0, relaunch: paged_weights.Relaunch | None = None) -> Findings:
+                    tolerance: float = 0.0, relaunch: paged_weights.Relaunch | None = None,
+                    tails: list[Launch] | None = None) -> Findings:
     """Unwritten, out-of-bounds and non-finite outputs.  A NaN only in the cases of large
     scores is put down to an overflowing exp only where no load read a position no
     sequence holds (``stray_reads``: those hold poison, which reaches the output too);
@@ -64,7 +65,8 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
     stored, stored non-finite, or the merge), else the case runs again with one slice a
     sequence (``one_slice``): finite there, the NaN comes with the slices.  A case of large scores
     whose split count is not a power of two runs again with one that is (``padless``): right
-    there, the NaN comes with the merge's padding slots."""
+    there, the NaN comes with the merge's padding slots.  ``tails``: the nan-tail cases (said
+    here where their output has NaN too: "only the cases of large scores" is then not so)."""
     found = Findings()
     for x in failing:
         r = _result(x)
@@ -78,12 +80,15 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
         bad = (~torch.isfinite(x.out.double().cpu())).any(dim=-1).nonzero().tolist()
         detail = (f" {_result(x).nonfinite} elements, in (sequence, head) {pairs_words(bad)}{_where(x)}."
                   + _group_position_words(x, bad))
+        tail = next((y for y in tails or [] if _result(y).nonfinite), None)
+        detail += _tail_words(tail, failing) if tail is not None else ""
         large_only = {_result(y).name for y in nan} <= {"hostile", "orders"}
         if large_only and stray_reads:
-            detail += (" Only the cases of large scores have them (hostile, orders), and the kernel's loads read"
-                       " positions no sequence holds (below), which hold the tutor's poison: that read, or an exp"
-                       " that overflowed fp32, can be their source.")
-        elif large_only:
+            detail += (f" {'Of the other cases only' if tail is not None else 'Only'} the cases of large scores have"
+                       " them (hostile, orders), and the kernel's loads read positions no sequence holds (below),"
+                       " which hold the tutor's poison: that read, or an exp that overflowed fp32, can be their"
+                       " source.")
+        elif large_only and tail is None:
             detail += (" Only the cases of large scores have them (hostile: scores of standard deviation 100;"
                        " orders: a top score of 100, and a fourth sequence whose every score is -120 or less)")
             pad = ("" if padless is None or x.case.num_splits is None else
@@ -106,6 +111,17 @@ def output_findings(failing: list[Launch], stray_reads: bool = False,
                            " slot the split stored it (the same index of sequence, head and slice in both).")
         found.say("nan-in-output", detail)
     return found
+
+
+def _tail_words(tail: Launch, failing: list[Launch]) -> str:
+    """The nan-tail case's NaN, beside another case's: what its inputs are and, where the default
+    case (the same inputs but finite poison there) is measured finite, that its NaN is V read at
+    positions no sequence holds."""
+    default_finite = any(_result(x).name == "default" and not _result(x).nonfinite for x in failing)
+    return (f" The nan-tail case has them too ({_result(tail).nonfinite} elements): its inputs are the default"
+            " case's but for NaN in V at the positions no sequence holds"
+            + (", and the default case's output is finite, so there the NaN is V read at such positions."
+               if default_finite else "."))
 
 
 def _group_position_words(x: Launch, bad: list[list[int]]) -> str:
@@ -159,7 +175,8 @@ def _swapped_pools_words(x: Launch, tolerance: float, relaunch: paged_weights.Re
     return (f" Launched again with the two pools passed the other way round (the V pool as k_pages, the K pool as"
             f" v_pages), the same case is right (largest error {err:.2g}): your kernel takes its keys"
             " from the tensor passed as v_pages and its values from the one passed as k_pages. Look at the order of"
-            " the arguments where the launcher calls the kernel, and of the kernel's parameters.")
+            " the arguments where the launcher calls the kernel, of the kernel's parameters, and at the pointer"
+            " each of the K and V loads starts from.")
 
 
 def _wrong_pairs(x: Launch, tolerance: float) -> list[list[int]]:
@@ -463,7 +480,7 @@ def diagnose(drill: Drill, launches: list[Launch], tolerance: float,
     # keys read from the V pool: the read-out's one-hot values are then its keys (no positions read)
     reads = read_findings(launches, bool(failing), None if swapped else readout, block_n)
     codes.add(output_findings(failing, any(code in reads for code in STRAY_READS), one_slice,
-                              None if codes else rerun_of, padless, tolerance, relaunch))
+                              None if codes else rerun_of, padless, tolerance, relaunch, tails))
     heads = head_findings(failing, tolerance)
     if "heads-mixed" in heads:
         codes.say("heads-mixed", heads["heads-mixed"])

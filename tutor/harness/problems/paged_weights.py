@@ -304,7 +304,7 @@ def softmax_reading(x: Launch, relaunch: Relaunch, block_n: int | None = None) -
     lengths = p.lengths.to(dev).long()
     held = (pos >= 0) & (seq >= 0) & (pos < lengths[seq.clamp(min=0)])
     n = max(c.lengths)
-    q = (p.q.float() * 0.1).to(p.q.dtype)
+    q = (p.q.float() * reading.DECODE_Q_SCALE).to(p.q.dtype)
 
     def read(group: int) -> torch.Tensor:
         v = torch.zeros_like(p.v_pages)
@@ -317,7 +317,7 @@ def softmax_reading(x: Launch, relaunch: Relaunch, block_n: int | None = None) -
     kq = kg.repeat_interleave(c.group, dim=1).to(torch.float64).cpu()
     s = torch.einsum("bhd,bhnd->bhn", q.to(torch.float64).cpu(), kq) * d**-0.5
     allowed = torch.arange(n)[None, :] < lengths.cpu().repeat_interleave(c.heads)[:, None]
-    span = f"Within each page (read out through one-hot values on the {c.name} case)"
+    span = f"Within each page (read out through one-hot values on {reading.scaled_q_case(c.name)})"
     scores, seen = s.reshape(c.batch * c.heads, 1, n), allowed[:, None, :]
 
     def name(r: int) -> str:

@@ -955,14 +955,15 @@ def weights_reading(module: ModuleType, launch: Launch) -> tuple[str, bool]:
     each K/V block, and what each (sequence, head)'s weights add up to, in words; and whether
     the slope is a known wrong temperature."""
     b, h, n, d = launch.case.shape
-    q = (launch.q.float() * 0.1).half()
+    q = (launch.q.float() * reading.DECODE_Q_SCALE).half()
     w, _ = reading.weights_read_out(
         lambda group: launch_on(module, launch.case, q, launch.k, one_hot_values((b, h, n, d), group, q.device),
                                 launch.lengths).out, n, d, (b * h, 1), q.device)
     s = (q.to(torch.float64).reshape(b * h, 1, d) @ launch.k.to(torch.float64).reshape(b * h, n, d).transpose(1, 2)
          * d**-0.5)
     allowed = (torch.arange(n, device=q.device)[None, :] < launch.lengths.repeat_interleave(h)[:, None])[:, None, :]
-    span = f"Within each K/V block (read out through one-hot values on the {_result(launch).name} case)"
+    on = reading.scaled_q_case(_result(launch).name)
+    span = f"Within each K/V block (read out through one-hot values on {on})"
 
     def shares() -> str:
         # which slice read each block, as the correctness launch recorded it: each keeps its own maximum
@@ -975,7 +976,7 @@ def weights_reading(module: ModuleType, launch: Launch) -> tuple[str, bool]:
         return f"sequence {r // h} head {r % h}"
 
     said, hot = reading.softmax_reading(w, s, allowed, d, int(module.BLOCK_N), span,
-                                        f"each (sequence, head)'s weights on the {_result(launch).name} case",
+                                        f"each (sequence, head)'s weights on {on},",
                                         shares, name)
     p = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1).nan_to_num(0.0)
     if not reading.softmax_itself(w, p):  # weights of other scores: K read another way? (blind round 22, 05/m22)

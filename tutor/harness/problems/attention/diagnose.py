@@ -138,6 +138,15 @@ WHERE_FORBIDDEN = {
 }
 
 
+def missing_keys_words(ro: ReadOut) -> str:
+    """The keys the read-out's missing row gives no weight to, as runs, saying which are listed where
+    the row weighs others 0 too (blind round 28, 01 b13: "(191 in all)" of 197)."""
+    keys = index_runs(ro.missing_keys)
+    if ro.missing_keys_complete:
+        return keys
+    return f"{keys} (of those the reference weighs {reading.MISSING_P:g} or more: some others get 0 too)"
+
+
 def placeholders(ro: ReadOut) -> dict[str, str]:
     """The measured numbers a diagnosis message may quote, already formatted."""
     values: dict[str, str] = {"mode": ro.mode, "case": ro.case}
@@ -148,13 +157,19 @@ def placeholders(ro: ReadOut) -> dict[str, str]:
                       rows=str(ro.forbidden_rows), where=WHERE_FORBIDDEN.get(ro.forbidden_where, ro.forbidden_where))
     if ro.missing_row is not None:
         values.update(missing_row=str(ro.missing_row), missing_mass=f"{ro.missing_mass:.2f}",
-                      missing_rows=str(ro.missing_rows), keys=index_runs(ro.missing_keys))
+                      missing_rows=str(ro.missing_rows), keys=missing_keys_words(ro))
         if ro.missing_in_tile:
             values["tile_pattern"] = (
                 "Every key missed, in every row, and no other, lies further into its K/V block than the row lies"
                 f" into its query block (key % {ro.block_n} > row % {ro.block_m}: your BLOCK_N and BLOCK_M), in"
                 " the blocks left of the diagonal too: what a causal mask compared by positions within the tiles"
                 " (offs_n - start_n against offs_m - start_m) drops, a mask right only in a diagonal block")
+        elif ro.missing_row_in_tile:
+            values["tile_pattern"] = (
+                "Every key missed, in every row, and no other, lies after the row's place in its query block (key >"
+                f" row % {ro.block_m}, your BLOCK_M): each row of query block i sees the keys row - i * {ro.block_m}"
+                " would, as a causal mask that compares the row's offset within its query tile (counted from 0)"
+                " with the keys' positions in the sequence drops; compare the row's position in the sequence")
     if ro.skipped_blocks:
         pairs = [f"key block {j} for query block {i}" for i, j in ro.skipped_blocks]
         values["blocks"] = ", ".join(pairs[:4]) + (f" and {len(pairs) - 4} more" if len(pairs) > 4 else "")
@@ -242,7 +257,7 @@ def facts(ro: ReadOut) -> str:
     if ro.forbidden_row is not None:
         said.append(f"row {ro.forbidden_row} puts {_mass_words(ro.forbidden_mass)} on keys it must not see")
     if ro.missing_row is not None:
-        said.append(f"row {ro.missing_row} gives no weight to keys {index_runs(ro.missing_keys)} "
+        said.append(f"row {ro.missing_row} gives no weight to keys {missing_keys_words(ro)} "
                     f"({ro.missing_mass:.2f} of its reference weight)" + _cut_words(ro))
     if ro.row_sum_min is not None and not ro.sums_to_one:
         said.append(f"rows sum to {ro.row_sum_min:.3g}..{ro.row_sum_max:.3g} instead of 1")

@@ -41,6 +41,14 @@ MISSING_P = 1e-3  # a key the reference weighs at least this much, and the kerne
 FIT_RMS = 0.01  # a softmax temperature is said only where log(weight) is a line in the scores to this rms ...
 FIT_EXPLAINED = 0.99  # ... explaining this share of log(weight)'s spread about its block means
 MAP_CELLS = 40  # the drawn maps are at most this many cells a side
+# the one-token (decode) read-outs scale the case's q by this, so that every weight stays far from fp16's
+# underflow: their numbers are of the case's keys and lengths with that q, which their words say
+DECODE_Q_SCALE = 0.1
+
+
+def scaled_q_case(case: str) -> str:
+    """"the <case> case, q scaled by 0.1": what a decode read-out's numbers are measured on."""
+    return f"the {case} case, q scaled by {DECODE_Q_SCALE:g}"
 
 LN2 = math.log(2.0)
 
@@ -571,6 +579,7 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
         h, r = divmod(int(torch.where(m_rows, m_mass, torch.zeros_like(m_mass)).argmax()), seq)
         result.missing_mass, result.missing_row = float(m_mass[h, r]), r
         result.missing_keys = missing[h, r].nonzero().flatten().tolist()
+        result.missing_keys_complete = bool((missing[h, r] == (allowed & (wz == 0))[h, r]).all())
         result.missing_where, result.skipped_blocks = _where_missing(missing, needed, rows, cols, seq,
                                                                      block_m, block_n)
         # what a causal mask compared by positions within the tiles drops (offs_n - start_n against
@@ -579,6 +588,11 @@ def measure(w: torch.Tensor, s: torch.Tensor, causal: bool, block_m: int, block_
         deeper = ((cols % block_n) > (rows % block_m)).expand_as(needed)
         left = ((cols // block_n + 1) * block_n <= rows - rows % block_m).expand_as(needed)
         result.missing_in_tile = bool((missing == (needed & deeper)).all()) and bool((missing & left).any())
+        # or every key after the row's place in its query block (key > row % BLOCK_M): the row's offset in its
+        # tile compared with the keys' positions (blind round 28, 01 b08), seen only below the first query block
+        after = (cols > rows % block_m).expand_as(needed)
+        result.missing_row_in_tile = bool((missing == (needed & after)).all()) and bool(
+            missing[..., block_m:, :].any())
         # those rows' weights on the keys left, against softmax over those keys alone: measured on the rows
         # themselves (blind round 26, 01 b30: V loaded at a block's own offsets folds the missing keys' weight
         # onto block 0's keys; the clean rows' proportions said nothing of it)
