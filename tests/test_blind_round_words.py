@@ -67,6 +67,7 @@ WANTED = {
                                                    "look at what the running maximum is taken over"]),
     # blind round 28 (01 b08): the causal mask's row taken within its tile
     "01_mask_row_within_its_tile": ("keys-missing", ["lies after the row's place in its query block"]),
+    "01_mask_keys_at_start_n_times_block_n": ("blocks-skipped", ["they are lost only with CAUSAL set"]),
     "09_alpha_inverted_and_empty_rows_nan": ("empty-row-nan", ["rows that see no key under the block mask",
                                                                "when the two keys trade scores"]),
     # blind round 27, 02 b14: one key of score 0 past the end, measured on every row of the hostile case

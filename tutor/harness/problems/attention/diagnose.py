@@ -451,10 +451,11 @@ def skipped_visit_counts(ro: ReadOut, visits: VisitMap) -> list[int]:
     return counts if len(counts) == len(ro.skipped_blocks) else []
 
 
-def skipped_visit_words(ro: ReadOut, visits: VisitMap) -> str:
+def skipped_visit_words(ro: ReadOut, visits: VisitMap, full_right: bool = False) -> str:
     """What the visit map says of the blocks the read-out found weightless, where it maps the
     read-out's case (the same length and blocks): none of them visited (the loop never got
-    there), or every one visited by every program (reached, and what it added went elsewhere)."""
+    there), or every one visited by every program (reached, and what it added went elsewhere).
+    ``full_right``: the full launch is right on every case (the keys are lost in causal-only code)."""
     counts = skipped_visit_counts(ro, visits)
     if not counts:
         return ""
@@ -468,7 +469,10 @@ def skipped_visit_words(ro: ReadOut, visits: VisitMap) -> str:
                     " still add up to 1 in softmax's proportions: the loop reaches them, and their keys are in"
                     " neither acc nor l_i at the end - masked away (the column mask, its bound, its fill), their"
                     " scores dropped before m_i and l_i, or acc and l_i both wiped by a later block (reset, or"
-                    " rescaled by an alpha of 0: exp2(m_i - m_new) is 0 while m_i stays -inf, never updated).")
+                    " rescaled by an alpha of 0: exp2(m_i - m_new) is 0 while m_i stays -inf, never updated)."
+                    + (" The full launch is right on every case: they are lost only with CAUSAL set, in code the causal"
+                       " launch alone runs - its mask (the key positions it compares with the rows: start_n + offs_n)"
+                       " or whatever else runs only when CAUSAL." if full_right else ""))
         if ro.missing_on_block0:
             return (" The visit map shows every one of these blocks visited, and in every row that misses weight,"
                     " the weight softmax gives key c of those blocks is found on key c % BLOCK_N of key block 0, on"
@@ -613,7 +617,8 @@ def diagnose(
         codes["blocks-inconsistent"] += next((w for w in map(pattern_words, readouts.values()) if w), "") \
             or next((w for w in map(counted_twice_words, readouts.values()) if w), "")
     if "blocks-skipped" in codes and visits is not None and ro_skipped is not None:
-        codes["blocks-skipped"] += skipped_visit_words(ro_skipped, visits)
+        full_right = both_modes and all(x.case.passed for x in launches if not x.case.causal)
+        codes["blocks-skipped"] += skipped_visit_words(ro_skipped, visits, full_right)
     if visits is not None:
         # PASSED with every block visited is a finding of its own ("todo1-open", which
         # unlocks the loop-bound hint); on a failing kernel it is only said
