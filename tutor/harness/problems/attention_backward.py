@@ -629,10 +629,12 @@ def p_readout_detail(launch: BackwardLaunch, probe: Probe, block_m: int, block_n
         parts: list[str] = []
         if shape.missing_pairs:
             kinds = ", ".join(f"{n} on {k}" for k, n in shape.missing_kinds.items())
-            parts.append(f"is 0 on {shape.missing_pairs} (row, key) pairs the row must see ({kinds})")
+            parts.append(f"is 0 on {shape.missing_pairs} (row, key) pairs the row must see and softmax weighs"
+                         f" {10 * readout.MEASURABLE:g} or more ({kinds})")
         if shape.extra_pairs:
             kinds = ", ".join(f"{n} on {k}" for k, n in shape.extra_kinds.items())
-            parts.append(f"gives weight to {shape.extra_pairs} pairs the row may not see ({kinds})")
+            parts.append(f"gives weight over {readout.MEASURABLE:g} to {shape.extra_pairs} pairs the row may not"
+                         f" see ({kinds})")
         skipped = (", which query blocks its loop visits (P is 0 on a block it skips) and the rows its Q and dO"
                    " loads take (a block loaded from another block's rows)") if shape.missing_pairs else ""
         unvisited = _missing_where_unvisited(launch, shape, read.rows, block_m, block_n)

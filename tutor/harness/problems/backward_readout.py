@@ -251,7 +251,8 @@ def describe_ds(dq: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
         ahead = torch.arange(seq, device=got.device)[None, :] > torch.arange(seq, device=got.device)[:, None]
         after = int((outside & ahead).sum())
         where = "keys after the row" if after == int(outside.sum()) else "pairs the mask removes"
-        return DsShape(False, f"{said} is nonzero on {int(outside.sum())} (row, key) pairs a row may not see"
+        return DsShape(False, f"{said} is nonzero, beyond the read-out's noise ({tol:.2g}), on {int(outside.sum())} of"
+                              f" the {int((~allowed).expand_as(got).sum())} (row, key) pairs a row may not see"
                               f" ({where}): the dQ loop's mask lets them through.")
     norm = float((ds * ds).sum())
     alpha = float((got * ds).sum()) / norm if norm > 0 else 0.0
