@@ -5,11 +5,12 @@ Below is a working, correct tiled FlashAttention forward kernel in Triton
 attention.  Make it causal:
 
 * TODO 1 — the loop bound.  A query block never needs the K/V blocks that lie
-  wholly in its future.  Stop the loop before them: that is the ~2x speed-up
-  causal attention is for.
+  wholly in its future.  Stop the loop before them: skipping them is where
+  causal attention's ~2x saving over full attention comes from.
 * TODO 2 — the mask inside the diagonal block.  The one K/V block that
-  straddles the diagonal holds keys both before and after each query row; the
-  ones after must get score -inf.  That is the correctness fix.
+  straddles the diagonal holds keys after most of the query rows it meets (all
+  but a row at the block's end); those keys must get score -inf.  That is the
+  correctness fix, what causal masking is for: no row sees its future.
 
 Check your work with ``flashtutor check 01`` (or just save the file while
 ``flashtutor launch`` / ``flashtutor watch`` runs).  As shipped it prints

@@ -3,8 +3,8 @@
 At decode time each sequence brings ONE new query token, and attends to its
 whole KV cache.  A kernel with one program per (sequence, head) — the forward
 kernel of drills 01-02 with BLOCK_M = 1 — launches only batch * heads
-programs: at batch 8 with 32 heads, 256 programs for an H100's or H200's 132
-SMs, each streaming thousands of cache positions one block after another.
+programs: at batch 8 with 32 heads, 256 programs for an H100 SXM's or H200's
+132 SMs, each streaming thousands of cache positions one block after another.
 Decode is bound by memory bandwidth, and two programs per SM, each waiting on
 its next load, cannot keep enough bytes in flight to use it.  With 32 heads,
 batch 1 leaves 100 of the 132 SMs with no program at all and batch 2 leaves

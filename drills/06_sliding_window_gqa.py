@@ -125,7 +125,8 @@ def _swa_fwd(
             tl.store(Visits + (off_bh * n_m + start_m) * n_n + start_n // BLOCK_N, 1)
 
     # -- epilogue: normalise and write only the rows that exist -------------------------
-    # Every row sees at least its own key, so l_i > 0 here (once TODO 3 is done too).
+    # Every row that exists sees at least its own key, so its l_i > 0 here; a padding row past
+    # N_CTX may see none (l_i = 0, a NaN), which the store's row mask never writes.
     acc = acc / l_i[:, None]
     tl.store(Out + q_base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(Out.dtype.element_ty), mask=row_ok[:, None])
 

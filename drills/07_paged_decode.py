@@ -131,7 +131,8 @@ def attention(q, k_pages, v_pages, block_table, lengths, out=None, num_splits=No
     max_len = max_pages * page_size
     split_size = triton.cdiv(triton.cdiv(max_len, num_splits), BLOCK_N) * BLOCK_N
     # every slice state starts empty, (m, l, o) = (-inf, 0, 0): a query head that no program
-    # scored merges to 0 / 0 = NaN, visibly, never to whatever memory held before
+    # scored merges to NaN (its m - m_max is -inf - (-inf)), visibly, never to whatever memory
+    # held before
     mid_m = torch.full((batch * heads, num_splits), float("-inf"), dtype=torch.float32, device=q.device)
     mid_l = torch.zeros_like(mid_m)
     mid_o = torch.zeros((batch * heads, num_splits, head_dim), dtype=torch.float32, device=q.device)

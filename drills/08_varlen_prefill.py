@@ -97,7 +97,9 @@ def _varlen_fwd(
         qk = tl.where(visible, qk, float("-inf"))
 
         # -- online softmax update (drill 02) ----------------------------------------------
-        # rows past the sequence's end see no key: subtracting 0 keeps exp2(-inf - -inf) out
+        # with Nk >= Nq every row (padding rows too) sees key 0 of the first block, so m_new is
+        # finite here; a mask that lets a row see no key of the first block (TODO 3 written wrong)
+        # leaves it -inf, and subtracting 0 there keeps exp2(-inf - -inf) = NaN out
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = tl.exp2(m_i - m_use)

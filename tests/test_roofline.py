@@ -119,3 +119,17 @@ def test_the_roofline_at_a_timing_shape_unlike_the_verdicts_counts_there(tmp_pat
     assert result.timing_shape == [1, 2, 200, 64]
     tiles = {launch.mode: launch.visited_tiles for launch in result.roofline.launches}
     assert tiles == {"full": 32, "causal": 20}  # 2 heads x 16 tiles; 2 heads x 10 needed
+
+
+def test_the_causal_ideal_counts_the_needed_tiles_as_the_kernel_counts_its_own():
+    """Blind round 28's review: at n = 200 with 64-blocks, 4·n²·d × (T+1)/(2T) (12.8 MFLOP for two heads)
+    matched no count; the ideal is the needed tiles' work on their real rows and columns: 13.4 MFLOP,
+    what a kernel that visits exactly those tiles counts."""
+    n, d, block = 200, 64, 64
+    ideal = roofline.ideal_work([1, 2, n, d], True, block, block)
+    t = formulas.blocks_per_side(n, block)
+    needed = VisitMap(block_m=block, block_n=block, seq=n, heads=2,
+                      counts=[[2 * int(j <= i) for j in range(t)] for i in range(t)],
+                      ideal=[[j <= i for j in range(t)] for i in range(t)])
+    assert ideal.flops == roofline.count_work(needed, d).flops == 13_402_112
+    assert "the 10 of 16 tiles" in ideal.note

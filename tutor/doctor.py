@@ -133,7 +133,7 @@ def probe_device() -> tuple[Finding, bool]:
         return Finding("device", "error", f"torch does not import: {exc}"), False
     if not torch.cuda.is_available():
         return Finding("device", "ok", "no GPU visible to torch: checks run on the CPU through Triton's interpreter "
-                       "(timings relative only)"), False
+                       "(its timings are not speeds: the counted work is what compares)"), False
     hip = getattr(torch.version, "hip", None)
     runtime = f"ROCm {hip}" if hip else f"CUDA {torch.version.cuda}"
     detail = f"{torch.cuda.get_device_name(0)} ({runtime})"

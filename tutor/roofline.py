@@ -28,7 +28,7 @@ def lines(roof: Roofline) -> list[str]:
     peaks = roof.peaks
     for launch in roof.launches:
         out.append(
-            f"{'  ' + launch.mode:<14}: {human(launch.flops, 'FLOP')}, {human(launch.bytes, 'B')} of tile loads "
+            f"{'  ' + launch.mode:<14}: {human(launch.flops, 'FLOP')}, {human(launch.bytes, 'B')} of tile loads and stores "
             f"({launch.intensity:.0f} FLOP/B); ideal {human(launch.ideal_flops, 'FLOP')}, "
             f"{human(launch.ideal_bytes, 'B')}"
         )
@@ -36,7 +36,7 @@ def lines(roof: Roofline) -> list[str]:
             compute = launch.tflops / peaks["tflops"]
             memory = launch.gbps / peaks["gbps"]
             out.append(f"  compute {bar(compute)} {launch.tflops:.0f}/{peaks['tflops']:.0f} TFLOP/s")
-            out.append(f"  memory  {bar(memory)} {launch.gbps:.0f}/{peaks['gbps']:.0f} GB/s (tile loads)")
+            out.append(f"  memory  {bar(memory)} {launch.gbps:.0f}/{peaks['gbps']:.0f} GB/s (tile loads and stores)")
             if launch.bound and roof.ridge is not None:
                 out.append(f"  {launch.bound}-bound at this shape (ridge {roof.ridge:.0f} FLOP/B)")
         if launch.sdpa_tflops is not None:

@@ -108,7 +108,7 @@ class Device:
     @property
     def label(self) -> str:
         if self.interpreter:
-            return "CPU · Triton interpreter — timings relative only"
+            return "CPU · Triton interpreter — timings are not speeds"
         return f"{self.name} ({self.kind.upper()})"
 
 
@@ -449,7 +449,7 @@ class CheckResult:
     max_abs_err: float | None = None  # worst over every case (None if any was non-finite)
     cases: list[CaseResult] = field(default_factory=list)
     timing_shape: list[int] = field(default_factory=list, metadata=PERFORMANCE)
-    # "do_bench median (ms)" or "wall clock (relative only)"
+    # "do_bench median (ms)" or "wall clock, ... (interpreter: not a speed)"
     timing_method: str = field(default="", metadata=PERFORMANCE)
     full_ms: float | None = field(default=None, metadata=PERFORMANCE)
     causal_ms: float | None = field(default=None, metadata=PERFORMANCE)

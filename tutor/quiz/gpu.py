@@ -42,8 +42,13 @@ class GpuBudget:
 
     @property
     def source(self) -> str:
-        """How a question names the budget: "your GPU (NAME)" or "a stated NAME budget"."""
-        return f"the GPU this quiz runs on ({self.name})" if self.detected else f"a stated {self.name} budget"
+        """How a question names the budget: "your GPU (NAME)" or "a stated NAME budget (...)": a stated
+        budget is the vendor's round figure in decimal bytes, which is not what the card counts (an
+        H100's "50 MB" of L2 is 50 MiB = 52,428,800 bytes on the card; blind round 28's review)."""
+        if self.detected:
+            return f"the GPU this quiz runs on ({self.name})"
+        return (f"a stated {self.name} budget (the round figure quoted for an {self.name}, taken in decimal bytes:"
+                " not the card's own count)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "l2_bytes": self.l2_bytes, "hbm_bytes": self.hbm_bytes, "detected": self.detected}
