@@ -68,6 +68,17 @@ WANTED = {
     # blind round 28 (01 b08): the causal mask's row taken within its tile
     "01_mask_row_within_its_tile": ("keys-missing", ["lies after the row's place in its query block"]),
     "01_mask_keys_at_start_n_times_block_n": ("blocks-skipped", ["they are lost only with CAUSAL set"]),
+    # blind round 28 (08): laws of the diagonal and the loop bound, K and V strides, the grid's split
+    "08_kv_token_stride_head_dim": ("wrong-output", ["attention with K and V read at element"]),
+    "08_mask_packed_keys_against_sequence_rows": ("diagonal-from-packed-index", ["the shift is -cu_seqlens_k[b]"]),
+    "08_mask_row_within_its_tile": ("keys-missed", ["last weighed key is i % BLOCK_M + Nk - Nq"]),
+    "08_loop_bound_from_the_first_row": ("keys-missed", ["the loop's bound is the tile's first row's diagonal"]),
+    "08_sequence_and_head_split_swapped": ("output-unwritten", ["lies in sequences 2..4", "program_id(1) splits"]),
+    # (09): the element mask read another way, the past-end mask before the cap
+    "09_mask_transposed": ("partial-unmasked", ["mask[c, r]: the mask is read transposed"]),
+    "09_mask_rows_of_query_block_0": ("partial-keys-missed|partial-unmasked", ["at row r % 32"]),
+    "09_cap_after_past_end_mask": ("past-end-unmasked", ["a -inf the modifier capped"]),
+    "09_index_not_scaled": ("listed-blocks-missed", ["the lists may well be read to their counts"]),
     "09_alpha_inverted_and_empty_rows_nan": ("empty-row-nan", ["rows that see no key under the block mask",
                                                                "when the two keys trade scores"]),
     # blind round 27, 02 b14: one key of score 0 past the end, measured on every row of the hostile case

@@ -9,7 +9,7 @@ import torch
 
 from tutor.harness.problems.attention.hostile import FP16_UNDERFLOW_GAP, max_over_unseen_keys
 from tutor.harness.problems.block_sparse import build_block_mask
-from tutor.harness.problems.block_sparse_readout import index_as_position_words, inverted_mask
+from tutor.harness.problems.block_sparse_readout import index_as_position_words, mask_misread
 from tutor.harness.problems.varlen_attention import Extra
 
 SEQ, BLOCK = 64, 16
@@ -31,16 +31,20 @@ def _equal_shares(counts: torch.Tensor) -> torch.Tensor:
     return (counts / counts.sum(dim=-1, keepdim=True).clamp_min(1.0))[None]
 
 
-def test_an_inverted_element_mask_is_named_and_a_right_one_is_not():
+def test_an_element_mask_read_another_way_is_named_and_a_right_one_is_not():
+    """Blind rounds 21 and 28 (09 b mask_transposed, mask_local_rows): the keys weighed in the partial
+    blocks are exactly the mask's inverted, transposed, or read at query block 0's rows."""
     bm = _block_mask()
     kind = _kinds(bm)
-    partial, hidden = kind == 1, bm.mask == 0
+    partial, seen = kind == 1, bm.mask != 0
     assert bool(partial.any())
-    inverted = ((kind == 2) | (partial & hidden))[None]
-    assert inverted_mask(inverted, kind, bm.mask)
-    assert not inverted_mask(bm.allowed()[None], kind, bm.mask)
-    # every key of a partial block weighed (the mask not applied): not the hidden ones alone
-    assert not inverted_mask(((kind == 2) | partial)[None], kind, bm.mask)
+    idx = torch.arange(SEQ)
+    for other, words in ((~seen, "the wrong way round"), (seen.T, "read transposed"),
+                         (seen[idx % BLOCK], "query block 0's rows")):
+        assert words in mask_misread(((kind == 2) | (partial & other))[None], kind, bm.mask, BLOCK, BLOCK)
+    assert mask_misread(bm.allowed()[None], kind, bm.mask, BLOCK, BLOCK) == ""
+    # every key of a partial block weighed (the mask not applied): no reading of the mask
+    assert mask_misread(((kind == 2) | partial)[None], kind, bm.mask, BLOCK, BLOCK) == ""
 
 
 def test_an_index_used_as_a_key_position_is_named_where_every_row_fits():

@@ -28,7 +28,8 @@ def lines(roof: Roofline) -> list[str]:
     peaks = roof.peaks
     for launch in roof.launches:
         out.append(
-            f"{'  ' + launch.mode:<14}: {human(launch.flops, 'FLOP')}, {human(launch.bytes, 'B')} of tile loads and stores "
+            f"{'  ' + launch.mode:<14}: {human(launch.flops, 'FLOP')}, {human(launch.bytes, 'B')} of tile loads and"
+            " stores "
             f"({launch.intensity:.0f} FLOP/B); ideal {human(launch.ideal_flops, 'FLOP')}, "
             f"{human(launch.ideal_bytes, 'B')}"
         )

@@ -130,6 +130,12 @@ def diagnose(module: ModuleType, checked: list[Checked], maps: list[VisitMap], d
                   f" and {modifier}."
                   f"{shares}{heads}" + ("" if heads else own_scores_words(module, one, device, generator))
                   + "".join(_far_below_wrong_words(x, tolerance) for x in written))
+    if "listed-blocks-missed" in visits and any(INDEX_AS_POSITION in words for words in found.values()):
+        # (blind round 28, 09 b index_not_times_block_n: told to read both lists to their counts, which it did)
+        visits["listed-blocks-missed"] += (
+            " Those follow from the index read as a key position (above) where your visits are recorded at"
+            " start_n // BLOCK_N, as the drill's code records them: listed block j is visited at key j, and its"
+            " visit lands on block j // BLOCK_N; the lists may well be read to their counts.")
     found.add(visits)
     # the full-block probe speaks of a kernel that visits its listed blocks and weighs every
     # visible key: elsewhere a moved output has other causes (said above)
@@ -369,12 +375,15 @@ def _visits_fit(checked: list[Checked], maps: list[VisitMap],
     return fits and differs
 
 
-def past_end_words(w: torch.Tensor, allowed: torch.Tensor, kinds: torch.Tensor, bm: BlockMask, seq: int) -> str:
+def past_end_words(w: torch.Tensor, allowed: torch.Tensor, kinds: torch.Tensor, bm: BlockMask, seq: int,
+                   softcap: float) -> str:
     """Read out with every score 0 (``w``: heads, rows, keys), each row's visible keys weigh
     1 / (its visible keys + the keys it weighs unseen); where those unseen keys are, in every
     row, the positions past the end in the last key block for the rows that list it, and
     none for the others, in words ("" otherwise; blind round 25, 09 b20: the -inf mask on
-    keys past N_CTX dropped, said only as "no measurement explains it")."""
+    keys past N_CTX dropped, said only as "no measurement explains it").  Each such position
+    may weigh less than a key of score 0: as one of score -softcap, a -inf the modifier capped
+    (the mask applied before the modifier: blind round 28, 09 b cap_after_inf_mask)."""
     extra = -seq % bm.block_n
     last = (seq - 1) // bm.block_n
     if extra == 0:
@@ -390,12 +399,24 @@ def past_end_words(w: torch.Tensor, allowed: torch.Tensor, kinds: torch.Tensor, 
     for which, words in ((last_kind == 2, "as a full block (a partial one's element mask hides those keys)"),
                          (last_kind > 0, "in either list")):
         want = torch.where(which, float(extra), 0.0).to(unseen.dtype)
+        block = (f" Read out with every score 0 (q = 0), every row whose lists hold the last key block {words}"
+                 f" (block {last}: keys {last * bm.block_n}..{(last + 1) * bm.block_n - 1}, of which {seq}.. lie"
+                 f" past the end) divides by")
         if bool(which.any()) and bool(((unseen - want).abs() < 0.5).all()):
-            return (f" Read out with every score 0 (q = 0), every row whose lists hold the last key block {words}"
-                    f" (block {last}: keys {last * bm.block_n}..{(last + 1) * bm.block_n - 1}, of which {seq}.. lie"
-                    f" past the end) divides by {extra} keys more than it weighs, and every other row by none: the"
-                    f" {extra} positions past the end weigh as keys of score 0, their scores not masked. A key past"
-                    " N_CTX must score -inf whichever list its block is in")
+            return (f"{block} {extra} keys more than it weighs, and every other row by none: the {extra} positions"
+                    " past the end weigh as keys of score 0, their scores not masked. A key past N_CTX must score"
+                    " -inf whichever list its block is in")
+        # each position weighs one factor of a score-0 key: as a key of score ln(factor)
+        factor = unseen[:, which] / extra
+        if (factor.numel() and bool((unseen[:, ~which].abs() < 0.05).all()) and float(factor.min()) > 0
+                and float(factor.max() - factor.min()) <= 0.02 * float(factor.max())):
+            score = math.log(float(factor.mean()))
+            capped = (f", about -{softcap:g} = softcap·tanh(-inf / softcap): a -inf the modifier capped to a finite"
+                      " score. The mask's -inf must come after the modifier, on the capped scores"
+                      if abs(score + softcap) < 0.05 else ": their scores are not masked")
+            return (f"{block} {float(factor.mean() * extra):.3g} keys of score 0 more than it weighs, and every"
+                    f" other row by none: each of the {extra} positions past the end weighs as a key of score"
+                    f" {score:.3g}{capped}. A key past N_CTX must score -inf whichever list its block is in")
     return ""
 
 
@@ -564,11 +585,14 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
                 found.say(how_code, said if how == "dropped" else said + shares_words(w[h, r], allowed[r], bm.block_n))
             if len(like):
                 break  # one shape a kind of block
-    if "partial-unmasked" in found and "partial-keys-missed" in found and inverted_mask(given, kind, bm.mask):
-        found["partial-unmasked"] += (" Within every partial block, in every row, the keys that get weight are exactly"
-                                      " the ones the element mask hides, and the ones it shows get none: the element"
-                                      " mask's test is the wrong way round.")
-        found.pop("partial-keys-missed")
+    misread = mask_misread(given, kind, bm.mask, bm.block_m, bm.block_n) \
+        if "partial-unmasked" in found or "partial-keys-missed" in found else ""
+    if misread:  # said under the first of the two codes, the other dropped: one mistake
+        first = next(code for code in found if code in ("partial-unmasked", "partial-keys-missed"))
+        found[first] += misread
+        for code in ("partial-unmasked", "partial-keys-missed"):
+            if code != first:
+                found.pop(code, None)
     shifted = index_as_position_words(w, bm, p) if found else ""
     if shifted:  # said with the first code: the weights of every row, every block
         first = next(iter(found))
@@ -578,7 +602,7 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
             found.pop(code, None)
     if found:
         return found, ""
-    past = past_end_words(w, allowed, kinds, bm, seq)
+    past = past_end_words(w, allowed, kinds, bm, seq, case.softcap)
     if past:
         found.say("past-end-unmasked", past + where(one) + ".")
         return found, ""
@@ -587,16 +611,35 @@ def mask_readout(module: ModuleType, one: Checked, device: str, generator: torch
     return found, f" Read out with every score 0 (q = 0){where(one)}:{said}" if said else ""
 
 
-def inverted_mask(given: torch.Tensor, kind: torch.Tensor, mask: torch.Tensor) -> bool:
-    """Read with every score 0: within every partial block, do the keys that get weight, in
-    every row of every head, match exactly the ones the element mask hides?  ``given``:
-    (heads, seq, seq) bool; ``kind``: (seq, seq), 1 for a partial block's keys; ``mask``:
-    the element mask (seq, seq)."""
+def mask_misread(given: torch.Tensor, kind: torch.Tensor, mask: torch.Tensor, block_m: int, block_n: int) -> str:
+    """Read with every score 0: within every partial block, are the keys that get weight, in
+    every row of every head, exactly those of the element mask read another way (its test
+    inverted, transposed, at the rows of query block 0, at the keys of key block 0), and not
+    as it is?  That reading in words; "".  ``given``: (heads, seq, seq) bool; ``kind``: (seq,
+    seq), 1 for a partial block's keys; ``mask``: the element mask (seq, seq)."""
     part = (kind == 1).expand_as(given)
-    if not bool(part.any()):
-        return False
-    hidden = (mask == 0).to(given.device).expand_as(given)
-    return bool((given[part] == hidden[part]).all()) and bool(given[part].any())
+    if not bool(part.any()) or not bool(given[part].any()):
+        return ""
+    seen = (mask != 0).to(given.device)
+    seq = seen.shape[-1]
+    idx = torch.arange(seq, device=given.device)
+    readings = (
+        (~seen, "the ones the element mask hides, and the ones it shows get none: the element mask's test is the"
+                " wrong way round"),
+        (seen.T, "those the element mask gives at [key, row], mask[c, r]: the mask is read transposed (its row and"
+                 " column offsets exchanged)"),
+        (seen[idx % block_m], f"those the element mask gives at row r % {block_m} (your BLOCK_M): every query block"
+                              " reads query block 0's rows of the mask - its row offsets are the tile's"
+                              " (tl.arange(0, BLOCK_M)), not the rows' positions"),
+        (seen[:, idx % block_n], f"those the element mask gives at key c % {block_n} (your BLOCK_N): every key block"
+                                 " reads key block 0's columns of the mask - its key offsets are the tile's"
+                                 " (tl.arange(0, BLOCK_N)), not the keys' positions"),
+    )
+    for other, words in readings:
+        other = other.expand_as(given)
+        if bool((other[part] != seen.expand_as(given)[part]).any()) and bool((given[part] == other[part]).all()):
+            return f" Within every partial block, in every row, the keys that get weight are exactly {words}."
+    return ""
 
 
 SAME_WEIGHTS = 1e-3  # a predicted weight pattern matched within fp16's rounding of a share
@@ -626,8 +669,10 @@ def index_as_position_words(w: torch.Tensor, bm: BlockMask, right: torch.Tensor)
     if float((measured - predicted).abs().max()) > SAME_WEIGHTS:
         return ""
     return (f" Every row's weights (read with every score 0) are exactly those of a kernel that reads listed block j"
-            f" as keys j..j+{bm.block_n - 1}: the index entry used as the block's first key, not multiplied by"
-            f" BLOCK_N ({bm.block_n}).")
+            f" as keys j..j+{bm.block_n - 1}: {INDEX_AS_POSITION} ({bm.block_n}).")
+
+
+INDEX_AS_POSITION = "the index entry used as the block's first key, not multiplied by BLOCK_N"
 
 
 UNREAD = "unread"  # modifier_readout's key for the kinds of block its probes could not read

@@ -668,6 +668,13 @@ def _last_key_law(read: RowRead, case: Case, block_m: int, block_n: int) -> str:
         hi = torch.clamp((i // block_m + 1) * block_m + nk - nq, max=nq)  # the bound, capped at Nq for Nk
         return torch.minimum(i + nk - nq, torch.clamp(-(-hi // block_n) * block_n - 1, max=nk - 1))
 
+    def row_in_tile(i: torch.Tensor, nq: int, nk: int) -> torch.Tensor:
+        return i % block_m + nk - nq
+
+    def bound_from_first_row(i: torch.Tensor, nq: int, nk: int) -> torch.Tensor:
+        hi = torch.clamp((i // block_m) * block_m + nk - nq, max=nk)  # the tile's first row's diagonal
+        return torch.minimum(i + nk - nq, torch.clamp(-(-hi // block_n) * block_n - 1, max=nk - 1))
+
     laws: dict[str, Callable[[torch.Tensor, int, int], torch.Tensor]] = {
         "every row's last weighed key is min(i + Nk - Nq, Nq - 1): no key at or past Nq is weighed - the key"
         " mask (or the bound) compares the key index with the sequence's Nq, where its Nk belongs": cut_at_nq,
@@ -677,19 +684,30 @@ def _last_key_law(read: RowRead, case: Case, block_m: int, block_n: int) -> str:
         "every row's last weighed key is min(i + Nk - Nq, the end of the key block holding Nq - 1): the loop's"
         " bound (query block + 1) * BLOCK_M + Nk - Nq is capped at the sequence's Nq, where its Nk belongs":
             bound_cut_at_nq,
+        # blind round 28 (08 b mask_tile_local_row, b loop_bound_from_first_row)
+        "every row's last weighed key is i % BLOCK_M + Nk - Nq: the mask compares the keys with the row's offset"
+        " within its query tile (counted from 0, as tl.arange(0, BLOCK_M) is), where the row's position in its"
+        " sequence belongs": row_in_tile,
+        "every row's last weighed key is min(i + Nk - Nq, the end of the last key block that starts before the"
+        " query tile's first row's diagonal): the loop's bound is the tile's first row's diagonal, start_m *"
+        " BLOCK_M + Nk - Nq, where its last row's plus one, (start_m + 1) * BLOCK_M + Nk - Nq, belongs (a tile"
+        " whose bound is 0 then reads no key at all)": bound_from_first_row,
     }
     fitting: list[str] = []
     for words, law in laws.items():
-        fits, differs = bool(read.lasts), set()
+        fits, differs, rows_apart = bool(read.lasts), set(), 0
         for b, (rows, last) in read.lasts.items():
             nq, nk = case.seqs[b]
             want = law(rows, nq, nk)
             fits = fits and bool((last == want).all())
-            if bool((want < rows + nk - nq).any()):
+            apart = int((want < rows + nk - nq).sum())
+            rows_apart += apart
+            if apart:
                 differs.add(b)
-        # told apart from the truth in two sequences at least: one sequence can fit a law by chance (the
-        # one-key-past case's bound one key short fits the cut at Nq there)
-        if fits and len(differs) >= 2:
+        # told apart from the truth in two sequences at least, or in many rows: one sequence can fit a law by
+        # chance in a row or two (the one-key-past case's bound one key short fits the cut at Nq there); a
+        # case with one long sequence tells a law in its rows (blind round 28, 08 b mask_tile_local_row)
+        if fits and (len(differs) >= 2 or rows_apart >= 16):
             fitting.append(words)
     if len(fitting) == 1:
         return f" Measured over every sequence's rows that weigh a key of their own: {fitting[0]}."
@@ -724,7 +742,6 @@ def diagonal_findings(read: RowRead, case: Case, block_n: int, visits: torch.Ten
 
     if consistent and not missed_beyond_shift:
         offset = {b: nk - nq for b, (nq, nk) in enumerate(case.seqs)}
-        packed = {b: case.cu_q[b] - case.cu_k[b] for b in range(len(case.seqs))}
         shown = "; ".join(f"{_seq_words(case, b)}: {_shift_words(d)}" for b, d in sorted(single.items()))
         if unmeasured:
             shown += f"; sequence{'s' * (len(unmeasured) > 1)} {index_runs(unmeasured)}: no key of its own weighed"
@@ -732,8 +749,6 @@ def diagonal_findings(read: RowRead, case: Case, block_n: int, visits: torch.Ten
             shown += (f" ({len(read.empty)} rows weigh no key of their own sequence: their read-out weights on its"
                       " keys are all 0 or NaN)")
         values = set(single.values())
-        c0 = single[min(single)] - packed[min(single)]
-        c1 = single[min(single)] + offset[min(single)] - packed[min(single)]
         if any(offset[b] > 0 for b in single) and fits({b: -offset[b] for b in offset}):
             found.say("diagonal-not-offset", f" Measured per sequence: {shown}{where}.")
         elif len(values) == 1 and fits({b: next(iter(values)) for b in offset}):
@@ -742,17 +757,8 @@ def diagonal_findings(read: RowRead, case: Case, block_n: int, visits: torch.Ten
                      if read.empty else "")
             found.say("diagonal-shifted", f" Every measured sequence's rows: {_shift_words(next(iter(values)))}"
                       f"{empty}{where}.")
-        elif len(set(packed.values())) > 1 and (fits({b: packed[b] + c0 for b in offset})
-                                                or fits({b: packed[b] + c1 - offset[b] for b in offset})):
-            with_offset = not fits({b: packed[b] + c0 for b in offset})
-            starts = "; ".join(f"sequence {b}: {_shift_words(single[b])}, cu_seqlens_q[{b}] - cu_seqlens_k[{b}] = "
-                               f"{packed[b]}" + (f", Nk - Nq = {offset[b]}" if with_offset else "")
-                               for b in sorted(single))
-            c = c1 if with_offset else c0
-            law = ("cu_seqlens_q[b] - cu_seqlens_k[b] - (Nk - Nq)" if with_offset
-                   else "cu_seqlens_q[b] - cu_seqlens_k[b]") + (f" {'+' if c > 0 else '-'} {abs(c)}" if c else "")
-            found.say("diagonal-from-packed-index", f" Measured: {starts}; in every sequence the shift is {law}"
-                      f"{where}.")
+        elif packed_law := _packed_shift_law(single, case, fits):
+            found.say("diagonal-from-packed-index", packed_law + where + ".")
         else:
             # the sign flipped (i - (Nk - Nq)), or one offset for all: the rule the clamped rows' reading names too
             rule = _offset_law({b: d + offset[b] for b, d in single.items()}, case)
@@ -781,6 +787,35 @@ def diagonal_findings(read: RowRead, case: Case, block_n: int, visits: torch.Ten
                   f"of {_seq_words(case, b)} weighs {n} key{'s' * (n != 1)} past key "
                   f"{i + case.seqs[b][1] - case.seqs[b][0]}{where}.")
     return found
+
+
+def _packed_shift_law(single: dict[int, int], case: Case, fits: Callable[[dict[int, int]], bool]) -> str:
+    """Where the measured shifts (``single``: sequence -> shift; ``fits``: do predicted shifts fit
+    them and the sequences left no key) follow where the sequences sit in the packed tensors --
+    cu_seqlens_q[b] - cu_seqlens_k[b], or the key side alone (packed key positions against
+    in-sequence rows: blind round 28, 08 b mask_global_key_local_query), or the row side alone,
+    each maybe less Nk - Nq, plus one constant -- that in words; "" otherwise."""
+    offset = {b: nk - nq for b, (nq, nk) in enumerate(case.seqs)}
+    b0 = min(single)
+    packed = {b: case.cu_q[b] - case.cu_k[b] for b in offset}
+    laws = (("cu_seqlens_q[b] - cu_seqlens_k[b]", packed, "cu_seqlens_q[{b}] - cu_seqlens_k[{b}]", packed),
+            ("-cu_seqlens_k[b]", {b: -case.cu_k[b] for b in offset}, "cu_seqlens_k[{b}]",
+             dict(enumerate(case.cu_k))),
+            ("cu_seqlens_q[b]", dict(enumerate(case.cu_q)), "cu_seqlens_q[{b}]", dict(enumerate(case.cu_q))))
+    for law, base, named, shown in laws:
+        if len(set(base.values())) < 2:
+            continue
+        for with_offset in (False, True):
+            c = single[b0] - base[b0] + (offset[b0] if with_offset else 0)
+            if not fits({b: base[b] + c - (offset[b] if with_offset else 0) for b in offset}):
+                continue
+            starts = "; ".join(f"sequence {b}: {_shift_words(single[b])}, {named.format(b=b)} = {shown[b]}"
+                               + (f", Nk - Nq = {offset[b]}" if with_offset else "") for b in sorted(single))
+            rule = (law + (" - (Nk - Nq)" if with_offset else "") + (f" {'+' if c > 0 else '-'} {abs(c)}" if c else ""))
+            side = {"-cu_seqlens_k[b]": " (keys compared at their packed positions, rows at their in-sequence ones)",
+                    "cu_seqlens_q[b]": " (rows compared at their packed positions, keys at their in-sequence ones)"}
+            return f" Measured: {starts}; in every sequence the shift is {rule}{side.get(law, '')}"
+    return ""
 
 
 def _shift_words(d: int) -> str:
@@ -1004,7 +1039,8 @@ def diagnose(drill: Drill, module: ModuleType, checked: list[Checked], device: s
             found.say("output-unwritten", f" {int(by_head.sum())} (row, head) outputs never written, in {len(rows)}"
                       f" packed rows of sequence{'s' * (len(seqs) > 1)} {index_runs(seqs)} (packed rows"
                       f" {index_runs(rows)}, the {one.case.name} case; {heads})."
-                      + _unwritten_heads_words(by_head[poisoned]) + _written_rows_words(one, by_head, drill.tolerance))
+                      + _unwritten_heads_words(by_head[poisoned]) + _grid_split_words(one.case, by_head)
+                      + _written_rows_words(one, by_head, drill.tolerance))
         if one.result.wrote_out_of_bounds:
             found.say("store-out-of-bounds", f" (the {one.case.name} case)")
     read_any = False
@@ -1143,30 +1179,34 @@ def operand_strides_words(case: Case, q: torch.Tensor, k: torch.Tensor, v: torch
     """Where the output is, within the tolerance, attention with one of Q, K, V read through other
     (token, head) strides than the packed layout's (tokens, heads, head_dim) -- token stride
     HEAD_DIM (one head's row a token), or a head-major layout -- every read inside the tensor:
-    the strides in words (blind round 21, 08/w21: K's token stride HEAD_DIM); "" otherwise.
-    At most six references of the case, on a failing check only."""
+    the strides in words (blind round 21, 08/w21: K's token stride HEAD_DIM); K and V read so
+    together as well (the drill's one kv_rows offset serves both loads: blind round 28, 08 b
+    kv_row_stride_missing_heads); "" otherwise.  At most twelve references of the case, on a
+    failing check only."""
     heads, d = q.shape[1:]
     got = out.to(torch.float64)
     if not bool(torch.isfinite(got).all()):
         return ""
-    for name, x in (("K", k), ("V", v), ("Q", q)):
-        tokens = x.shape[0]
+    for names in (("K",), ("V",), ("Q",), ("K", "V")):
+        name = " and ".join(names)
+        tokens = {"Q": q, "K": k, "V": v}[names[0]].shape[0]
         for token_stride, head_stride, what in (
                 (d, d, "the token stride is HEAD_DIM where one token holds every head's row (H * HEAD_DIM)"),
                 (d, tokens * d, "the token and head strides are those of a (heads, tokens, head_dim) layout"),
                 (d, 0, "the token stride is HEAD_DIM and the head offset is missing")):
             index = (torch.arange(tokens)[:, None, None] * token_stride + torch.arange(heads)[None, :, None]
                      * head_stride + torch.arange(d)[None, None, :])
-            if int(index.max()) >= x.numel():
+            operands = {"Q": q, "K": k, "V": v}
+            if int(index.max()) >= min(operands[n].numel() for n in names):
                 continue  # it reads past the end: the guard band's NaN says that
-            reread = x.reshape(-1)[index.to(x.device)]
-            operands = {"Q": q, "K": k, "V": v, name: reread}
+            for n in names:
+                operands[n] = operands[n].reshape(-1)[index.to(operands[n].device)]
             guess = reference(case, operands["Q"], operands["K"], operands["V"])
             if float((guess - got).abs().max()) <= tolerance:
                 return (f" Your output is, within the tolerance, attention with {name} read at element"
                         f" token*{token_stride} + head*{head_stride} + c (token, head, component c), where the packed"
                         f" (tokens, heads, head_dim) layout has it at token*{heads * d} + head*{d} + c: {what}."
-                        f" Look at the offsets of the {name} load.")
+                        f" Look at the offsets of the {name} load{'s' * (len(names) > 1)}.")
     return ""
 
 
@@ -1249,6 +1289,35 @@ def _written_rows_words(one: Checked, unwritten: torch.Tensor, tolerance: float)
     each = "each" if len(places) == int(wrong.sum()) else f"each of the first {len(places)} checked"
     return (f"{said}, and {each} equals the right output of another (row, head): the stores reached other places"
             f" (packed row {r} head {h} holds row {first // heads} head {first % heads}'s output).")
+
+
+def _grid_split_words(case: Case, unwritten: torch.Tensor) -> str:
+    """Where the (row, head) outputs never written (``unwritten``: (total_q, heads) bool) are exactly
+    within the sequences numbered H and up, one of them wholly (more sequences than heads; a
+    program of a head past H stores into the next tokens' place, so not all of them stay
+    unwritten), or exactly heads B and up of every sequence (more heads than sequences): the
+    program id's (sequence, head) split taken the other way round, or a grid axis of the wrong
+    size, in words (blind round 27, 08 b40: told only where the loads start); "" otherwise."""
+    batch, heads = len(case.seqs), case.heads
+    rows = torch.tensor([_seq_of(case, r) for r in range(unwritten.shape[0])])
+    if batch > heads:
+        want = (rows >= heads)[:, None].expand_as(unwritten)
+        which = f"sequences {heads}..{batch - 1} (those numbered from H = {heads}, the head count, on)"
+        ran = "the sequence index ran over the H heads' count"
+    elif heads > batch:
+        want = (torch.arange(heads) >= batch)[None, :].expand_as(unwritten)
+        which = f"heads {batch}..{heads - 1} (those numbered from B = {batch}, the sequence count, on)"
+        ran = "the head index ran over the B sequences' count"
+    else:
+        return ""
+    # (a program of a head past H stores into the next tokens' place: some of those rows are written)
+    whole = bool((unwritten == want).all(dim=1).all()) if heads > batch else any(
+        bool(unwritten[rows == b].all()) for b in range(heads, batch))
+    if not bool(unwritten.any()) or bool((unwritten & ~want).any()) or not whole:
+        return ""
+    return (f" Every output never written lies in {which}, and some of them wholly: as if {ran} - look at how"
+            " program_id(1) splits into the sequence (off_bh // H) and the head (off_bh % H), and at the grid's"
+            " size.")
 
 
 def _unwritten_heads_words(rows: torch.Tensor) -> str:
