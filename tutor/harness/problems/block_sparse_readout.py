@@ -408,7 +408,8 @@ def past_end_words(w: torch.Tensor, allowed: torch.Tensor, kinds: torch.Tensor, 
                     " -inf whichever list its block is in")
         # each position weighs one factor of a score-0 key: as a key of score ln(factor)
         factor = unseen[:, which] / extra
-        if (factor.numel() and bool((unseen[:, ~which].abs() < 0.05).all()) and float(factor.min()) > 0
+        # (measurable: each row divides by a twentieth of a key more at the least; a right kernel's rows by ~0)
+        if (factor.numel() and bool((unseen[:, ~which].abs() < 0.05).all()) and float(factor.min()) * extra >= 0.05
                 and float(factor.max() - factor.min()) <= 0.02 * float(factor.max())):
             score = math.log(float(factor.mean()))
             capped = (f", about -{softcap:g} = softcap·tanh(-inf / softcap): a -inf the modifier capped to a finite"
